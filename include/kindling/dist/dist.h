@@ -1,0 +1,371 @@
+#pragma once
+/// \file
+/// kindling::dist: one API for distributed computation over the `serial`, `gloo` (and,
+/// where built, `nccl` and `mpi`) backends, modelled on ignite.distributed ("idist").
+///
+/// Quick tour:
+/// \code
+///   kindling::dist::initialize("gloo");                 // env://: RANK, WORLD_SIZE, MASTER_*
+///   auto r = kindling::dist::get_rank();
+///   auto t = kindling::dist::all_reduce(at::ones({4}));  // sum over ranks, in place
+///   auto names = kindling::dist::all_gather(std::string("rank") + std::to_string(r));
+///   kindling::dist::finalize();
+/// \endcode
+///
+/// Rules that hold for every collective below: every rank of the group must call it, in
+/// the same order, with tensors of the same dtype (and shape, unless stated otherwise).
+/// Each collective has a timeout (InitOptions::timeout); a rank that waits longer throws
+/// kindling::TimeoutError naming the collective and the ranks that did not arrive. An
+/// engine failure (for example a peer that died) throws kindling::CommunicationError.
+/// Ranks (`src`, `dst`) are always global ranks, even on a group, as in torch.distributed.
+/// In the serial model (no initialize, world size 1) collectives return their input, as
+/// idist's serial model does. Functions are not thread-safe with respect to each other:
+/// call kindling::dist from one thread at a time.
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "kindling/dist/group.h"
+#include "kindling/dist/serialize.h"
+#include "kindling/error.h"
+#include "kindling/export.h"
+
+namespace kindling {
+namespace dist {
+
+// ---------------------------------------------------------------------------------------
+// Lifecycle
+// ---------------------------------------------------------------------------------------
+
+/// Options of initialize(). Chain the setters: `InitOptions().timeout(std::chrono::seconds(30))`.
+struct KINDLING_API InitOptions {
+  /// Where ranks meet: "env://" (MASTER_ADDR / MASTER_PORT, the default),
+  /// "tcp://host:port" or "file:///path/to/shared/file". Default: "env://".
+  InitOptions& init_method(std::string v) { init_method_ = std::move(v); return *this; }
+  const std::string& init_method() const { return init_method_; }
+
+  /// Timeout of the rendezvous and of every collective. Default: 30 minutes (as PyTorch).
+  InitOptions& timeout(std::chrono::milliseconds v) { timeout_ = v; return *this; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+  /// This process's rank, used when the environment has no RANK. Default: unset.
+  InitOptions& rank(int v) { rank_ = v; return *this; }
+  std::optional<int> rank() const { return rank_; }
+
+  /// The number of ranks, used when the environment has no WORLD_SIZE. Default: unset.
+  InitOptions& world_size(int v) { world_size_ = v; return *this; }
+  std::optional<int> world_size() const { return world_size_; }
+
+  /// Worker threads of each gloo process group. Default: 2 (as PyTorch).
+  InitOptions& gloo_threads(int v) { gloo_threads_ = v; return *this; }
+  int gloo_threads() const { return gloo_threads_; }
+
+ private:
+  std::string init_method_ = "env://";
+  std::chrono::milliseconds timeout_ = std::chrono::minutes(30);
+  std::optional<int> rank_;
+  std::optional<int> world_size_;
+  int gloo_threads_ = 2;
+};
+
+/// Starts the distributed runtime on `backend` ("serial", "gloo", ...).
+///
+/// With "env://", RANK and WORLD_SIZE come from the environment (or from `options` when
+/// both are absent); with none of them at all the process becomes a 1-rank world on
+/// 127.0.0.1:15000, as in idist. Missing RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR /
+/// MASTER_PORT are written into the environment; finalize() restores it. Under torchrun's
+/// agent store (TORCHELASTIC_USE_AGENT_STORE=True) every rank joins the agent's store as
+/// a client. Throws kindling::UsageError for an unknown or unbuilt backend (naming the
+/// available ones), a partial or malformed environment, rank >= world size, or a second
+/// initialize; kindling::TimeoutError when the other ranks do not join within the timeout.
+/// Every rank must call it.
+KINDLING_API void initialize(const std::string& backend, const InitOptions& options = InitOptions());
+
+/// Ends the distributed runtime: destroys the process groups, restores the environment
+/// saved by initialize() and returns to the serial model. A no-op in the serial model.
+KINDLING_API void finalize();
+
+/// Picks up a distributed context created outside kindling (a process group handed over
+/// with kindling::dist::use_process_group). Every query and collective does this
+/// lazily while kindling is in the serial model, so calling it is rarely needed.
+KINDLING_API void sync();
+
+/// Hint for the local rank when the context is picked up by sync() and the environment
+/// has no LOCAL_RANK.
+KINDLING_API void set_local_rank(int local_rank);
+
+/// Whether a distributed (non-serial) model is active.
+KINDLING_API bool is_initialized();
+
+// ---------------------------------------------------------------------------------------
+// Queries
+// ---------------------------------------------------------------------------------------
+
+/// The active backend: "serial", "gloo", "nccl" or "mpi".
+KINDLING_API std::string backend();
+/// "serial" or "native-dist" (idist's names).
+KINDLING_API std::string model_name();
+/// The backends this build of kindling supports, "serial" first.
+KINDLING_API std::vector<std::string> available_backends();
+/// Global rank of this process (0 in the serial model).
+KINDLING_API int get_rank();
+/// Rank of this process on its node.
+KINDLING_API int get_local_rank();
+/// Number of ranks.
+KINDLING_API int get_world_size();
+/// Number of ranks per node (nodes are assumed homogeneous with contiguous rank blocks).
+KINDLING_API int get_nproc_per_node();
+/// Number of nodes.
+KINDLING_API int get_nnodes();
+/// Index of this process's node.
+KINDLING_API int get_node_rank();
+/// This machine's host name.
+KINDLING_API std::string hostname();
+/// The device this rank computes on: cuda:<local_rank> when CUDA is available, else cpu.
+KINDLING_API c10::Device device();
+/// Logs the configuration (model, backend, device, host, sizes, ranks) on rank 0 to
+/// stderr, one "key: value" line each, and returns the same text on every rank.
+KINDLING_API std::string show_config();
+
+// ---------------------------------------------------------------------------------------
+// Groups
+// ---------------------------------------------------------------------------------------
+
+/// The world group (same as `Group{}`).
+KINDLING_API Group world();
+/// Creates a group of the given global ranks (sorted, without duplicates). Every rank of
+/// the world must call it, members or not, in the same order. In the serial model the
+/// ranks must be {0}. Throws kindling::UsageError for an empty list, duplicates or ranks
+/// outside [0, world size).
+KINDLING_API Group new_group(std::vector<int> ranks);
+
+// ---------------------------------------------------------------------------------------
+// Collectives on tensors
+// ---------------------------------------------------------------------------------------
+
+/// Reduction operations. kAnd / kOr are bitwise and need integral or bool tensors.
+enum class ReduceOp { kSum, kProduct, kMin, kMax, kAnd, kOr };
+
+/// Parses "SUM", "PRODUCT", "MIN", "MAX", "AND", "OR" (idist's spellings).
+KINDLING_API ReduceOp reduce_op_from_string(const std::string& name);
+/// The idist spelling of `op`.
+KINDLING_API const char* to_string(ReduceOp op);
+
+/// Reduces `tensor` across the group, in place when it is contiguous and on device(), and
+/// returns it (else the result is written back into `tensor`'s storage too). A rank that
+/// is not a member of `group` gets its input back untouched.
+KINDLING_API at::Tensor all_reduce(const at::Tensor& tensor, ReduceOp op = ReduceOp::kSum,
+                                   const Group& group = Group());
+
+/// Gathers equally shaped tensors and concatenates them along dim 0 in group-rank order:
+/// shape (size * d0, d1, ...); a 0-dim tensor gives shape (size). Non-members get their
+/// input back. Serial model: returns the input.
+KINDLING_API at::Tensor all_gather(const at::Tensor& tensor, const Group& group = Group());
+
+/// Gathers tensors of the same dtype and number of dimensions but different shapes.
+/// `shapes[i]` is the shape of the i-th member's tensor. Returns one tensor per member.
+KINDLING_API std::vector<at::Tensor> all_gather_tensors_with_shapes(
+    const at::Tensor& tensor, const std::vector<std::vector<int64_t>>& shapes, const Group& group = Group());
+
+/// Like all_gather_tensors_with_shapes, but the shapes (and even the number of dimensions)
+/// are exchanged for you at the cost of one extra small collective.
+KINDLING_API std::vector<at::Tensor> all_gather_tensors(const at::Tensor& tensor, const Group& group = Group());
+
+/// Broadcasts `tensor` from global rank `src`; every rank passes a tensor of the same shape
+/// and dtype, which receives the result in place. Returns it.
+KINDLING_API at::Tensor broadcast(const at::Tensor& tensor, int src = 0, const Group& group = Group());
+
+/// Safe-mode broadcast: only `src` needs a value; other ranks may pass std::nullopt and
+/// get a new tensor of the source's shape and dtype. Costs one extra small collective.
+KINDLING_API at::Tensor broadcast(const std::optional<at::Tensor>& tensor, int src = 0,
+                                  const Group& group = Group());
+
+/// Reduces `tensor` onto global rank `dst` (in place there; on other ranks its content
+/// afterwards is unspecified, as in torch.distributed). Returns it.
+KINDLING_API at::Tensor reduce(const at::Tensor& tensor, int dst = 0, ReduceOp op = ReduceOp::kSum,
+                               const Group& group = Group());
+
+/// Global rank `src` sends `chunks[i]` to the i-th member; every member receives into
+/// `output` (same shape and dtype as the chunks) and gets it back. Other ranks pass {}.
+KINDLING_API at::Tensor scatter(const at::Tensor& output, const std::vector<at::Tensor>& chunks, int src = 0,
+                                const Group& group = Group());
+
+/// Gathers equally shaped tensors onto global rank `dst`: there one tensor per member in
+/// group order; an empty vector on the other ranks.
+KINDLING_API std::vector<at::Tensor> gather(const at::Tensor& tensor, int dst = 0, const Group& group = Group());
+
+/// Sends `inputs[i]` to the i-th member and returns what each member sent to this rank.
+/// Inputs share one dtype; their shapes may differ (they are exchanged first).
+KINDLING_API std::vector<at::Tensor> all_to_all(const std::vector<at::Tensor>& inputs,
+                                                const Group& group = Group());
+
+/// Blocks until every member of the group arrives.
+KINDLING_API void barrier(const Group& group = Group());
+
+// ---------------------------------------------------------------------------------------
+// Point-to-point (tensors must be contiguous; `tag` distinguishes messages)
+// ---------------------------------------------------------------------------------------
+
+/// Sends `tensor` to global rank `dst`; returns when the data has been handed over.
+KINDLING_API void send(const at::Tensor& tensor, int dst, int tag = 0, const Group& group = Group());
+/// Receives into `tensor` from global rank `src` (or any rank with src = -1); returns the
+/// sender's global rank.
+KINDLING_API int recv(const at::Tensor& tensor, int src = -1, int tag = 0, const Group& group = Group());
+/// Non-blocking send; keep `tensor` alive and unchanged until the Work is waited on.
+KINDLING_API Work isend(const at::Tensor& tensor, int dst, int tag = 0, const Group& group = Group());
+/// Non-blocking receive into `tensor` (src = -1: any rank).
+KINDLING_API Work irecv(const at::Tensor& tensor, int src = -1, int tag = 0, const Group& group = Group());
+
+// ---------------------------------------------------------------------------------------
+// Collectives on numbers, strings and serializable values
+// ---------------------------------------------------------------------------------------
+
+namespace detail {
+KINDLING_API double all_reduce_number(double value, ReduceOp op, const Group& group);
+KINDLING_API int64_t all_reduce_number(int64_t value, ReduceOp op, const Group& group);
+KINDLING_API uint64_t all_reduce_number(uint64_t value, ReduceOp op, const Group& group);
+/// Gathers byte strings of any length; one entry per member in group order.
+KINDLING_API std::vector<std::string> all_gather_bytes(const std::string& bytes, const Group& group);
+/// Broadcasts bytes from `src` (which passes them; others pass nullptr).
+KINDLING_API std::string broadcast_bytes(const std::string* bytes, int src, const Group& group);
+KINDLING_API bool is_serial_or_nonmember(const Group& group);
+/// Global rank of the group's `index`-th member.
+KINDLING_API int group_member_global_rank(const Group& group, int index);
+
+template <typename T>
+using if_number = std::enable_if_t<std::is_arithmetic<T>::value, int>;
+}  // namespace detail
+
+/// Reduces a number across the group and returns the result (integers stay integers).
+template <typename T, detail::if_number<T> = 0>
+T all_reduce(T value, ReduceOp op = ReduceOp::kSum, const Group& group = Group()) {
+  if (std::is_floating_point<T>::value) {
+    return static_cast<T>(detail::all_reduce_number(static_cast<double>(value), op, group));
+  } else if (std::is_signed<T>::value || std::is_same<T, bool>::value) {
+    return static_cast<T>(detail::all_reduce_number(static_cast<int64_t>(value), op, group));
+  } else {
+    return static_cast<T>(detail::all_reduce_number(static_cast<uint64_t>(value), op, group));
+  }
+}
+
+/// Gathers any serializable value (see serialize.h): one entry per member, in group order.
+/// Non-members and the serial model get `{value}`.
+template <typename T>
+std::vector<T> all_gather_object(const T& value, const Group& group = Group()) {
+  if (detail::is_serial_or_nonmember(group)) return {value};
+  auto parts = detail::all_gather_bytes(encode(value), group);
+  std::vector<T> out;
+  out.reserve(parts.size());
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    out.push_back(decode<T>(parts[i], detail::group_member_global_rank(group, static_cast<int>(i))));
+  }
+  return out;
+}
+
+/// Gathers numbers: one per member, in group order.
+template <typename T, detail::if_number<T> = 0>
+std::vector<T> all_gather(T value, const Group& group = Group()) {
+  return all_gather_object(value, group);
+}
+
+/// Gathers strings of any byte length (UTF-8 safe: bytes are moved, never characters).
+inline std::vector<std::string> all_gather(const std::string& value, const Group& group = Group()) {
+  if (detail::is_serial_or_nonmember(group)) return {value};
+  return detail::all_gather_bytes(value, group);
+}
+inline std::vector<std::string> all_gather(const char* value, const Group& group = Group()) {
+  return all_gather(std::string(value), group);
+}
+
+/// Broadcasts any serializable value from global rank `src`. Every rank passes a value
+/// of type T (ignored except on `src`). Returns the source's value.
+template <typename T>
+T broadcast_object(const T& value, int src = 0, const Group& group = Group()) {
+  if (detail::is_serial_or_nonmember(group)) return value;
+  const bool is_src = get_rank() == src;
+  std::string bytes = is_src ? encode(value) : std::string();
+  return decode<T>(detail::broadcast_bytes(is_src ? &bytes : nullptr, src, group), src);
+}
+
+/// Safe-mode broadcast of any serializable value: ranks other than `src` may pass
+/// std::nullopt. Throws kindling::UsageError when `src` passes std::nullopt.
+template <typename T>
+T broadcast_object(const std::optional<T>& value, int src = 0, const Group& group = Group()) {
+  const bool is_src = get_rank() == src;
+  KINDLING_CHECK(!is_src || value.has_value(), "kindling::dist::broadcast: the source rank ", src,
+                 " passed no value (std::nullopt); the source must pass the data to broadcast");
+  if (detail::is_serial_or_nonmember(group)) return *value;
+  std::string bytes = is_src ? encode(*value) : std::string();
+  return decode<T>(detail::broadcast_bytes(is_src ? &bytes : nullptr, src, group), src);
+}
+
+/// Broadcasts a number or a string from `src` (exact: the value's own type is sent).
+template <typename T, std::enable_if_t<std::is_arithmetic<T>::value || std::is_same<T, std::string>::value, int> = 0>
+T broadcast(const T& value, int src = 0, const Group& group = Group()) {
+  return broadcast_object(value, src, group);
+}
+/// Safe-mode broadcast of a number or string: only `src` must pass a value.
+template <typename T, std::enable_if_t<std::is_arithmetic<T>::value || std::is_same<T, std::string>::value, int> = 0>
+T broadcast(const std::optional<T>& value, int src = 0, const Group& group = Group()) {
+  return broadcast_object(value, src, group);
+}
+
+// ---------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------
+
+/// Wraps `fn` so that it runs only on global rank `rank` (returning std::optional of its
+/// result there, std::nullopt elsewhere; nothing for void). With `with_barrier`, every rank
+/// calls barrier() afterwards, so the wrapper must then be called on every rank.
+template <typename F>
+auto one_rank_only(F fn, int rank = 0, bool with_barrier = false) {
+  return [fn = std::move(fn), rank, with_barrier](auto&&... args) {
+    using R = decltype(fn(std::forward<decltype(args)>(args)...));
+    if constexpr (std::is_void<R>::value) {
+      if (get_rank() == rank) fn(std::forward<decltype(args)>(args)...);
+      if (with_barrier) barrier();
+    } else {
+      std::optional<R> out;
+      if (get_rank() == rank) out.emplace(fn(std::forward<decltype(args)>(args)...));
+      if (with_barrier) barrier();
+      return out;
+    }
+  };
+}
+
+/// Scope guard: the chosen rank runs the scope first, the others wait at a barrier and run
+/// it afterwards (typical use: one rank downloads or prepares data). With `local`, `rank`
+/// is a local rank and that local rank goes first on every node. Every rank of the world
+/// must create it. Throws kindling::UsageError when `rank` is outside [0, size). If the
+/// chosen rank leaves the scope by an exception it skips its barrier, so the others fail
+/// with a TimeoutError rather than proceed on missing data.
+class KINDLING_API OneRankFirst {
+ public:
+  explicit OneRankFirst(int rank = 0, bool local = false);
+  ~OneRankFirst() noexcept(false);
+  OneRankFirst(const OneRankFirst&) = delete;
+  OneRankFirst& operator=(const OneRankFirst&) = delete;
+
+ private:
+  bool chosen_ = false;
+  int uncaught_ = 0;
+};
+
+/// Function form of OneRankFirst: runs `fn` on the chosen rank first, then on the others.
+template <typename F>
+auto one_rank_first(F&& fn, int rank = 0, bool local = false) {
+  OneRankFirst guard(rank, local);
+  return fn();
+}
+
+}  // namespace dist
+}  // namespace kindling

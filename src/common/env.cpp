@@ -1,0 +1,59 @@
+#include "common/env.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "kindling/error.h"
+
+extern char** environ;
+
+namespace kindling {
+namespace detail {
+
+std::optional<std::string> get_env(const std::string& name) {
+  const char* v = std::getenv(name.c_str());
+  if (v == nullptr) return std::nullopt;
+  return std::string(v);
+}
+
+void set_env(const std::string& name, const std::string& value) { ::setenv(name.c_str(), value.c_str(), 1); }
+
+int parse_int(const std::string& text, const std::string& what) {
+  errno = 0;
+  char* end = nullptr;
+  long v = std::strtol(text.c_str(), &end, 10);
+  KINDLING_CHECK(!text.empty() && end != nullptr && *end == '\0' && errno == 0 && v >= -2147483647L && v <= 2147483647L,
+                 what, "='", text, "' is not an integer; set it to a whole number such as 0 or 1");
+  return static_cast<int>(v);
+}
+
+std::optional<int> get_env_int(const std::string& name) {
+  auto v = get_env(name);
+  if (!v) return std::nullopt;
+  return parse_int(*v, "environment variable " + name);
+}
+
+std::vector<std::string> snapshot_env() {
+  std::vector<std::string> out;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) out.emplace_back(*e);
+  return out;
+}
+
+void restore_env(const std::vector<std::string>& snapshot) {
+  // Remove variables that were added, then put back the saved values.
+  std::vector<std::string> names;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (eq != nullptr) names.emplace_back(*e, static_cast<std::size_t>(eq - *e));
+  }
+  for (const auto& n : names) ::unsetenv(n.c_str());
+  for (const auto& kv : snapshot) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    ::setenv(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str(), 1);
+  }
+}
+
+}  // namespace detail
+}  // namespace kindling

@@ -1,0 +1,162 @@
+#include "dist/backends/c10d/c10d_communicator.h"
+
+#include <thread>
+
+#include "kindling/error.h"
+
+namespace kindling {
+namespace dist {
+namespace detail {
+namespace {
+
+c10d::ReduceOp to_c10d(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return c10d::ReduceOp::SUM;
+    case ReduceOp::kProduct: return c10d::ReduceOp::PRODUCT;
+    case ReduceOp::kMin: return c10d::ReduceOp::MIN;
+    case ReduceOp::kMax: return c10d::ReduceOp::MAX;
+    case ReduceOp::kAnd: return c10d::ReduceOp::BAND;
+    case ReduceOp::kOr: return c10d::ReduceOp::BOR;
+  }
+  KINDLING_INTERNAL_ASSERT(false, "unknown ReduceOp");
+  return c10d::ReduceOp::SUM;
+}
+
+// Holds the c10d work and keeps the tensor lists it references alive until it is done.
+class C10dOp : public PendingOp {
+ public:
+  C10dOp(c10::intrusive_ptr<c10d::Work> work, std::vector<at::Tensor> keep = {},
+         std::vector<std::vector<at::Tensor>> keep_lists = {})
+      : work_(std::move(work)), keep_(std::move(keep)), keep_lists_(std::move(keep_lists)) {}
+  void wait(std::chrono::milliseconds timeout) override { work_->wait(timeout); }
+  bool is_completed() override { return work_->isCompleted(); }
+  int source_rank() override {
+    try {
+      return work_->sourceRank();
+    } catch (const std::exception&) {
+      return -1;
+    }
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> work_;
+  std::vector<at::Tensor> keep_;
+  std::vector<std::vector<at::Tensor>> keep_lists_;
+};
+
+OpPtr wrap(c10::intrusive_ptr<c10d::Work> work, std::vector<at::Tensor> keep = {},
+           std::vector<std::vector<at::Tensor>> keep_lists = {}) {
+  return std::make_unique<C10dOp>(std::move(work), std::move(keep), std::move(keep_lists));
+}
+
+}  // namespace
+
+OpPtr C10dCommunicator::all_reduce(at::Tensor& tensor, ReduceOp op) {
+  std::vector<at::Tensor> tensors{tensor};
+  c10d::AllreduceOptions opts;
+  opts.reduceOp = to_c10d(op);
+  auto work = pg_->allreduce(tensors, opts);
+  return wrap(std::move(work), std::move(tensors));
+}
+
+OpPtr C10dCommunicator::broadcast(at::Tensor& tensor, int root) {
+  std::vector<at::Tensor> tensors{tensor};
+  c10d::BroadcastOptions opts;
+  opts.rootRank = root;
+  auto work = pg_->broadcast(tensors, opts);
+  return wrap(std::move(work), std::move(tensors));
+}
+
+OpPtr C10dCommunicator::all_gather(std::vector<at::Tensor>& outputs, at::Tensor& input) {
+  std::vector<std::vector<at::Tensor>> outs{outputs};
+  std::vector<at::Tensor> ins{input};
+  auto work = pg_->allgather(outs, ins);
+  return wrap(std::move(work), std::move(ins), std::move(outs));
+}
+
+OpPtr C10dCommunicator::reduce(at::Tensor& tensor, int root, ReduceOp op) {
+  std::vector<at::Tensor> tensors{tensor};
+  c10d::ReduceOptions opts;
+  opts.rootRank = root;
+  opts.reduceOp = to_c10d(op);
+  auto work = pg_->reduce(tensors, opts);
+  return wrap(std::move(work), std::move(tensors));
+}
+
+OpPtr C10dCommunicator::gather(std::vector<at::Tensor>& outputs, at::Tensor& input, int root) {
+  std::vector<std::vector<at::Tensor>> outs;
+  if (!outputs.empty()) outs.push_back(outputs);
+  std::vector<at::Tensor> ins{input};
+  c10d::GatherOptions opts;
+  opts.rootRank = root;
+  auto work = pg_->gather(outs, ins, opts);
+  return wrap(std::move(work), std::move(ins), std::move(outs));
+}
+
+OpPtr C10dCommunicator::scatter(at::Tensor& output, std::vector<at::Tensor>& inputs, int root) {
+  std::vector<at::Tensor> outs{output};
+  std::vector<std::vector<at::Tensor>> ins;
+  if (!inputs.empty()) ins.push_back(inputs);
+  c10d::ScatterOptions opts;
+  opts.rootRank = root;
+  auto work = pg_->scatter(outs, ins, opts);
+  return wrap(std::move(work), std::move(outs), std::move(ins));
+}
+
+OpPtr C10dCommunicator::all_to_all(at::Tensor& output, at::Tensor& input, std::vector<int64_t> output_splits,
+                                   std::vector<int64_t> input_splits) {
+  auto work = pg_->alltoall_base(output, input, output_splits, input_splits);
+  return wrap(std::move(work), {output, input});
+}
+
+OpPtr C10dCommunicator::barrier() { return wrap(pg_->barrier()); }
+
+OpPtr C10dCommunicator::send(at::Tensor& tensor, int dst, int tag) {
+  std::vector<at::Tensor> tensors{tensor};
+  auto work = pg_->send(tensors, dst, tag);
+  return wrap(std::move(work), std::move(tensors));
+}
+
+OpPtr C10dCommunicator::recv(at::Tensor& tensor, int src, int tag) {
+  std::vector<at::Tensor> tensors{tensor};
+  auto work = src < 0 ? pg_->recvAnysource(tensors, tag) : pg_->recv(tensors, src, tag);
+  return wrap(std::move(work), std::move(tensors));
+}
+
+std::string missing_joiners(c10d::Store& store, int index, int world_size) {
+  std::string out;
+  try {
+    for (int r = 0; r < world_size; ++r) {
+      if (!store.check({"kindling/joined/" + std::to_string(index) + "/" + std::to_string(r)})) {
+        out += (out.empty() ? "" : ", ") + std::to_string(r);
+      }
+    }
+  } catch (const std::exception& e) {
+    return std::string("unknown (the store could not be read: ") + e.what() + ")";
+  }
+  return out.empty() ? std::string("none") : out;
+}
+
+void store_based_barrier(c10d::Store& store, int index, int rank, int world_size, std::chrono::milliseconds timeout,
+                         const std::string& what) {
+  const std::string key = "store_based_barrier_key:" + std::to_string(index);
+  store.set("kindling/joined/" + std::to_string(index) + "/" + std::to_string(rank), std::vector<uint8_t>{'1'});
+  store.add(key, 1);
+  const auto start = std::chrono::steady_clock::now();
+  auto delay = std::chrono::microseconds(200);
+  int64_t count = 0;
+  while ((count = store.add(key, 0)) != world_size) {
+    if (std::chrono::steady_clock::now() - start > timeout) {
+      throw TimeoutError(::kindling::detail::rank_prefix() + what + ": timed out after " + std::to_string(timeout.count()) +
+                         " ms waiting for all ranks: " + std::to_string(count) + " of " + std::to_string(world_size) +
+                         " arrived; ranks that did not arrive: " + missing_joiners(store, index, world_size) +
+                         ". Start every rank with the same WORLD_SIZE and rendezvous address, or raise the timeout.");
+    }
+    std::this_thread::sleep_for(delay);
+    if (delay < std::chrono::milliseconds(10)) delay *= 2;
+  }
+}
+
+}  // namespace detail
+}  // namespace dist
+}  // namespace kindling

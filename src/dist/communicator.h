@@ -1,0 +1,115 @@
+#pragma once
+// Internal backend interface of kindling::dist. Each backend (gloo and nccl through c10d,
+// mpi on Open MPI) implements Communicator for one group of ranks and Backend to create
+// the world and its sub-groups. Ranks in this interface are group-local.
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/intrusive_ptr.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kindling/dist/dist.h"
+
+namespace c10d {
+class Store;
+}
+
+namespace kindling {
+namespace dist {
+namespace detail {
+
+/// An operation started on a communicator; wait() throws std::exception on failure or
+/// timeout (the caller turns that into a kindling error with context).
+class PendingOp {
+ public:
+  virtual ~PendingOp() = default;
+  virtual void wait(std::chrono::milliseconds timeout) = 0;
+  virtual bool is_completed() = 0;
+  /// Group rank of the sender for a receive from any source, else -1.
+  virtual int source_rank() { return -1; }
+};
+using OpPtr = std::unique_ptr<PendingOp>;
+
+/// One group's communication engine. Tensors are contiguous and on the backend's device.
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual OpPtr all_reduce(at::Tensor& tensor, ReduceOp op) = 0;
+  virtual OpPtr broadcast(at::Tensor& tensor, int root) = 0;
+  /// outputs: one tensor per member (views into one buffer are fine).
+  virtual OpPtr all_gather(std::vector<at::Tensor>& outputs, at::Tensor& input) = 0;
+  virtual OpPtr reduce(at::Tensor& tensor, int root, ReduceOp op) = 0;
+  /// outputs: one per member on the root, empty elsewhere.
+  virtual OpPtr gather(std::vector<at::Tensor>& outputs, at::Tensor& input, int root) = 0;
+  /// inputs: one per member on the root, empty elsewhere.
+  virtual OpPtr scatter(at::Tensor& output, std::vector<at::Tensor>& inputs, int root) = 0;
+  /// 1-D tensors; splits are element counts per member.
+  virtual OpPtr all_to_all(at::Tensor& output, at::Tensor& input, std::vector<int64_t> output_splits,
+                           std::vector<int64_t> input_splits) = 0;
+  virtual OpPtr barrier() = 0;
+  virtual OpPtr send(at::Tensor& tensor, int dst, int tag) = 0;
+  /// src = -1 receives from any member.
+  virtual OpPtr recv(at::Tensor& tensor, int src, int tag) = 0;
+};
+
+/// Shared state of a group (world or new_group) on this rank.
+struct GroupState {
+  int id = 0;                      // 0 = world, k = k-th new_group
+  std::vector<int> ranks;          // global ranks, ascending
+  int group_rank = -1;             // this rank's index in `ranks`, -1 if not a member
+  std::shared_ptr<Communicator> comm;  // null on non-members
+  std::chrono::milliseconds timeout{0};
+  std::atomic<bool> valid{true};   // false after finalize()
+
+  // Progress, read by the progress monitor: how many collectives this rank entered on
+  // the group and the name of the last one.
+  std::atomic<int64_t> seq{0};
+  std::atomic<const char*> op{""};
+
+  std::string label() const { return id == 0 ? std::string("world") : "group #" + std::to_string(id); }
+  int global_rank(int index) const { return ranks.at(static_cast<std::size_t>(index)); }
+  int index_of(int global) const {
+    for (std::size_t i = 0; i < ranks.size(); ++i)
+      if (ranks[i] == global) return static_cast<int>(i);
+    return -1;
+  }
+};
+
+struct WorkState {
+  OpPtr op;
+  std::shared_ptr<GroupState> group;
+  const char* name = "";
+  int64_t seq = 0;
+  bool waited = false;
+};
+
+/// Creates the world communicator and sub-groups of one backend.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual std::shared_ptr<Communicator> world() = 0;
+  /// Called by every rank in the same order; returns null when this rank is not a member.
+  virtual std::shared_ptr<Communicator> create_group(int group_index, const std::vector<int>& ranks,
+                                                     int group_rank) = 0;
+  /// Key-value store shared by all ranks (for progress tracking), or null.
+  virtual c10::intrusive_ptr<c10d::Store> store() = 0;
+};
+
+struct WorldConfig {
+  int rank = 0;
+  int world_size = 1;
+  std::string init_method;  // env://, tcp://..., file://...
+  std::string master_addr;
+  int master_port = 0;
+  std::chrono::milliseconds timeout{0};
+  int gloo_threads = 2;
+};
+
+}  // namespace detail
+}  // namespace dist
+}  // namespace kindling

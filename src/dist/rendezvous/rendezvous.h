@@ -1,0 +1,23 @@
+#pragma once
+// Rendezvous: the key-value store through which ranks find each other (c10d TCPStore or
+// FileStore), laid out exactly as Python's torch.distributed lays it out so that kindling
+// and Python ranks can share one job.
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "dist/communicator.h"
+
+namespace kindling {
+namespace dist {
+namespace detail {
+
+/// Connects to the store named by `config.init_method` ("env://", "tcp://host:port",
+/// "file:///path"). Rank 0 hosts a TCPStore unless torchrun's agent already does
+/// (TORCHELASTIC_USE_AGENT_STORE=True: every rank is a client, under the prefix
+/// /worker/attempt_<TORCHELASTIC_RESTART_COUNT>). Returns the store under the "default_pg"
+/// prefix, as init_process_group uses it. Throws kindling::TimeoutError when the store
+/// cannot be reached within the timeout.
+c10::intrusive_ptr<c10d::Store> connect_store(const WorldConfig& config);
+
+}  // namespace detail
+}  // namespace dist
+}  // namespace kindling

@@ -1,0 +1,445 @@
+// Lifecycle and queries of kindling::dist: initialize / finalize / sync, the environment
+// rules, node layout, groups.
+#include "dist/runtime.h"
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <ATen/Context.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "common/env.h"
+#include "dist/backends/gloo/gloo_backend.h"
+#include "kindling/config.h"
+#include "kindling/dist/c10d.h"
+#include "kindling/error.h"
+
+namespace kindling {
+namespace dist {
+namespace detail {
+
+using ::kindling::detail::get_env;
+using ::kindling::detail::get_env_int;
+using ::kindling::detail::parse_int;
+using ::kindling::detail::set_env;
+
+Runtime& runtime() {
+  static Runtime* rt = new Runtime();  // never destroyed: safe to use from atexit paths
+  return *rt;
+}
+
+void maybe_sync() {
+  auto& rt = runtime();
+  if (rt.need_sync.load(std::memory_order_relaxed) && rt.world == nullptr) sync();
+}
+
+std::shared_ptr<GroupState> resolve(const Group& group, const char* caller) {
+  maybe_sync();
+  auto& rt = runtime();
+  if (group.state() == nullptr) return rt.world;
+  KINDLING_CHECK(group.state()->valid.load(), "kindling::dist::", caller,
+                 ": the group was created before finalize() and is no longer valid; create it again with "
+                 "new_group() after initialize()");
+  return group.state();
+}
+
+namespace {
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+
+// Parses "tcp://host:port" into host and port.
+std::pair<std::string, int> parse_tcp(const std::string& url) {
+  const std::string rest = url.substr(6);
+  auto colon = rest.rfind(':');
+  KINDLING_CHECK(colon != std::string::npos && colon > 0 && colon + 1 < rest.size(),
+                 "kindling::dist::initialize: init_method '", url, "' needs a host and a port, as in tcp://10.0.0.1:29500");
+  std::string host = rest.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  std::string port_text = rest.substr(colon + 1);
+  auto slash = port_text.find_first_of("/?");
+  if (slash != std::string::npos) port_text = port_text.substr(0, slash);
+  return {host, parse_int(port_text, "the port of init_method '" + url + "'")};
+}
+
+// Works out local rank, processes per node, node count and node rank (idist §2.4-2.5):
+// LOCAL_RANK / LOCAL_WORLD_SIZE / GROUP_RANK when the launcher provides them, else a
+// MAX all-reduce of local_rank + 1, else (no LOCAL_RANK at all) host names gathered from
+// every rank, assuming the ranks of one host are contiguous.
+void compute_layout(Runtime& rt, std::optional<int> env_local_rank) {
+  const int ws = rt.world_size;
+  std::optional<int> local = env_local_rank ? env_local_rank : rt.local_rank_hint;
+  std::optional<int> nproc = get_env_int("LOCAL_WORLD_SIZE");
+  std::optional<int> node_rank;
+  if (ws == 1) {
+    local = local.value_or(0);
+    nproc = 1;
+  } else if (!local) {
+    auto hosts = all_gather(hostname());
+    std::vector<std::string> order;
+    std::map<std::string, int> count;
+    for (const auto& h : hosts) {
+      if (!count.count(h)) order.push_back(h);
+      ++count[h];
+    }
+    int before = 0;
+    for (std::size_t n = 0; n < order.size(); ++n) {
+      if (order[n] == hosts[static_cast<std::size_t>(rt.rank)]) {
+        local = rt.rank - before;
+        node_rank = static_cast<int>(n);
+        if (!nproc) nproc = count[order[n]];
+        break;
+      }
+      before += count[order[n]];
+    }
+    KINDLING_CHECK(local && *local >= 0, "kindling::dist::initialize: failed to estimate the local rank from host names;"
+                                         " set LOCAL_RANK (and LOCAL_WORLD_SIZE) in every rank's environment");
+  }
+  if (!nproc) nproc = all_reduce(*local + 1, ReduceOp::kMax);
+  KINDLING_CHECK(*nproc >= 1 && *local < *nproc, "kindling::dist::initialize: LOCAL_RANK=", *local,
+                 " is not smaller than the number of processes per node (", *nproc,
+                 "); check LOCAL_RANK / LOCAL_WORLD_SIZE");
+  rt.local_rank = *local;
+  rt.nproc_per_node = *nproc;
+  rt.nnodes = std::max(1, ws / *nproc);
+  if (ws % *nproc != 0) {
+    std::cerr << ::kindling::detail::rank_prefix() << "kindling::dist: warning: world size " << ws
+              << " is not a multiple of " << *nproc
+              << " processes per node; kindling assumes equal nodes, so node counts are approximate\n";
+  }
+  if (!node_rank) {
+    node_rank = get_env_int("GROUP_RANK");
+    if (!node_rank) node_rank = rt.rank / *nproc;
+  }
+  rt.node_rank = *node_rank;
+}
+
+}  // namespace
+
+void install_model(std::unique_ptr<Backend> backend, int rank, int world_size, std::chrono::milliseconds timeout,
+                   std::optional<int> env_local_rank) {
+  auto& rt = runtime();
+  auto world = std::make_shared<GroupState>();
+  world->id = 0;
+  world->ranks.resize(static_cast<std::size_t>(world_size));
+  for (int r = 0; r < world_size; ++r) world->ranks[static_cast<std::size_t>(r)] = r;
+  world->group_rank = rank;
+  world->comm = backend->world();
+  world->timeout = timeout;
+  rt.backend_name = backend->name();
+  rt.rank = rank;
+  rt.world_size = world_size;
+  rt.world = world;
+  rt.groups = {world};
+  rt.next_group_index = 1;
+  if (auto store = backend->store(); store && world_size > 1) {
+    rt.monitor = std::make_unique<ProgressMonitor>(store, rank);
+    rt.monitor->track(world);
+  }
+  rt.backend = std::move(backend);
+  rt.need_sync = false;
+  try {
+    compute_layout(rt, env_local_rank);
+  } catch (...) {
+    finalize();
+    throw;
+  }
+}
+
+}  // namespace detail
+
+using detail::runtime;
+using ::kindling::detail::get_env;
+using ::kindling::detail::get_env_int;
+using ::kindling::detail::parse_int;
+using ::kindling::detail::set_env;
+
+std::vector<std::string> available_backends() {
+  std::vector<std::string> out{"serial"};
+#if KINDLING_HAS_NCCL
+  out.push_back("nccl");
+#endif
+#if KINDLING_HAS_GLOO
+  out.push_back("gloo");
+#endif
+#if KINDLING_HAS_MPI
+  out.push_back("mpi");
+#endif
+  return out;
+}
+
+void initialize(const std::string& backend, const InitOptions& options) {
+  auto& rt = runtime();
+  auto backends = available_backends();
+  if (std::find(backends.begin(), backends.end(), backend) == backends.end()) {
+    std::string hint;
+    if (backend == "nccl") hint = " (nccl needs a CUDA build of LibTorch and -DKINDLING_WITH_NCCL=ON)";
+    if (backend == "mpi") hint = " (mpi needs Open MPI and -DKINDLING_WITH_MPI=ON)";
+    if (backend == "gloo") hint = " (gloo needs -DKINDLING_WITH_GLOO=ON)";
+    KINDLING_CHECK(false, "kindling::dist::initialize: unknown or unavailable backend '", backend, "'", hint,
+                   ". Available backends: ", detail::join(backends));
+  }
+  KINDLING_CHECK(rt.world == nullptr, "kindling::dist::initialize: already initialized with backend '",
+                 rt.backend_name, "'; call kindling::dist::finalize() before initializing again");
+  KINDLING_CHECK(options.timeout().count() > 0, "kindling::dist::initialize: timeout must be positive, got ",
+                 options.timeout().count(), " ms");
+  if (backend == "serial") return;
+
+  auto snapshot = ::kindling::detail::snapshot_env();
+  const std::string& method = options.init_method();
+  detail::WorldConfig cfg;
+  cfg.init_method = method;
+  cfg.timeout = options.timeout();
+  cfg.gloo_threads = options.gloo_threads();
+  auto env_rank = get_env("RANK");
+  auto env_ws = get_env("WORLD_SIZE");
+  auto env_local = get_env("LOCAL_RANK");
+
+  // Environment rules (documented in the README): RANK and WORLD_SIZE come together;
+  // LOCAL_RANK only with them. The environment wins over InitOptions::rank/world_size.
+  KINDLING_CHECK(env_rank.has_value() == env_ws.has_value(),
+                 "kindling::dist::initialize: incomplete distributed environment: ",
+                 env_rank ? "RANK is set (" + *env_rank + ") but WORLD_SIZE is not"
+                          : "WORLD_SIZE is set (" + env_ws.value_or("") + ") but RANK is not",
+                 ". Set RANK and WORLD_SIZE (and optionally LOCAL_RANK) together, or none of them");
+  KINDLING_CHECK(!env_local || env_rank, "kindling::dist::initialize: incomplete distributed environment: LOCAL_RANK=",
+                 env_local.value_or(""), " is set but RANK and WORLD_SIZE are not. Set all three, or none of them");
+  if (env_rank) {
+    cfg.rank = parse_int(*env_rank, "environment variable RANK");
+    cfg.world_size = parse_int(*env_ws, "environment variable WORLD_SIZE");
+    if ((options.rank() && *options.rank() != cfg.rank) || (options.world_size() && *options.world_size() != cfg.world_size)) {
+      std::cerr << "kindling::dist::initialize: warning: InitOptions rank/world_size ignored; the environment says RANK="
+                << cfg.rank << " WORLD_SIZE=" << cfg.world_size << "\n";
+    }
+  } else {
+    KINDLING_CHECK(options.rank().has_value() == options.world_size().has_value(),
+                   "kindling::dist::initialize: InitOptions gives ", options.rank() ? "rank" : "world_size",
+                   " without ", options.rank() ? "world_size" : "rank", "; give both or neither");
+    cfg.rank = options.rank().value_or(0);
+    cfg.world_size = options.world_size().value_or(1);
+  }
+  KINDLING_CHECK(cfg.world_size >= 1, "kindling::dist::initialize: world size must be at least 1, got ", cfg.world_size);
+  KINDLING_CHECK(cfg.rank >= 0 && cfg.rank < cfg.world_size, "kindling::dist::initialize: rank ", cfg.rank,
+                 " is out of range for world size ", cfg.world_size, "; ranks are 0..", cfg.world_size - 1,
+                 ". Check RANK and WORLD_SIZE");
+  std::optional<int> local_rank;
+  if (env_local) {
+    local_rank = parse_int(*env_local, "environment variable LOCAL_RANK");
+    KINDLING_CHECK(*local_rank >= 0 && *local_rank <= cfg.rank, "kindling::dist::initialize: LOCAL_RANK=", *local_rank,
+                   " must be between 0 and RANK=", cfg.rank);
+  }
+
+  if (method.rfind("env://", 0) == 0) {
+    cfg.master_addr = get_env("MASTER_ADDR").value_or("127.0.0.1");
+    auto port = get_env_int("MASTER_PORT");
+    cfg.master_port = port.value_or(15000);
+  } else if (method.rfind("tcp://", 0) == 0) {
+    std::tie(cfg.master_addr, cfg.master_port) = detail::parse_tcp(method);
+  }
+  if (cfg.master_port != 0 || method.rfind("file://", 0) != 0) {
+    KINDLING_CHECK(cfg.master_port > 0 && cfg.master_port < 65536, "kindling::dist::initialize: port ", cfg.master_port,
+                   " is out of range; use a free TCP port between 1 and 65535");
+  }
+  // Write what the process now is into the environment (restored by finalize()).
+  set_env("RANK", std::to_string(cfg.rank));
+  set_env("WORLD_SIZE", std::to_string(cfg.world_size));
+  if (!cfg.master_addr.empty()) {
+    set_env("MASTER_ADDR", cfg.master_addr);
+    set_env("MASTER_PORT", std::to_string(cfg.master_port));
+  }
+
+  std::unique_ptr<detail::Backend> impl;
+  try {
+#if KINDLING_HAS_GLOO
+    if (backend == "gloo") impl = detail::make_gloo_backend(cfg);
+#endif
+    KINDLING_INTERNAL_ASSERT(impl != nullptr, "backend '", backend, "' is listed but has no factory");
+    detail::install_model(std::move(impl), cfg.rank, cfg.world_size, cfg.timeout, local_rank);
+  } catch (...) {
+    ::kindling::detail::restore_env(snapshot);
+    throw;
+  }
+  rt.env_snapshot = std::move(snapshot);
+  set_env("LOCAL_RANK", std::to_string(rt.local_rank));
+}
+
+void finalize() {
+  auto& rt = runtime();
+  rt.monitor.reset();
+  for (auto& weak : rt.groups) {
+    if (auto g = weak.lock()) {
+      g->valid = false;
+      g->comm.reset();
+    }
+  }
+  rt.groups.clear();
+  rt.world.reset();
+  rt.backend.reset();
+  rt.external_pg.reset();
+  rt.external_store.reset();
+  rt.backend_name = "serial";
+  rt.rank = 0;
+  rt.world_size = 1;
+  rt.local_rank = 0;
+  rt.nproc_per_node = 1;
+  rt.nnodes = 1;
+  rt.node_rank = 0;
+  if (rt.env_snapshot) {
+    ::kindling::detail::restore_env(*rt.env_snapshot);
+    rt.env_snapshot.reset();
+  }
+  rt.need_sync = true;
+}
+
+void sync() {
+  auto& rt = runtime();
+  if (rt.world != nullptr || !rt.external_pg) {
+    rt.need_sync = rt.world == nullptr && !rt.external_pg;
+    return;
+  }
+  auto pg = rt.external_pg;
+  auto store = rt.external_store;
+  const int rank = pg->getRank();
+  const int size = pg->getSize();
+  std::optional<int> local = get_env_int("LOCAL_RANK");
+  detail::install_model(detail::make_external_c10d_backend(pg, store, rt.external_backend, std::chrono::minutes(30)),
+                        rank, size, std::chrono::minutes(30), local);
+}
+
+void use_process_group(c10::intrusive_ptr<::c10d::ProcessGroup> pg, c10::intrusive_ptr<::c10d::Store> store,
+                             std::string backend, std::chrono::milliseconds timeout) {
+  auto& rt = runtime();
+  KINDLING_CHECK(pg, "kindling::dist::use_process_group: the process group is null");
+  KINDLING_CHECK(rt.world == nullptr, "kindling::dist::use_process_group: kindling is already initialized with "
+                                      "backend '", rt.backend_name, "'; call finalize() first");
+  (void)timeout;
+  rt.external_pg = std::move(pg);
+  rt.external_store = std::move(store);
+  rt.external_backend = std::move(backend);
+  rt.need_sync = true;
+}
+
+void set_local_rank(int local_rank) {
+  KINDLING_CHECK(local_rank >= 0, "kindling::dist::set_local_rank: local rank must be >= 0, got ", local_rank);
+  runtime().local_rank_hint = local_rank;
+}
+
+bool is_initialized() {
+  detail::maybe_sync();
+  return runtime().world != nullptr;
+}
+
+std::string backend() {
+  detail::maybe_sync();
+  return runtime().backend_name;
+}
+std::string model_name() {
+  detail::maybe_sync();
+  return runtime().world ? "native-dist" : "serial";
+}
+int get_rank() {
+  detail::maybe_sync();
+  return runtime().rank;
+}
+int get_local_rank() {
+  detail::maybe_sync();
+  return runtime().local_rank;
+}
+int get_world_size() {
+  detail::maybe_sync();
+  return runtime().world_size;
+}
+int get_nproc_per_node() {
+  detail::maybe_sync();
+  return runtime().nproc_per_node;
+}
+int get_nnodes() {
+  detail::maybe_sync();
+  return runtime().nnodes;
+}
+int get_node_rank() {
+  detail::maybe_sync();
+  return runtime().node_rank;
+}
+
+std::string hostname() {
+  char buf[256] = {0};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
+  return buf;
+}
+
+c10::Device device() {
+  detail::maybe_sync();
+  if (at::hasCUDA()) {
+    return c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(runtime().world ? runtime().local_rank : 0));
+  }
+  return c10::Device(c10::DeviceType::CPU);
+}
+
+std::string show_config() {
+  std::ostringstream out;
+  out << "distributed configuration: " << model_name() << "\n"
+      << "backend: " << backend() << "\n"
+      << "device: " << c10::DeviceTypeName(device().type(), true) << "\n"
+      << "hostname: " << hostname() << "\n"
+      << "world size: " << get_world_size() << "\n"
+      << "rank: " << get_rank() << "\n"
+      << "local rank: " << get_local_rank() << "\n"
+      << "num processes per_node: " << get_nproc_per_node() << "\n"
+      << "num nodes: " << get_nnodes() << "\n"
+      << "node rank: " << get_node_rank() << "\n";
+  if (get_rank() == 0) std::cerr << out.str();
+  return out.str();
+}
+
+Group world() { return Group(); }
+
+Group new_group(std::vector<int> ranks) {
+  auto& rt = runtime();
+  detail::maybe_sync();
+  KINDLING_CHECK(!ranks.empty(), "kindling::dist::new_group: the list of ranks is empty; give at least one rank");
+  std::sort(ranks.begin(), ranks.end());
+  KINDLING_CHECK(std::adjacent_find(ranks.begin(), ranks.end()) == ranks.end(),
+                 "kindling::dist::new_group: rank ", *std::adjacent_find(ranks.begin(), ranks.end()),
+                 " is listed twice; give each rank once");
+  KINDLING_CHECK(ranks.front() >= 0 && ranks.back() < rt.world_size, "kindling::dist::new_group: ranks must be in [0, ",
+                 rt.world_size, "), got ", ranks.front() < 0 ? ranks.front() : ranks.back());
+  auto g = std::make_shared<detail::GroupState>();
+  g->ranks = ranks;
+  g->group_rank = g->index_of(rt.rank);
+  if (rt.world == nullptr) return Group(g);  // serial: the group {0}, collectives return inputs
+  g->id = rt.next_group_index++;
+  g->timeout = rt.world->timeout;
+  g->comm = rt.backend->create_group(g->id, ranks, g->group_rank);
+  rt.groups.push_back(g);
+  if (rt.monitor) rt.monitor->track(g);
+  return Group(g);
+}
+
+bool Group::is_world() const { return state_ == nullptr || state_->id == 0; }
+std::vector<int> Group::ranks() const {
+  if (state_) return state_->ranks;
+  auto world = detail::resolve(*this, "Group::ranks");
+  if (world) return world->ranks;
+  return {0};
+}
+int Group::size() const {
+  if (state_) return static_cast<int>(state_->ranks.size());
+  return get_world_size();
+}
+int Group::rank() const {
+  if (state_) return state_->group_rank;
+  return get_rank();
+}
+
+}  // namespace dist
+}  // namespace kindling

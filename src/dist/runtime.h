@@ -1,0 +1,56 @@
+#pragma once
+// Process-global state of kindling::dist (the "computation model" of idist).
+#include <c10/util/intrusive_ptr.h>
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dist/communicator.h"
+#include "dist/progress.h"
+
+namespace c10d {
+class ProcessGroup;
+}
+
+namespace kindling {
+namespace dist {
+namespace detail {
+
+struct Runtime {
+  std::mutex mu;
+  std::unique_ptr<Backend> backend;        // null in the serial model
+  std::shared_ptr<GroupState> world;       // null in the serial model
+  std::vector<std::weak_ptr<GroupState>> groups;
+  std::unique_ptr<ProgressMonitor> monitor;
+  std::string backend_name = "serial";
+  int rank = 0, world_size = 1, local_rank = 0, nproc_per_node = 1, nnodes = 1, node_rank = 0;
+  int next_group_index = 1;
+  std::optional<std::vector<std::string>> env_snapshot;
+  std::optional<int> local_rank_hint;
+  std::atomic<bool> need_sync{true};
+
+  // A process group handed over by the user (kindling/dist/c10d.h), picked up by sync().
+  c10::intrusive_ptr<c10d::ProcessGroup> external_pg;
+  c10::intrusive_ptr<c10d::Store> external_store;
+  std::string external_backend;
+};
+
+Runtime& runtime();
+
+/// Lazily picks up an external context while serial (idist's _need_to_sync).
+void maybe_sync();
+
+/// The state of `group` (the world for a default Group); throws when the group was
+/// created before the last finalize(). Returns null in the serial model.
+std::shared_ptr<GroupState> resolve(const Group& group, const char* caller);
+
+/// Installs a distributed model from a backend whose world communicator exists.
+void install_model(std::unique_ptr<Backend> backend, int rank, int world_size, std::chrono::milliseconds timeout,
+                   std::optional<int> env_local_rank);
+
+}  // namespace detail
+}  // namespace dist
+}  // namespace kindling
