@@ -1,0 +1,179 @@
+#include "support/multiprocess.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+namespace kindling {
+namespace testing {
+namespace {
+
+std::map<std::string, WorkerFn>& registry() {
+  static std::map<std::string, WorkerFn> r;
+  return r;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string tail(const std::string& s, std::size_t n = 3000) { return s.size() <= n ? s : "..." + s.substr(s.size() - n); }
+
+}  // namespace
+
+bool register_worker(const std::string& name, WorkerFn fn) {
+  registry()[name] = std::move(fn);
+  return true;
+}
+
+int maybe_run_worker(int argc, char** argv) {
+  const std::string flag = "--kindling-worker=";
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind(flag, 0) != 0) continue;
+    const std::string name = a.substr(flag.size());
+    auto it = registry().find(name);
+    if (it == registry().end()) {
+      std::cerr << "unknown worker " << name << "\n";
+      return 3;
+    }
+    try {
+      it->second();
+    } catch (const std::exception& e) {
+      std::cerr << "WORKER FAILED: " << e.what() << std::endl;
+      return 1;
+    }
+    return 0;
+  }
+  return -1;
+}
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  int port = ntohs(addr.sin_port);
+  ::close(fd);
+  return port;
+}
+
+std::vector<RankResult> run_workers(const std::string& worker, const LaunchOptions& options) {
+  const int n = options.world_size;
+  const std::string port = std::to_string(free_port());
+  char dir_template[] = "/tmp/kindling-test-XXXXXX";
+  const std::string dir = ::mkdtemp(dir_template);
+  std::vector<pid_t> pids(static_cast<std::size_t>(n));
+  std::vector<RankResult> results(static_cast<std::size_t>(n));
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < n; ++r) {
+    auto& res = results[static_cast<std::size_t>(r)];
+    res.rank = r;
+    std::map<std::string, std::string> env;
+    if (options.set_dist_env) {
+      env = {{"RANK", std::to_string(r)}, {"LOCAL_RANK", std::to_string(r)}, {"WORLD_SIZE", std::to_string(n)},
+             {"LOCAL_WORLD_SIZE", std::to_string(n)}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}};
+    }
+    env["KINDLING_TEST_PORT"] = port;
+    env["KINDLING_TEST_DIR"] = dir;
+    for (const auto& kv : options.env) env[kv.first] = kv.second;
+    if (options.rank_env.count(r))
+      for (const auto& kv : options.rank_env.at(r)) env[kv.first] = kv.second;
+    std::vector<std::string> args;
+    if (options.commands.count(r)) {
+      args = options.commands.at(r);
+    } else {
+      args = {"/proc/self/exe", "--kindling-worker=" + worker};
+    }
+    const std::string out_path = dir + "/out." + std::to_string(r), err_path = dir + "/err." + std::to_string(r);
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setpgid(0, 0);
+      for (const auto& kv : env) {
+        if (kv.second.empty()) ::unsetenv(kv.first.c_str());
+        else ::setenv(kv.first.c_str(), kv.second.c_str(), 1);
+      }
+      int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(out, 1);
+      ::dup2(err, 2);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      std::perror("execv");
+      ::_exit(127);
+    }
+    pids[static_cast<std::size_t>(r)] = pid;
+  }
+  int remaining = n;
+  while (remaining > 0) {
+    bool any = false;
+    for (int r = 0; r < n; ++r) {
+      auto& pid = pids[static_cast<std::size_t>(r)];
+      if (pid <= 0) continue;
+      int status = 0;
+      if (::waitpid(pid, &status, WNOHANG) == pid) {
+        auto& res = results[static_cast<std::size_t>(r)];
+        res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (WIFEXITED(status)) res.exit_code = WEXITSTATUS(status);
+        if (WIFSIGNALED(status)) res.signal = WTERMSIG(status);
+        pid = 0;
+        --remaining;
+        any = true;
+      }
+    }
+    if (remaining == 0) break;
+    if (std::chrono::steady_clock::now() - start > options.deadline) {
+      for (int r = 0; r < n; ++r) {
+        auto pid = pids[static_cast<std::size_t>(r)];
+        if (pid <= 0) continue;
+        ::kill(-pid, SIGKILL);
+        ::kill(pid, SIGKILL);
+        int status = 0;
+        ::waitpid(pid, &status, 0);
+        results[static_cast<std::size_t>(r)].timed_out = true;
+      }
+      break;
+    }
+    if (!any) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (int r = 0; r < n; ++r) {
+    auto& res = results[static_cast<std::size_t>(r)];
+    res.out = read_file(dir + "/out." + std::to_string(r));
+    res.err = read_file(dir + "/err." + std::to_string(r));
+  }
+  std::string cleanup = "rm -rf '" + dir + "'";
+  if (std::system(cleanup.c_str()) != 0) std::cerr << "could not remove " << dir << "\n";
+  return results;
+}
+
+std::string describe(const std::vector<RankResult>& results) {
+  std::ostringstream out;
+  for (const auto& r : results) {
+    out << "--- rank " << r.rank << ": exit=" << r.exit_code << " signal=" << r.signal
+        << (r.timed_out ? " TIMED OUT (killed)" : "") << " after " << r.seconds << " s\n"
+        << "stdout: " << tail(r.out) << "\nstderr: " << tail(r.err) << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace testing
+}  // namespace kindling

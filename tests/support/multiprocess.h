@@ -1,0 +1,69 @@
+#pragma once
+// Multi-process test harness: a test re-executes its own binary N times (hidden flag
+// --kindling-worker=<name>), one process per rank, with RANK / LOCAL_RANK / WORLD_SIZE /
+// MASTER_ADDR=127.0.0.1 / a free MASTER_PORT, waits for all of them with a deadline, kills
+// stragglers and reports each rank's exit status and output.
+#include <chrono>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace kindling {
+namespace testing {
+
+using WorkerFn = std::function<void()>;
+bool register_worker(const std::string& name, WorkerFn fn);
+/// Runs the worker named by --kindling-worker=<name> if present; returns its exit code,
+/// or -1 when argv has no such flag.
+int maybe_run_worker(int argc, char** argv);
+
+struct RankResult {
+  int rank = -1;
+  int exit_code = -1;  // -1 when killed by a signal
+  int signal = 0;
+  bool timed_out = false;
+  double seconds = 0;
+  std::string out, err;
+  bool ok() const { return exit_code == 0 && signal == 0 && !timed_out; }
+};
+
+struct LaunchOptions {
+  int world_size = 2;
+  std::chrono::milliseconds deadline = std::chrono::seconds(60);
+  /// Extra environment for every rank ("" value: unset the variable).
+  std::map<std::string, std::string> env;
+  /// Per-rank extra environment.
+  std::map<int, std::map<std::string, std::string>> rank_env;
+  /// Ranks that run another command instead of the worker (for Python peers).
+  std::map<int, std::vector<std::string>> commands;
+  /// Set RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE / MASTER_*.
+  bool set_dist_env = true;
+};
+
+int free_port();
+std::vector<RankResult> run_workers(const std::string& worker, const LaunchOptions& options);
+/// A readable summary of all ranks (for assertion messages).
+std::string describe(const std::vector<RankResult>& results);
+
+/// Throws std::runtime_error with the location unless cond holds (for use inside workers).
+#define WCHECK(cond, ...)                                                                   \
+  do {                                                                                      \
+    if (!(cond)) {                                                                          \
+      std::ostringstream kindling_wcheck_;                                                  \
+      kindling_wcheck_ << __FILE__ << ":" << __LINE__ << ": check failed: " #cond " " << "" \
+                       __VA_ARGS__;                                                         \
+      throw std::runtime_error(kindling_wcheck_.str());                                     \
+    }                                                                                       \
+  } while (0)
+
+#define KINDLING_WORKER(name)                                                                            \
+  static void kindling_worker_##name();                                                                  \
+  static const bool kindling_worker_reg_##name =                                                         \
+      ::kindling::testing::register_worker(#name, kindling_worker_##name);                               \
+  static void kindling_worker_##name()
+
+}  // namespace testing
+}  // namespace kindling
