@@ -24,7 +24,7 @@ bool looks_like_timeout(const std::string& msg) {
 
 [[noreturn]] void translate(const std::exception& e, const GroupState& g, const char* name, int64_t seq) {
   auto& rt = runtime();
-  const std::string engine_msg = e.what();
+  const std::string engine_msg = engine_message(e);
   const std::string where = rank_prefix() + "kindling::dist::" + name + " on the " + g.label() + " (collective #" +
                             std::to_string(seq) + " of this rank on it)";
   if (looks_like_timeout(engine_msg)) {

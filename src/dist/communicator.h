@@ -4,6 +4,7 @@
 // the world and its sub-groups. Ranks in this interface are group-local.
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/Exception.h>
 #include <c10/util/intrusive_ptr.h>
 
 #include <atomic>
@@ -21,6 +22,12 @@ class Store;
 namespace kindling {
 namespace dist {
 namespace detail {
+
+/// The message of an engine exception, without LibTorch's C++ backtrace.
+inline std::string engine_message(const std::exception& e) {
+  if (auto* ce = dynamic_cast<const c10::Error*>(&e)) return ce->what_without_backtrace();
+  return e.what();
+}
 
 /// An operation started on a communicator; wait() throws std::exception on failure or
 /// timeout (the caller turns that into a kindling error with context).

@@ -193,6 +193,12 @@ void initialize(const std::string& backend, const InitOptions& options) {
   KINDLING_CHECK(options.timeout().count() > 0, "kindling::dist::initialize: timeout must be positive, got ",
                  options.timeout().count(), " ms");
   if (backend == "serial") return;
+  {
+    const std::string& m = options.init_method();
+    KINDLING_CHECK(m.rfind("env://", 0) == 0 || m.rfind("tcp://", 0) == 0 || m.rfind("file://", 0) == 0,
+                   "kindling::dist::initialize: unsupported init_method '", m,
+                   "'; use 'env://', 'tcp://host:port' or 'file:///path'");
+  }
 
   auto snapshot = ::kindling::detail::snapshot_env();
   const std::string& method = options.init_method();
@@ -211,7 +217,9 @@ void initialize(const std::string& backend, const InitOptions& options) {
                  env_rank ? "RANK is set (" + *env_rank + ") but WORLD_SIZE is not"
                           : "WORLD_SIZE is set (" + env_ws.value_or("") + ") but RANK is not",
                  ". Set RANK and WORLD_SIZE (and optionally LOCAL_RANK) together, or none of them");
-  KINDLING_CHECK(!env_local || env_rank, "kindling::dist::initialize: incomplete distributed environment: LOCAL_RANK=",
+  const bool env_method = method.rfind("env://", 0) == 0;
+  KINDLING_CHECK(!env_method || !env_local || env_rank,
+                 "kindling::dist::initialize: incomplete distributed environment: LOCAL_RANK=",
                  env_local.value_or(""), " is set but RANK and WORLD_SIZE are not. Set all three, or none of them");
   if (env_rank) {
     cfg.rank = parse_int(*env_rank, "environment variable RANK");
@@ -235,7 +243,7 @@ void initialize(const std::string& backend, const InitOptions& options) {
   if (env_local) {
     local_rank = parse_int(*env_local, "environment variable LOCAL_RANK");
     KINDLING_CHECK(*local_rank >= 0 && *local_rank <= cfg.rank, "kindling::dist::initialize: LOCAL_RANK=", *local_rank,
-                   " must be between 0 and RANK=", cfg.rank);
+                   " must be between 0 and the rank (", cfg.rank, ")");
   }
 
   if (method.rfind("env://", 0) == 0) {

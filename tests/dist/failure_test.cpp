@@ -1,1 +1,125 @@
+// Failures end in clear errors within the timeout, never in a hang: a collective that only
+// some ranks call, a peer killed mid-collective, a rank that never joins, mismatched types.
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
+
+#include <kindling/kindling.h>
+
+#include <csignal>
+#include <iostream>
+#include <thread>
+
+#include "support/multiprocess.h"
+
+namespace kd = kindling::dist;
+using kindling::testing::describe;
+using kindling::testing::LaunchOptions;
+using kindling::testing::run_workers;
+
+KINDLING_WORKER(skipped_collective) {
+  kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(3)));
+  kd::barrier();
+  if (kd::get_rank() == 2) {  // rank 2 "forgets" the all_reduce
+    std::this_thread::sleep_for(std::chrono::seconds(8));
+    std::_Exit(0);
+  }
+  try {
+    kd::all_reduce(at::ones({8}));
+  } catch (const kindling::TimeoutError& e) {
+    const std::string msg = e.what();
+    std::cout << "ERROR: " << msg << std::endl;
+    WCHECK(msg.find("kindling::dist::all_reduce") != std::string::npos, << msg);
+    WCHECK(msg.find("ranks that did not arrive: 2 ") != std::string::npos, << msg);
+    WCHECK(msg.find("[rank " + std::to_string(kd::get_rank()) + "/3]") != std::string::npos, << msg);
+    // Rank 0 hosts the store that holds the progress counters: stay until rank 1 has read them.
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    std::_Exit(0);
+  }
+  WCHECK(false, << "all_reduce must time out");
+}
+
+TEST(FailureTest, CollectiveCalledBySomeRanksTimesOutNamingMissingRanks) {
+  LaunchOptions opts;
+  opts.world_size = 3;
+  opts.deadline = std::chrono::seconds(40);
+  auto results = run_workers("skipped_collective", opts);
+  for (const auto& r : results) EXPECT_TRUE(r.ok()) << describe(results);
+  for (int r : {0, 1}) EXPECT_LT(results[r].seconds, 15.0) << "the timeout is 3 s";
+}
+
+KINDLING_WORKER(killed_peer) {
+  kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(20)));
+  auto t = at::ones({1 << 20});
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    for (int i = 0; i < 1000; ++i) {
+      if (i == 3 && kd::get_rank() == 1) std::raise(SIGKILL);
+      kd::all_reduce(t);
+    }
+  } catch (const kindling::Error& e) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::cout << "ERROR after " << s << " s: " << e.what() << std::endl;
+    WCHECK(std::string(e.what()).find("kindling::dist::all_reduce") != std::string::npos);
+    WCHECK(s < 25.0, << "error must come within the timeout, came after " << s);
+    std::_Exit(0);
+  }
+  WCHECK(false, << "the survivors must get an error");
+}
+
+TEST(FailureTest, PeerKilledMidCollectiveGivesSurvivorsAnError) {
+  LaunchOptions opts;
+  opts.world_size = 3;
+  opts.deadline = std::chrono::seconds(60);
+  auto results = run_workers("killed_peer", opts);
+  EXPECT_EQ(results[1].signal, SIGKILL) << describe(results);
+  EXPECT_TRUE(results[0].ok()) << describe(results);
+  EXPECT_TRUE(results[2].ok()) << describe(results);
+}
+
+KINDLING_WORKER(lonely_rank) {
+  try {
+    kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(3)));
+  } catch (const kindling::TimeoutError& e) {
+    std::cout << "ERROR: " << e.what() << std::endl;
+    WCHECK(std::string(e.what()).find("not joined yet: 1") != std::string::npos ||
+               std::string(e.what()).find("did not arrive: 1") != std::string::npos,
+           << e.what());
+    return;
+  }
+  WCHECK(false, << "initialize must time out when rank 1 never starts");
+}
+
+TEST(FailureTest, RendezvousTimesOutNamingTheRankThatNeverJoined) {
+  LaunchOptions opts;
+  opts.world_size = 2;
+  opts.deadline = std::chrono::seconds(40);
+  opts.commands[1] = {"/bin/true"};
+  auto results = run_workers("lonely_rank", opts);
+  EXPECT_TRUE(results[0].ok()) << describe(results);
+  EXPECT_LT(results[0].seconds, 20.0) << describe(results);
+}
+
+KINDLING_WORKER(mismatched_types) {
+  kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(20)));
+  try {
+    if (kd::get_rank() == 0) {
+      kd::all_gather_object(std::vector<int>{1, 2});
+    } else {
+      kd::all_gather_object(std::string("not a vector"));
+    }
+  } catch (const kindling::UsageError& e) {
+    const std::string expect = kd::get_rank() == 0 ? "rank 1 sent a value of type 'string' but this rank expects 'vector<int32>'"
+                                                   : "rank 0 sent a value of type 'vector<int32>' but this rank expects 'string'";
+    WCHECK(std::string(e.what()).find(expect) != std::string::npos, << e.what());
+    kd::finalize();
+    return;
+  }
+  WCHECK(false, << "mismatched types must be reported");
+}
+
+TEST(FailureTest, MismatchedValueTypesAreReported) {
+  LaunchOptions opts;
+  opts.world_size = 2;
+  auto results = run_workers("mismatched_types", opts);
+  for (const auto& r : results) EXPECT_TRUE(r.ok()) << describe(results);
+}

@@ -1,1 +1,95 @@
+// The serial model (no initialize, world size 1) behaves as idist's serial model, and
+// misuse that needs no other process gets an actionable error.
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
+
+#include <kindling/kindling.h>
+
+namespace kd = kindling::dist;
+
+#define EXPECT_THROW_MSG(stmt, type, fragment)                                        \
+  do {                                                                                \
+    try {                                                                             \
+      stmt;                                                                           \
+      ADD_FAILURE() << "expected " #type " from " #stmt;                              \
+    } catch (const type& e) {                                                         \
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what(); \
+    }                                                                                 \
+  } while (0)
+
+TEST(SerialModelTest, QueriesDescribeOneProcess) {
+  EXPECT_EQ(kd::backend(), "serial");
+  EXPECT_EQ(kd::model_name(), "serial");
+  EXPECT_EQ(kd::get_rank(), 0);
+  EXPECT_EQ(kd::get_local_rank(), 0);
+  EXPECT_EQ(kd::get_world_size(), 1);
+  EXPECT_EQ(kd::get_nproc_per_node(), 1);
+  EXPECT_EQ(kd::get_nnodes(), 1);
+  EXPECT_EQ(kd::get_node_rank(), 0);
+  EXPECT_TRUE(kd::device().is_cpu());
+  EXPECT_FALSE(kd::hostname().empty());
+  EXPECT_FALSE(kd::is_initialized());
+  auto backends = kd::available_backends();
+  ASSERT_FALSE(backends.empty());
+  EXPECT_EQ(backends.front(), "serial");
+  EXPECT_NE(std::find(backends.begin(), backends.end(), "gloo"), backends.end());
+  const std::string config = kd::show_config();
+  EXPECT_NE(config.find("distributed configuration: serial"), std::string::npos) << config;
+  EXPECT_NE(config.find("world size: 1"), std::string::npos) << config;
+}
+
+TEST(SerialModelTest, CollectivesReturnTheirInput) {
+  auto t = at::arange(4, at::kFloat);
+  EXPECT_TRUE(kd::all_reduce(t).is_same(t));
+  EXPECT_TRUE(kd::all_gather(t).is_same(t));
+  EXPECT_TRUE(kd::broadcast(t, 0).is_same(t));
+  EXPECT_EQ(kd::all_reduce(5), 5);
+  EXPECT_EQ(kd::all_reduce(2.5, kd::ReduceOp::kMax), 2.5);
+  EXPECT_EQ(kd::all_gather(7), std::vector<int>{7});
+  EXPECT_EQ(kd::all_gather(std::string("abc")), std::vector<std::string>{"abc"});
+  EXPECT_EQ(kd::broadcast(std::string("x"), 0), "x");
+  EXPECT_EQ(kd::broadcast(std::optional<int>(3), 0), 3);
+  auto objs = kd::all_gather_object(std::map<std::string, int>{{"a", 1}});
+  ASSERT_EQ(objs.size(), 1u);
+  EXPECT_EQ(objs[0].at("a"), 1);
+  auto parts = kd::all_gather_tensors_with_shapes(t, {{4}});
+  ASSERT_EQ(parts.size(), 1u);
+  EXPECT_TRUE(parts[0].is_same(t));
+  auto g = kd::new_group({0});
+  EXPECT_EQ(g.size(), 1);
+  EXPECT_EQ(g.rank(), 0);
+  EXPECT_TRUE(kd::all_reduce(t, kd::ReduceOp::kSum, g).is_same(t));
+  kd::barrier();
+  EXPECT_EQ(kd::gather(t, 0).size(), 1u);
+  auto only = kd::one_rank_only([] { return 42; }, 0, true);
+  EXPECT_EQ(only(), std::optional<int>(42));
+  EXPECT_EQ(kd::one_rank_first([] { return 1; }), 1);
+}
+
+TEST(SerialModelTest, MisuseGivesActionableErrors) {
+  EXPECT_THROW_MSG(kd::broadcast(std::optional<at::Tensor>(), 0), kindling::UsageError,
+                   "source rank 0 passed no tensor");
+  EXPECT_THROW_MSG(kd::broadcast(std::optional<int>(), 0), kindling::UsageError, "passed no value");
+  EXPECT_THROW_MSG(kd::send(at::zeros({1}), 1), kindling::UsageError, "point-to-point needs a distributed backend");
+  EXPECT_THROW_MSG(kd::new_group({0, 1}), kindling::UsageError, "ranks must be in [0, 1)");
+  EXPECT_THROW_MSG(kd::new_group({}), kindling::UsageError, "the list of ranks is empty");
+  EXPECT_THROW_MSG(kd::OneRankFirst guard(1), kindling::UsageError, "rank should be between 0 and 0, but given 1");
+  EXPECT_THROW_MSG(kd::reduce_op_from_string("XOR"), kindling::UsageError, "unsupported reduction operation: 'XOR'");
+  EXPECT_THROW_MSG(kd::all_reduce(at::ones({2}), kd::ReduceOp::kAnd), kindling::UsageError,
+                   "needs an integral or bool tensor, got Float");
+  EXPECT_THROW_MSG(kd::all_reduce(at::Tensor()), kindling::UsageError, "the tensor is undefined");
+  EXPECT_THROW_MSG(kd::initialize("nccl2"), kindling::UsageError, "Available backends: serial");
+  EXPECT_THROW_MSG(kd::decode<std::vector<int>>(kd::encode(std::string("text")), 1), kindling::UsageError,
+                   "rank 1 sent a value of type 'string' but this rank expects 'vector<int32>'");
+}
+
+TEST(SerialModelTest, SerializationRoundTripsNestedValues) {
+  std::map<std::string, at::Tensor> m{{"a", at::arange(6, at::kInt).view({2, 3})}, {"b", at::ones({0})}};
+  auto back = kd::decode<decltype(m)>(kd::encode(m));
+  EXPECT_TRUE(at::equal(back.at("a"), m.at("a")));
+  EXPECT_EQ(back.at("b").numel(), 0);
+  std::vector<std::pair<int, std::string>> v{{1, "\xE2\x82\xAC"}, {2, ""}};
+  EXPECT_EQ(kd::decode<decltype(v)>(kd::encode(v)), v);
+  std::unordered_map<int64_t, double> um{{5, 0.5}};
+  EXPECT_EQ((kd::decode<std::unordered_map<int64_t, double>>(kd::encode(um))), um);
+}

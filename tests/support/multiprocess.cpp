@@ -92,6 +92,8 @@ std::vector<RankResult> run_workers(const std::string& worker, const LaunchOptio
              {"LOCAL_WORLD_SIZE", std::to_string(n)}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}};
     }
     env["KINDLING_TEST_PORT"] = port;
+    env["KINDLING_TEST_RANK"] = std::to_string(r);
+    env["KINDLING_TEST_WORLD_SIZE"] = std::to_string(n);
     env["KINDLING_TEST_DIR"] = dir;
     for (const auto& kv : options.env) env[kv.first] = kv.second;
     if (options.rank_env.count(r))

@@ -31,7 +31,7 @@ c10::intrusive_ptr<c10d::Store> tcp_store(const std::string& host, int port, con
   try {
     store = c10::make_intrusive<c10d::TCPStore>(host, opts);
   } catch (const std::exception& e) {
-    const std::string msg = e.what();
+    const std::string msg = engine_message(e);
     if (opts.isServer) {
       throw UsageError(::kindling::detail::rank_prefix() + "kindling::dist::initialize: rank 0 could not host the rendezvous store on port " +
                        std::to_string(port) + ": " + msg +

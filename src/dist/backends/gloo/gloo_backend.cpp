@@ -43,6 +43,9 @@ class C10dBackend : public Backend {
     std::shared_ptr<C10dCommunicator> comm;
     const std::string what = group_index == 0 ? std::string("kindling::dist::initialize (") + name_ + " rendezvous)"
                                               : "kindling::dist::new_group #" + std::to_string(group_index);
+    // Announce this rank first, so that a timeout anywhere below can name who is missing.
+    store_->set("kindling/joined/" + std::to_string(group_index + 1) + "/" + std::to_string(rank_),
+                std::vector<uint8_t>{'1'});
     if (group_rank >= 0) {
       auto pg_store = c10::make_intrusive<c10d::PrefixStore>(std::to_string(group_index), store_);
       try {
@@ -51,7 +54,7 @@ class C10dBackend : public Backend {
         throw;
       } catch (const std::exception& e) {
         throw TimeoutError(::kindling::detail::rank_prefix() + what + ": connecting to the other ranks failed within " +
-                           std::to_string(timeout_.count()) + " ms: " + e.what() +
+                           std::to_string(timeout_.count()) + " ms: " + engine_message(e) +
                            " Ranks that have not joined yet: " + missing_joiners(*store_, group_index + 1, world_size_) +
                            ". Start every rank with the same WORLD_SIZE and rendezvous address.");
       }
