@@ -319,8 +319,9 @@ void sync() {
   const int rank = pg->getRank();
   const int size = pg->getSize();
   std::optional<int> local = get_env_int("LOCAL_RANK");
-  detail::install_model(detail::make_external_c10d_backend(pg, store, rt.external_backend, std::chrono::minutes(30)),
-                        rank, size, std::chrono::minutes(30), local);
+  const auto timeout = rt.external_timeout;
+  detail::install_model(detail::make_external_c10d_backend(pg, store, rt.external_backend, timeout), rank, size,
+                        timeout, local);
 }
 
 void use_process_group(c10::intrusive_ptr<::c10d::ProcessGroup> pg, c10::intrusive_ptr<::c10d::Store> store,
@@ -329,7 +330,9 @@ void use_process_group(c10::intrusive_ptr<::c10d::ProcessGroup> pg, c10::intrusi
   KINDLING_CHECK(pg, "kindling::dist::use_process_group: the process group is null");
   KINDLING_CHECK(rt.world == nullptr, "kindling::dist::use_process_group: kindling is already initialized with "
                                       "backend '", rt.backend_name, "'; call finalize() first");
-  (void)timeout;
+  KINDLING_CHECK(timeout.count() > 0, "kindling::dist::use_process_group: timeout must be positive, got ",
+                 timeout.count(), " ms");
+  rt.external_timeout = timeout;
   rt.external_pg = std::move(pg);
   rt.external_store = std::move(store);
   rt.external_backend = std::move(backend);

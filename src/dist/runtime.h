@@ -36,6 +36,7 @@ struct Runtime {
   c10::intrusive_ptr<c10d::ProcessGroup> external_pg;
   c10::intrusive_ptr<c10d::Store> external_store;
   std::string external_backend;
+  std::chrono::milliseconds external_timeout{std::chrono::minutes(30)};
 };
 
 Runtime& runtime();

@@ -207,7 +207,7 @@ KINDLING_WORKER(external_process_group) {
   auto opts = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(30));
   opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
   auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>("0", store), rank, ws, opts);
-  kd::use_process_group(pg, store);
+  kd::use_process_group(pg, store, "gloo", std::chrono::seconds(20));
   kd::set_local_rank(rank);
   WCHECK(kd::get_world_size() == ws && kd::get_rank() == rank, << "picked up lazily");
   WCHECK(kd::model_name() == "native-dist" && kd::backend() == "gloo");
