@@ -7,8 +7,9 @@ packages=(
   build-essential cmake ninja-build ccache git
   libtorch-dev python3-torch libgloo-dev libopenblas0-pthread
   libopenmpi-dev openmpi-bin
+  slurm-wlm munge
   libgtest-dev libgmock-dev googletest libbenchmark-dev
-  dataset-fashion-mnist
+  dataset-fashion-mnist zlib1g-dev
 )
 
 missing=()

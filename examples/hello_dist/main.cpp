@@ -24,11 +24,10 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (backend.empty()) {
-    const char* ws = std::getenv("WORLD_SIZE");
-    backend = (ws != nullptr && std::atoi(ws) > 1) ? "gloo" : "serial";
-  }
   try {
+    // Default: gloo when a launcher (kindling-run, torchrun, mpirun, srun, ...) started
+    // several processes, serial otherwise.
+    if (backend.empty()) backend = kindling::dist::detect_launch_environment().world_size > 1 ? "gloo" : "serial";
     kindling::dist::initialize(backend);
     const int rank = kindling::dist::get_rank();
     const auto sum = kindling::dist::all_reduce(static_cast<int64_t>(rank + 1));

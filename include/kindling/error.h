@@ -39,6 +39,13 @@ class KINDLING_API CommunicationError : public Error {
   using Error::Error;
 };
 
+/// A process that kindling started (Parallel's spawn mode) failed; the message names each
+/// failed rank, its exit status and its last stderr lines.
+class KINDLING_API LaunchError : public Error {
+ public:
+  using Error::Error;
+};
+
 /// A kindling invariant does not hold: this is a bug in kindling.
 class KINDLING_API InternalError : public Error {
  public:

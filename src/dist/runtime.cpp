@@ -17,6 +17,7 @@
 #include "dist/backends/gloo/gloo_backend.h"
 #include "kindling/config.h"
 #include "kindling/dist/c10d.h"
+#include "kindling/dist/launch_env.h"
 #include "kindling/error.h"
 
 namespace kindling {
@@ -206,27 +207,23 @@ void initialize(const std::string& backend, const InitOptions& options) {
   cfg.init_method = method;
   cfg.timeout = options.timeout();
   cfg.gloo_threads = options.gloo_threads();
-  auto env_rank = get_env("RANK");
-  auto env_ws = get_env("WORLD_SIZE");
-  auto env_local = get_env("LOCAL_RANK");
-
-  // Environment rules (documented in the README): RANK and WORLD_SIZE come together;
-  // LOCAL_RANK only with them. The environment wins over InitOptions::rank/world_size.
-  KINDLING_CHECK(env_rank.has_value() == env_ws.has_value(),
-                 "kindling::dist::initialize: incomplete distributed environment: ",
-                 env_rank ? "RANK is set (" + *env_rank + ") but WORLD_SIZE is not"
-                          : "WORLD_SIZE is set (" + env_ws.value_or("") + ") but RANK is not",
-                 ". Set RANK and WORLD_SIZE (and optionally LOCAL_RANK) together, or none of them");
+  // Who started us (launch_env.h): Slurm, torchrun / kindling-run, horovodrun, mpirun, PMIx
+  // or nobody. A launcher's values win over InitOptions::rank/world_size.
+  const LaunchEnvironment launch = detect_launch_environment();
+  for (const auto& w : launch.warnings) std::cerr << "kindling::dist::initialize: warning: " << w << "\n";
   const bool env_method = method.rfind("env://", 0) == 0;
-  KINDLING_CHECK(!env_method || !env_local || env_rank,
-                 "kindling::dist::initialize: incomplete distributed environment: LOCAL_RANK=",
-                 env_local.value_or(""), " is set but RANK and WORLD_SIZE are not. Set all three, or none of them");
-  if (env_rank) {
-    cfg.rank = parse_int(*env_rank, "environment variable RANK");
-    cfg.world_size = parse_int(*env_ws, "environment variable WORLD_SIZE");
+  KINDLING_CHECK(launch.launcher != "slurm" || (!options.rank() && !options.world_size()),
+                 "kindling::dist::initialize: InitOptions rank/world_size must not be given under Slurm (SLURM_JOB_ID=",
+                 get_env("SLURM_JOB_ID").value_or(""), "): Slurm sets them through SLURM_PROCID and SLURM_NTASKS");
+  KINDLING_CHECK(!env_method || launch.detected() || !launch.local_rank,
+                 "kindling::dist::initialize: incomplete distributed environment: LOCAL_RANK=", launch.local_rank.value_or(0),
+                 " is set but RANK and WORLD_SIZE are not. Set all three, or none of them");
+  if (launch.detected()) {
+    cfg.rank = launch.rank;
+    cfg.world_size = launch.world_size;
     if ((options.rank() && *options.rank() != cfg.rank) || (options.world_size() && *options.world_size() != cfg.world_size)) {
-      std::cerr << "kindling::dist::initialize: warning: InitOptions rank/world_size ignored; the environment says RANK="
-                << cfg.rank << " WORLD_SIZE=" << cfg.world_size << "\n";
+      std::cerr << "kindling::dist::initialize: warning: InitOptions rank/world_size ignored; the " << launch.launcher
+                << " environment says rank " << cfg.rank << " of " << cfg.world_size << "\n";
     }
   } else {
     KINDLING_CHECK(options.rank().has_value() == options.world_size().has_value(),
@@ -239,16 +236,15 @@ void initialize(const std::string& backend, const InitOptions& options) {
   KINDLING_CHECK(cfg.rank >= 0 && cfg.rank < cfg.world_size, "kindling::dist::initialize: rank ", cfg.rank,
                  " is out of range for world size ", cfg.world_size, "; ranks are 0..", cfg.world_size - 1,
                  ". Check RANK and WORLD_SIZE");
-  std::optional<int> local_rank;
-  if (env_local) {
-    local_rank = parse_int(*env_local, "environment variable LOCAL_RANK");
+  std::optional<int> local_rank = launch.local_rank;
+  if (local_rank) {
     KINDLING_CHECK(*local_rank >= 0 && *local_rank <= cfg.rank, "kindling::dist::initialize: LOCAL_RANK=", *local_rank,
                    " must be between 0 and the rank (", cfg.rank, ")");
   }
 
-  if (method.rfind("env://", 0) == 0) {
-    cfg.master_addr = get_env("MASTER_ADDR").value_or("127.0.0.1");
-    auto port = get_env_int("MASTER_PORT");
+  if (env_method) {
+    cfg.master_addr = launch.master_addr ? *launch.master_addr : get_env("MASTER_ADDR").value_or("127.0.0.1");
+    auto port = launch.master_port ? launch.master_port : get_env_int("MASTER_PORT");
     cfg.master_port = port.value_or(15000);
   } else if (method.rfind("tcp://", 0) == 0) {
     std::tie(cfg.master_addr, cfg.master_port) = detail::parse_tcp(method);
@@ -260,6 +256,9 @@ void initialize(const std::string& backend, const InitOptions& options) {
   // Write what the process now is into the environment (restored by finalize()).
   set_env("RANK", std::to_string(cfg.rank));
   set_env("WORLD_SIZE", std::to_string(cfg.world_size));
+  if (local_rank) set_env("LOCAL_RANK", std::to_string(*local_rank));
+  if (launch.local_world_size) set_env("LOCAL_WORLD_SIZE", std::to_string(*launch.local_world_size));
+  if (launch.node_rank) set_env("GROUP_RANK", std::to_string(*launch.node_rank));
   if (!cfg.master_addr.empty()) {
     set_env("MASTER_ADDR", cfg.master_addr);
     set_env("MASTER_PORT", std::to_string(cfg.master_port));

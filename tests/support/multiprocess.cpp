@@ -167,6 +167,17 @@ std::vector<RankResult> run_workers(const std::string& worker, const LaunchOptio
   return results;
 }
 
+RankResult run_command(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+                       std::chrono::milliseconds deadline) {
+  LaunchOptions options;
+  options.world_size = 1;
+  options.set_dist_env = false;
+  options.deadline = deadline;
+  options.env = env;
+  options.commands[0] = argv;
+  return run_workers("", options)[0];
+}
+
 std::string describe(const std::vector<RankResult>& results) {
   std::ostringstream out;
   for (const auto& r : results) {

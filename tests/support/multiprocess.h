@@ -45,6 +45,11 @@ struct LaunchOptions {
 
 int free_port();
 std::vector<RankResult> run_workers(const std::string& worker, const LaunchOptions& options);
+/// Runs one command (argv[0] an absolute path) with extra environment, killing it after
+/// the deadline; its stdout and stderr are captured.
+RankResult run_command(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env = {},
+                       std::chrono::milliseconds deadline = std::chrono::seconds(60));
+
 /// A readable summary of all ranks (for assertion messages).
 std::string describe(const std::vector<RankResult>& results);
 

@@ -1,0 +1,560 @@
+// dist_tutorial: the programs of PyTorch's "Writing Distributed Applications" tutorial,
+// written with kindling::dist and LibTorch's C++ frontend: point-to-point messages, a
+// collective on a group, a hand-made ring all-reduce (plus the chunked ring the tutorial
+// leaves as an exercise) and synchronous SGD with gradient averaging on Fashion-MNIST.
+//
+//   ./dist_tutorial                          # every command, on 2 processes it starts itself
+//   ./dist_tutorial p2p
+//   ./dist_tutorial ring-allreduce --numel 4194304 --iters 20
+//   ./dist_tutorial train --epochs 1 --limit 12000 --nproc-per-node 3
+//   kindling-run --nproc_per_node 2 ./dist_tutorial group-allreduce   # under a launcher
+//
+// `./dist_tutorial p2p` prints (the order of lines between ranks may vary):
+//   dist_tutorial p2p: 2 rank(s), backend gloo, device cpu
+//   == p2p: blocking send / recv ==
+//   Rank 0 has data 1
+//   Rank 1 has data 1
+//   == p2p: non-blocking isend / irecv ==
+//   Rank 0 started sending
+//   Rank 1 started receiving
+//   Rank 0 has data 1
+//   Rank 1 has data 1
+// and `train` prints one "Rank <r>, epoch <e>: loss <mean batch loss>" line per rank and
+// epoch, then "test accuracy <pct>%" from rank 0.
+#include <torch/torch.h>
+
+#include <kindling/dist/launch_env.h>
+#include <kindling/dist/parallel.h>
+#include <kindling/kindling.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <iterator>
+#include <limits>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "fashion_mnist.h"
+#include "ring_all_reduce.h"
+
+namespace kd = kindling::dist;
+
+namespace {
+
+constexpr const char kUsage[] = R"(usage: dist_tutorial [COMMAND] [OPTIONS]
+
+The programs of PyTorch's "Writing Distributed Applications" tutorial on kindling::dist.
+
+commands:
+  p2p               blocking send/recv, then non-blocking isend/irecv + wait (>= 2 ranks)
+  group-allreduce   all_reduce over the group of ranks {0, 1} (>= 2 ranks)
+  ring-allreduce    the tutorial's ring all-reduce and a chunked ring all-reduce, checked
+                    against and timed with kindling::dist::all_reduce
+  train             synchronous SGD with gradient averaging on Fashion-MNIST
+  all               all of the above, in this order (the default)
+
+options:
+  --backend NAME        gloo (default), serial, nccl or mpi
+  --nproc-per-node N    processes to start on this node (default 2); under a launcher
+                        (kindling-run, torchrun, mpirun, srun) leave it out, the launcher
+                        decides, or give the number it starts on each node
+  --master-port PORT    rendezvous port when this program starts the processes
+                        (default: a free port)
+  --numel N             ring-allreduce: floats per tensor (default 1048576)
+  --iters N             ring-allreduce: timed calls per implementation (default 10)
+  --epochs N            train: number of epochs (default 3)
+  --data-dir DIR        train: directory of the Fashion-MNIST *-ubyte.gz files
+                        (default /usr/share/datasets/fashion-mnist)
+  --limit N             train: use only the first N training samples (default: all 60000)
+  --seed N              seed of the model initialization and random inputs (default 1234)
+  -h, --help            print this help
+)";
+
+constexpr int kDefaultNprocPerNode = 2;
+
+const char* const kCommands[] = {"p2p", "group-allreduce", "ring-allreduce", "train", "all"};
+
+/// Everything the command line sets; passed to every rank by Parallel::run.
+struct Options {
+  std::string command = "all";
+  std::string backend = "gloo";
+  std::optional<int> nproc_per_node;  // unset: kDefaultNprocPerNode, or the launcher's layout
+  std::optional<int> master_port;
+  int64_t numel = int64_t{1} << 20;
+  int iters = 10;
+  int epochs = 3;
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  int64_t limit = -1;  // -1: every training sample
+  uint64_t seed = 1234;
+  bool help = false;
+};
+
+// ---------------------------------------------------------------------------------------
+// Command line
+// ---------------------------------------------------------------------------------------
+
+/// A malformed command line: main prints the message and the usage text.
+struct CliError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+int64_t parse_int(const std::string& option, const std::string& text, int64_t min,
+                  int64_t max = std::numeric_limits<int64_t>::max()) {
+  std::size_t used = 0;
+  int64_t value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (text.empty() || used != text.size() || value < min || value > max) {
+    std::string range = ">= " + std::to_string(min);
+    if (max != std::numeric_limits<int64_t>::max()) range += " and <= " + std::to_string(max);
+    throw CliError("option " + option + " expects an integer " + range + ", got '" + text + "'");
+  }
+  return value;
+}
+
+Options parse_args(int argc, char** argv) {
+  Options o;
+  bool have_command = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "-h" || arg == "--help") {
+      o.help = true;
+      continue;
+    }
+    if (arg.empty() || arg[0] != '-') {
+      if (std::find(std::begin(kCommands), std::end(kCommands), arg) == std::end(kCommands)) {
+        throw CliError("unknown command '" + arg + "'");
+      }
+      if (have_command) throw CliError("two commands given ('" + o.command + "' and '" + arg + "'); give one");
+      o.command = arg;
+      have_command = true;
+      continue;
+    }
+    // "--name value" or "--name=value".
+    std::string name = arg;
+    std::string inline_value;
+    const auto eq = arg.find('=');
+    const bool has_inline_value = eq != std::string::npos;
+    if (has_inline_value) {
+      name = arg.substr(0, eq);
+      inline_value = arg.substr(eq + 1);
+    }
+    auto value = [&]() -> std::string {
+      if (has_inline_value) return inline_value;
+      if (i + 1 >= argc) throw CliError("option " + name + " needs a value");
+      return argv[++i];
+    };
+    if (name == "--backend") {
+      o.backend = value();
+      if (o.backend.empty()) throw CliError("option --backend needs a backend name such as gloo");
+    } else if (name == "--nproc-per-node") {
+      o.nproc_per_node = static_cast<int>(parse_int(name, value(), 1, 1024));
+    } else if (name == "--master-port") {
+      o.master_port = static_cast<int>(parse_int(name, value(), 1, 65535));
+    } else if (name == "--numel") {
+      o.numel = parse_int(name, value(), 1);
+    } else if (name == "--iters") {
+      o.iters = static_cast<int>(parse_int(name, value(), 1, std::numeric_limits<int>::max()));
+    } else if (name == "--epochs") {
+      o.epochs = static_cast<int>(parse_int(name, value(), 1, std::numeric_limits<int>::max()));
+    } else if (name == "--data-dir") {
+      o.data_dir = value();
+    } else if (name == "--limit") {
+      o.limit = parse_int(name, value(), 1);
+    } else if (name == "--seed") {
+      o.seed = static_cast<uint64_t>(parse_int(name, value(), 0));
+    } else {
+      throw CliError("unknown option '" + name + "'");
+    }
+  }
+  return o;
+}
+
+// ---------------------------------------------------------------------------------------
+// Output helpers
+// ---------------------------------------------------------------------------------------
+
+/// Prints one line with a single write, so lines of different ranks do not interleave.
+template <typename... Parts>
+void say(const Parts&... parts) {
+  std::ostringstream line;
+  (line << ... << parts);
+  line << '\n';
+  std::cout << line.str() << std::flush;
+}
+
+std::string fixed(double value, int digits) {
+  std::ostringstream out;
+  out.setf(std::ios::fixed);
+  out.precision(digits);
+  out << value;
+  return out.str();
+}
+
+/// A title printed by rank 0, fenced by barriers so that it comes before the section's
+/// output of every rank. Every rank must call it.
+void section(const std::string& title) {
+  kd::barrier();
+  if (kd::get_rank() == 0) say("== ", title, " ==");
+  kd::barrier();
+}
+
+/// p2p and group-allreduce need two ranks: alone they fail with a clear message, as part
+/// of `all` they are skipped with a note.
+bool enough_ranks(const std::string& command, bool skip) {
+  const int size = kd::get_world_size();
+  if (size >= 2) return true;
+  KINDLING_CHECK(skip, "dist_tutorial ", command, " needs at least 2 ranks, but the world has ", size,
+                 "; run it with --nproc-per-node 2 (or more) and a distributed --backend such as gloo");
+  say("(skipping ", command, ": it needs at least 2 ranks and the world has ", size, ")");
+  return false;
+}
+
+// ---------------------------------------------------------------------------------------
+// p2p: blocking and non-blocking point-to-point
+// ---------------------------------------------------------------------------------------
+
+void report_data(int rank, const torch::Tensor& tensor, float expected) {
+  const float value = tensor[0].item<float>();
+  say("Rank ", rank, " has data ", value);
+  KINDLING_CHECK_T(kindling::Error, value == expected, "dist_tutorial p2p: rank ", rank, " holds ", value,
+                   " after the transfer instead of ", expected);
+}
+
+void run_p2p() {
+  const int rank = kd::get_rank();
+  const auto on_device = torch::TensorOptions().device(kd::device());
+
+  // send() and recv() return once the message is handed over or has arrived. Rank 1 must
+  // own a tensor of the right size to receive into. Ranks above 1 sit this one out.
+  section("p2p: blocking send / recv");
+  if (rank <= 1) {
+    torch::Tensor tensor = torch::zeros({1}, on_device);
+    if (rank == 0) {
+      tensor.add_(1);
+      kd::send(tensor, /*dst=*/1);
+    } else {
+      kd::recv(tensor, /*src=*/0);
+    }
+    report_data(rank, tensor, 1.0f);
+  }
+
+  // isend() / irecv() return at once with a Work handle. Until wait() returns, rank 0 must
+  // not write its tensor and rank 1 must not read its own.
+  section("p2p: non-blocking isend / irecv");
+  if (rank <= 1) {
+    torch::Tensor tensor = torch::zeros({1}, on_device);
+    kd::Work request;
+    if (rank == 0) {
+      tensor.add_(1);
+      request = kd::isend(tensor, /*dst=*/1);
+      say("Rank 0 started sending");
+    } else {
+      request = kd::irecv(tensor, /*src=*/0);
+      say("Rank 1 started receiving");
+    }
+    request.wait();
+    report_data(rank, tensor, 1.0f);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// group-allreduce: a collective on a subset of the ranks
+// ---------------------------------------------------------------------------------------
+
+void run_group_all_reduce() {
+  const int rank = kd::get_rank();
+  section("group-allreduce: all_reduce(SUM) over the group {0, 1}");
+  // Every rank of the world creates the group, members or not, in the same order.
+  const kd::Group group = kd::new_group({0, 1});
+  torch::Tensor tensor = torch::ones({1}, torch::TensorOptions().device(kd::device()));
+  kd::all_reduce(tensor, kd::ReduceOp::kSum, group);  // in place; non-members keep theirs
+  const float value = tensor[0].item<float>();
+  if (!group.is_member()) {
+    say("Rank ", rank, " is not in the group and keeps ", value);
+    return;
+  }
+  say("Rank ", rank, " has data ", value);
+  KINDLING_CHECK_T(kindling::Error, value == static_cast<float>(group.size()), "dist_tutorial group-allreduce: rank ",
+                   rank, " got ", value, " instead of ", group.size());
+}
+
+// ---------------------------------------------------------------------------------------
+// ring-allreduce: hand-made rings against the built-in all_reduce
+// ---------------------------------------------------------------------------------------
+
+/// Mean seconds per call of `fn` over `iters` calls, as seen by the slowest rank. Every
+/// rank must call it.
+template <typename Fn>
+double seconds_per_call(int iters, Fn&& fn) {
+  kd::barrier();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) fn();
+  const double mine = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters;
+  return kd::all_reduce(mine, kd::ReduceOp::kMax);
+}
+
+void print_timing(const std::string& name, double seconds, double reference) {
+  char line[200];
+  std::snprintf(line, sizeof line, "  %-46s %10.3f ms %8.2fx", name.c_str(), seconds * 1e3,
+                reference > 0 ? seconds / reference : 0.0);
+  say(line);
+}
+
+void run_ring_all_reduce(const Options& o) {
+  const int rank = kd::get_rank();
+  const int size = kd::get_world_size();
+  section("ring-allreduce: ring all-reduce from isend / recv");
+
+  struct Implementation {
+    const char* name;
+    torch::Tensor (*all_reduce)(const torch::Tensor&);
+  };
+  const Implementation implementations[] = {
+      {"ring (tutorial)", &dist_tutorial::ring_all_reduce},
+      {"chunked ring (reduce-scatter + all-gather)", &dist_tutorial::chunked_ring_all_reduce},
+  };
+
+  // Different data on every rank, reproducible from --seed.
+  torch::manual_seed(o.seed + static_cast<uint64_t>(rank));
+  const torch::Tensor input = torch::randn({o.numel}, torch::TensorOptions().device(kd::device()));
+  const torch::Tensor expected = kd::all_reduce(input.clone());
+
+  // Correctness first. The sums are added in other orders than the built-in's, so allow
+  // float rounding. Every rank learns every rank's verdict, so all of them fail together.
+  for (const auto& impl : implementations) {
+    const torch::Tensor got = impl.all_reduce(input);
+    const bool close = torch::allclose(got, expected, /*rtol=*/1e-5, /*atol=*/1e-5);
+    const double error = kd::all_reduce((got - expected).abs().max().item<double>(), kd::ReduceOp::kMax);
+    const int64_t wrong = kd::all_reduce(static_cast<int64_t>(close ? 0 : 1));
+    if (rank == 0 && wrong == 0) {
+      say(impl.name, ": same result as kindling::dist::all_reduce on all ", size, " ranks (max |error| ", error, ")");
+    }
+    KINDLING_CHECK_T(kindling::Error, wrong == 0, "dist_tutorial ring-allreduce: ", impl.name,
+                     " differs from kindling::dist::all_reduce on ", wrong, " of ", size, " ranks (max |error| ", error,
+                     ", tolerance 1e-5)");
+  }
+
+  // Timing: every variant pays for one copy of the input, as the built-in reduces in place.
+  const double builtin = seconds_per_call(o.iters, [&] { kd::all_reduce(input.clone()); });
+  std::vector<double> seconds;
+  for (const auto& impl : implementations) {
+    seconds.push_back(seconds_per_call(o.iters, [&] { impl.all_reduce(input); }));
+  }
+  if (rank == 0) {
+    say("mean time per call over ", o.iters, " calls, ", o.numel, " floats (",
+        fixed(static_cast<double>(o.numel) * 4 / (1 << 20), 2), " MiB), slowest of ", size,
+        " ranks; ratio to built-in:");
+    print_timing("kindling::dist::all_reduce (built-in)", builtin, builtin);
+    for (std::size_t i = 0; i < seconds.size(); ++i) print_timing(implementations[i].name, seconds[i], builtin);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// train: distributed synchronous SGD
+// ---------------------------------------------------------------------------------------
+
+/// The tutorial's network (PyTorch's classic MNIST example): two convolutions, dropout,
+/// two fully connected layers, log-probabilities out.
+struct NetImpl : torch::nn::Module {
+  NetImpl()
+      : conv1_(torch::nn::Conv2dOptions(1, 10, /*kernel_size=*/5)),
+        conv2_(torch::nn::Conv2dOptions(10, 20, /*kernel_size=*/5)),
+        fc1_(320, 50),
+        fc2_(50, 10) {
+    register_module("conv1", conv1_);
+    register_module("conv2", conv2_);
+    register_module("conv2_drop", conv2_drop_);
+    register_module("fc1", fc1_);
+    register_module("fc2", fc2_);
+  }
+
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::relu(torch::max_pool2d(conv1_->forward(x), 2));                      // [n, 10, 12, 12]
+    x = torch::relu(torch::max_pool2d(conv2_drop_->forward(conv2_->forward(x)), 2));  // [n, 20, 4, 4]
+    x = x.view({-1, 320});
+    x = torch::relu(fc1_->forward(x));
+    x = torch::dropout(x, /*p=*/0.5, /*train=*/is_training());
+    return torch::log_softmax(fc2_->forward(x), /*dim=*/1);
+  }
+
+  torch::nn::Conv2d conv1_;
+  torch::nn::Conv2d conv2_;
+  torch::nn::Dropout2d conv2_drop_;
+  torch::nn::Linear fc1_;
+  torch::nn::Linear fc2_;
+};
+TORCH_MODULE(Net);
+
+/// The tutorial's average_gradients: sum every gradient over the ranks, divide by their
+/// number. All ranks then take the same optimizer step and stay identical. Every rank must
+/// call it after backward(), with the same model.
+void average_gradients(torch::nn::Module& model) {
+  const double size = kd::get_world_size();
+  for (const auto& parameter : model.parameters()) {
+    torch::Tensor grad = parameter.grad();  // shares the gradient's storage
+    if (!grad.defined()) continue;          // unused parameter: no rank has a gradient
+    kd::all_reduce(grad, kd::ReduceOp::kSum);
+    grad.div_(size);
+  }
+}
+
+/// Fails on every rank unless all ranks hold bit-identical parameters: the elementwise
+/// maximum and minimum over the ranks must agree. Every rank must call it.
+void check_replicas_identical(torch::nn::Module& model) {
+  std::vector<torch::Tensor> pieces;
+  for (const auto& parameter : model.parameters()) pieces.push_back(parameter.detach().reshape({-1}));
+  const torch::Tensor mine = torch::cat(pieces);
+  const torch::Tensor high = kd::all_reduce(mine.clone(), kd::ReduceOp::kMax);
+  const torch::Tensor low = kd::all_reduce(mine.clone(), kd::ReduceOp::kMin);
+  KINDLING_CHECK_T(kindling::Error, torch::equal(high, low),
+                   "dist_tutorial train: the model parameters differ across ranks after training (largest spread ",
+                   (high - low).abs().max().item<double>(), " over ", mine.numel(),
+                   " values); the gradient averaging did not keep the replicas in sync");
+  if (kd::get_rank() == 0) {
+    say("parameters identical on all ", kd::get_world_size(), " ranks (", mine.numel(), " values checked)");
+  }
+}
+
+/// Fraction of `split` that `model` classifies correctly.
+double accuracy(NetImpl& model, const dist_tutorial::FashionMnist& split, const torch::Device& device) {
+  torch::NoGradGuard no_grad;
+  model.eval();
+  constexpr int64_t kBatch = 1000;
+  int64_t correct = 0;
+  for (int64_t begin = 0; begin < split.size(); begin += kBatch) {
+    const int64_t count = std::min(kBatch, split.size() - begin);
+    const torch::Tensor output = model.forward(split.images.narrow(0, begin, count).to(device));
+    const torch::Tensor target = split.labels.narrow(0, begin, count).to(device);
+    correct += output.argmax(1).eq(target).sum().item<int64_t>();
+  }
+  return static_cast<double>(correct) / static_cast<double>(split.size());
+}
+
+void run_train(const Options& o) {
+  const int rank = kd::get_rank();
+  const int size = kd::get_world_size();
+  const torch::Device device = kd::device();
+  section("train: synchronous SGD with gradient averaging on Fashion-MNIST");
+
+  // Every rank reads the training set and keeps its own part: the same seeded shuffle
+  // everywhere, cut into `size` equal slices. Rank 0 also reads the test set now, so a
+  // missing file is reported before any training time is spent.
+  const dist_tutorial::FashionMnist train = dist_tutorial::load_fashion_mnist(o.data_dir, "train", o.limit);
+  std::optional<dist_tutorial::FashionMnist> test;
+  if (rank == 0) test = dist_tutorial::load_fashion_mnist(o.data_dir, "t10k");
+  KINDLING_CHECK(train.size() >= size, "dist_tutorial train: ", train.size(),
+                 " training samples cannot be split across ", size, " ranks; raise --limit to at least ", size);
+  std::vector<int64_t> order = dist_tutorial::partition_indices(train.size(), size, rank, /*seed=*/1234);
+  const auto samples = static_cast<int64_t>(order.size());
+  // The global batch stays 128: each of the `size` ranks takes 128 / size of it.
+  const int64_t batch_size = std::max(1, 128 / size);
+  const int64_t num_batches = (samples + batch_size - 1) / batch_size;
+
+  // The same seed on every rank gives every replica the same initial weights; then each
+  // rank draws its own dropout masks, as it sees its own data.
+  torch::manual_seed(o.seed);
+  Net model;
+  model->to(device);
+  torch::manual_seed(o.seed + 1 + static_cast<uint64_t>(rank));
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.5));
+  std::mt19937 shuffler(static_cast<uint32_t>(o.seed + static_cast<uint64_t>(rank)));
+  if (rank == 0) {
+    say(size, " rank(s) x ", samples, " samples, batch size ", batch_size, " per rank (", batch_size * size,
+        " in all), ", num_batches, " steps per epoch, ", o.epochs, " epoch(s)");
+  }
+
+  for (int epoch = 0; epoch < o.epochs; ++epoch) {
+    model->train();
+    std::shuffle(order.begin(), order.end(), shuffler);  // a new order of the local part each epoch
+    double epoch_loss = 0.0;
+    for (int64_t begin = 0; begin < samples; begin += batch_size) {
+      const int64_t count = std::min(batch_size, samples - begin);
+      // A view of this batch's indices; index_select copies the samples before `order` changes.
+      const torch::Tensor index =
+          torch::from_blob(order.data() + begin, {count}, torch::TensorOptions().dtype(torch::kLong));
+      const torch::Tensor data = train.images.index_select(0, index).to(device);
+      const torch::Tensor target = train.labels.index_select(0, index).to(device);
+
+      optimizer.zero_grad();
+      const torch::Tensor loss = torch::nll_loss(model->forward(data), target);
+      epoch_loss += loss.item<double>();
+      loss.backward();
+      average_gradients(*model);
+      optimizer.step();
+    }
+    say("Rank ", rank, ", epoch ", epoch, ": loss ", fixed(epoch_loss / static_cast<double>(num_batches), 4));
+  }
+
+  check_replicas_identical(*model);
+  if (rank == 0) say("test accuracy ", fixed(100.0 * accuracy(*model, *test, device), 2), "%");
+  kd::barrier();  // the others wait while rank 0 evaluates, so nobody leaves the job early
+}
+
+// ---------------------------------------------------------------------------------------
+// Entry points
+// ---------------------------------------------------------------------------------------
+
+/// What every rank runs (Parallel::run calls it with the local rank).
+void run_command(int /*local_rank*/, const Options& o) {
+  const bool all = o.command == "all";
+  if (kd::get_rank() == 0) {
+    say("dist_tutorial ", o.command, ": ", kd::get_world_size(), " rank(s), backend ", kd::backend(), ", device ",
+        kd::device().str());
+  }
+  if ((all || o.command == "p2p") && enough_ranks("p2p", all)) run_p2p();
+  if ((all || o.command == "group-allreduce") && enough_ranks("group-allreduce", all)) run_group_all_reduce();
+  if (all || o.command == "ring-allreduce") run_ring_all_reduce(o);
+  if (all || o.command == "train") run_train(o);
+}
+
+/// Spawns kDefaultNprocPerNode processes unless told otherwise, but not under a launcher
+/// (nor in the children a Parallel parent starts): there the launcher's layout applies.
+kd::ParallelOptions parallel_options(const Options& o) {
+  kd::ParallelOptions options(o.backend);
+  if (o.nproc_per_node) {
+    options.nproc_per_node(*o.nproc_per_node);
+  } else if (o.backend != "serial" && !kd::detect_launch_environment().detected()) {
+    options.nproc_per_node(kDefaultNprocPerNode);
+  }
+  if (o.master_port) options.master_port(*o.master_port);
+  options.timeout(std::chrono::minutes(10));  // a stuck collective fails instead of hanging for 30 minutes
+  return options;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  try {
+    options = parse_args(argc, argv);
+  } catch (const CliError& e) {
+    std::cerr << "dist_tutorial: error: " << e.what() << "\n\n" << kUsage;
+    return 2;
+  }
+  if (options.help) {
+    std::cout << kUsage;
+    return 0;
+  }
+  try {
+    // Started directly, this spawns --nproc-per-node copies of the program (each one
+    // re-executes main and runs run_command); under a launcher it only initializes.
+    kd::Parallel parallel(parallel_options(options));
+    parallel.run(run_command, options);
+  } catch (const std::exception& e) {
+    std::cerr << "dist_tutorial: error: " << e.what() << std::endl;
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,74 @@
+#pragma once
+/// \file
+/// How kindling recognises the launcher that started a process, as a pure function of an
+/// environment map (so every rule is testable without the launcher).
+///
+/// Precedence, first match wins (the innermost launcher is the one that started us):
+///  1. Slurm task (SLURM_JOB_ID set) with no mpirun / horovodrun variables: ranks from
+///     SLURM_PROCID / SLURM_LOCALID / SLURM_NTASKS; a torchrun started inside an srun task
+///     (all of RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set) is accepted under
+///     idist's consistency rules; MASTER_ADDR is the first host of SLURM_JOB_NODELIST and
+///     MASTER_PORT 15000 + the last four digits of the job id.
+///  2. RANK and WORLD_SIZE (torchrun, kindling-run, a Parallel parent, or set by hand);
+///     LOCAL_RANK, LOCAL_WORLD_SIZE and GROUP_RANK when present.
+///  3. horovodrun: HOROVOD_RANK / _SIZE / _LOCAL_RANK / _LOCAL_SIZE / _CROSS_RANK /
+///     _CROSS_SIZE; rendezvous on MASTER_ADDR / MASTER_PORT when set, else 127.0.0.1 on one
+///     node, else HOROVOD_GLOO_RENDEZVOUS_ADDR (horovodrun's host, assumed to run rank 0)
+///     and HOROVOD_GLOO_RENDEZVOUS_PORT + 1.
+///  4. Open MPI's mpirun: OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK / _LOCAL_SIZE;
+///     rendezvous on MASTER_ADDR / MASTER_PORT when set, else 127.0.0.1 on one node and a
+///     port derived from the job id (20000 + job family % 30000).
+///  5. PMIx without Open MPI's variables: PMIX_RANK, size from OMPI_APP_CTX_NUM_PROCS.
+///  6. Nothing: a single process (rank 0 of 1).
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kindling/export.h"
+
+namespace kindling {
+namespace dist {
+
+using EnvMap = std::map<std::string, std::string>;
+
+/// What a launcher says about this process. Unknown values stay empty; initialize()
+/// fills them (MASTER_ADDR 127.0.0.1, MASTER_PORT 15000, local rank from the node layout).
+struct KINDLING_API LaunchEnvironment {
+  /// "none", "slurm", "torchrun", "kindling-run", "parallel" (a Parallel parent), "env"
+  /// (RANK / WORLD_SIZE set by hand), "horovod", "mpirun" or "pmix".
+  std::string launcher = "none";
+  int rank = 0;
+  int world_size = 1;
+  std::optional<int> local_rank;
+  std::optional<int> local_world_size;
+  std::optional<int> node_rank;
+  std::optional<int> nnodes;
+  std::optional<std::string> master_addr;
+  std::optional<int> master_port;
+  /// Non-fatal findings (ignored partial variables, assumptions made).
+  std::vector<std::string> warnings;
+
+  bool detected() const { return launcher != "none"; }
+};
+
+/// Applies the rules above to `env`. Throws kindling::UsageError, naming the variables,
+/// for an incomplete or inconsistent environment.
+KINDLING_API LaunchEnvironment detect_launch_environment(const EnvMap& env);
+/// The same on this process's environment.
+KINDLING_API LaunchEnvironment detect_launch_environment();
+/// This process's environment as a map.
+KINDLING_API EnvMap current_environment();
+
+/// Expands a Slurm host list ("node[1-3,7],gpu-[01-02]x") into host names, following
+/// idist's expander (ranges sorted and de-duplicated within one bracket group, zero
+/// padding kept, no de-duplication across items). Throws kindling::UsageError for an
+/// empty bracket group or a malformed range.
+KINDLING_API std::vector<std::string> expand_hostlist(const std::string& nodelist);
+
+/// Expands Slurm's tasks-per-node form ("2(x3),1" -> {2, 2, 2, 1}).
+KINDLING_API std::vector<int> expand_tasks_per_node(const std::string& text);
+
+}  // namespace dist
+}  // namespace kindling

@@ -1,0 +1,149 @@
+#pragma once
+/// \file
+/// kindling::dist::Parallel and spawn(): run a training function on every process of a
+/// distributed job, whether this program starts the processes itself or was started by a
+/// launcher (kindling-run, torchrun, mpirun, srun, horovodrun). The C++ counterpart of
+/// idist.Parallel / idist.spawn.
+///
+/// \code
+///   void training(int local_rank, const Config& config) { ... }
+///
+///   int main(int argc, char** argv) {
+///     Config config = parse(argc, argv);
+///     kindling::dist::Parallel parallel(kindling::dist::ParallelOptions("gloo").nproc_per_node(2));
+///     parallel.run(training, config);
+///   }
+/// \endcode
+///
+/// Two modes, chosen by the constructor:
+///  - Launcher mode: nproc_per_node is not given, or the process was started by a
+///    launcher (or by a Parallel parent). The constructor calls initialize(backend), run()
+///    calls `fn(get_local_rank(), args...)` and the destructor calls finalize().
+///  - Spawn mode: nproc_per_node is given and no launcher is detected. run() starts
+///    nproc_per_node processes on this node and waits for them. With the default start
+///    method (StartMethod::kExec) each child re-executes this program (/proc/self/exe, same
+///    arguments), so everything in main() before run() also runs in each child; when the
+///    child reaches the same run() call it executes `fn` there and then exits (a child never
+///    returns from run()). StartMethod::kFork forks instead: no re-execution, but only safe
+///    when the parent has not started LibTorch's worker threads (OpenMP and fork do not
+///    mix). If a child fails, run() stops the others within seconds and throws
+///    kindling::Error naming each failed rank, its exit status and its last stderr lines.
+///
+/// With nproc_per_node given under a launcher, the launcher's layout must agree
+/// (LOCAL_WORLD_SIZE == nproc_per_node and WORLD_SIZE == nnodes * nproc_per_node), so the
+/// same program runs directly and under `kindling-run --nproc_per_node N`.
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "kindling/export.h"
+
+namespace kindling {
+namespace dist {
+
+/// How spawn mode starts its children.
+enum class StartMethod {
+  kExec,  ///< re-execute this program (default; safe with LibTorch's thread pools)
+  kFork,  ///< fork(); the child calls fn directly
+};
+
+/// Options of Parallel and spawn(). Chain the setters:
+/// `ParallelOptions("gloo").nproc_per_node(4).timeout(std::chrono::minutes(5))`.
+class KINDLING_API ParallelOptions {
+ public:
+  ParallelOptions() = default;
+  /// `backend`: "serial", "gloo", "nccl" or "mpi". No backend (or "serial") runs fn once.
+  explicit ParallelOptions(std::string backend) : backend_(std::move(backend)) {}
+
+  ParallelOptions& backend(std::string v) { backend_ = std::move(v); return *this; }
+  /// Processes to start on this node (spawn mode).
+  ParallelOptions& nproc_per_node(int v) { nproc_per_node_ = v; return *this; }
+  /// Number of nodes of the job (default 1). With more than one, node_rank and
+  /// master_addr/master_port (or init_method) are required.
+  ParallelOptions& nnodes(int v) { nnodes_ = v; return *this; }
+  /// Index of this node, in [0, nnodes).
+  ParallelOptions& node_rank(int v) { node_rank_ = v; return *this; }
+  /// Address of the node of rank 0 (default 127.0.0.1).
+  ParallelOptions& master_addr(std::string v) { master_addr_ = std::move(v); return *this; }
+  /// Port on which rank 0 hosts the rendezvous (default 15000, as idist).
+  ParallelOptions& master_port(int v) { master_port_ = v; return *this; }
+  /// "env://" (default), "tcp://host:port" or "file:///path".
+  ParallelOptions& init_method(std::string v) { init_method_ = std::move(v); return *this; }
+  /// Rendezvous and collective timeout (default 30 minutes).
+  ParallelOptions& timeout(std::chrono::milliseconds v) { timeout_ = v; return *this; }
+  ParallelOptions& start_method(StartMethod v) { start_method_ = v; return *this; }
+  /// Seconds between SIGTERM and SIGKILL when the other children are stopped after a
+  /// failure (default 3).
+  ParallelOptions& grace_period(std::chrono::milliseconds v) { grace_period_ = v; return *this; }
+
+  const std::optional<std::string>& backend() const { return backend_; }
+  const std::optional<int>& nproc_per_node() const { return nproc_per_node_; }
+  const std::optional<int>& nnodes() const { return nnodes_; }
+  const std::optional<int>& node_rank() const { return node_rank_; }
+  const std::optional<std::string>& master_addr() const { return master_addr_; }
+  const std::optional<int>& master_port() const { return master_port_; }
+  const std::optional<std::string>& init_method() const { return init_method_; }
+  const std::optional<std::chrono::milliseconds>& timeout() const { return timeout_; }
+  StartMethod start_method() const { return start_method_; }
+  std::chrono::milliseconds grace_period() const { return grace_period_; }
+
+ private:
+  std::optional<std::string> backend_;
+  std::optional<int> nproc_per_node_, nnodes_, node_rank_;
+  std::optional<std::string> master_addr_;
+  std::optional<int> master_port_;
+  std::optional<std::string> init_method_;
+  std::optional<std::chrono::milliseconds> timeout_;
+  StartMethod start_method_ = StartMethod::kExec;
+  std::chrono::milliseconds grace_period_ = std::chrono::seconds(3);
+};
+
+/// Scope object: see the file comment. Throws kindling::UsageError from the constructor
+/// for every invalid or contradictory combination of options.
+class KINDLING_API Parallel {
+ public:
+  explicit Parallel(ParallelOptions options = ParallelOptions());
+  ~Parallel();
+  Parallel(const Parallel&) = delete;
+  Parallel& operator=(const Parallel&) = delete;
+
+  /// Calls `fn(local_rank, args...)` on every process (see the file comment).
+  template <class Fn, class... Args>
+  void run(Fn&& fn, Args&&... args) {
+    run_impl([&](int local_rank) { std::invoke(fn, local_rank, args...); });
+  }
+
+  /// True when this Parallel starts processes itself (spawn mode).
+  bool spawns() const { return spawn_mode_; }
+  /// "serial", "launcher", "spawn", or "inert" (in a re-executed child, a Parallel other
+  /// than the one its parent spawned from: it does nothing).
+  std::string mode() const;
+  const ParallelOptions& options() const { return options_; }
+
+ private:
+  void run_impl(const std::function<void(int)>& fn);
+  void run_in_child(const std::function<void(int)>& fn, int local_rank);
+  ParallelOptions options_;
+  bool spawn_mode_ = false;
+  bool initialized_here_ = false;
+  bool inert_ = false;
+};
+
+/// idist.spawn: `Parallel(options).run(fn, args...)`; options must give nproc_per_node.
+template <class Fn, class... Args>
+void spawn(const ParallelOptions& options, Fn&& fn, Args&&... args) {
+  Parallel parallel(options);
+  parallel.run(std::forward<Fn>(fn), std::forward<Args>(args)...);
+}
+
+/// spawn(ParallelOptions(backend).nproc_per_node(nproc_per_node), fn, args...).
+template <class Fn, class... Args>
+void spawn(const std::string& backend, int nproc_per_node, Fn&& fn, Args&&... args) {
+  spawn(ParallelOptions(backend).nproc_per_node(nproc_per_node), std::forward<Fn>(fn), std::forward<Args>(args)...);
+}
+
+}  // namespace dist
+}  // namespace kindling

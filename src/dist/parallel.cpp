@@ -1,0 +1,276 @@
+// kindling::dist::Parallel: launcher mode (initialize + run + finalize) and spawn mode
+// (start nproc_per_node children by re-executing this program or by fork).
+#include "kindling/dist/parallel.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <sstream>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+
+#include "common/env.h"
+#include "kindling/dist/dist.h"
+#include "kindling/dist/launch_env.h"
+#include "kindling/error.h"
+#include "launch/supervisor.h"
+
+namespace kindling {
+namespace dist {
+
+namespace {
+
+using ::kindling::detail::get_env;
+
+// Parallel objects constructed so far in this process. A re-executed child is told which
+// one started it (KINDLING_PARALLEL_CHILD) and leaves the others inert.
+std::atomic<int> g_parallel_count{0};
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+std::vector<std::string> own_command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> args;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (all[i] == '\0') {
+      args.push_back(all.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  char exe[4096];
+  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  KINDLING_CHECK_T(LaunchError, n > 0 && !args.empty(),
+                   "kindling::dist::Parallel: cannot find this program's path and arguments in /proc/self; use "
+                   "StartMethod::kFork or start the program with kindling-run");
+  args[0] = std::string(exe, static_cast<std::size_t>(n));
+  return args;
+}
+
+int self_index_from_env() {
+  auto v = get_env("KINDLING_PARALLEL_CHILD");
+  if (!v) return -1;
+  return ::kindling::detail::parse_int(*v, "environment variable KINDLING_PARALLEL_CHILD");
+}
+
+}  // namespace
+
+Parallel::Parallel(ParallelOptions options) : options_(std::move(options)) {
+  const int index = g_parallel_count++;
+  const ParallelOptions& o = options_;
+  const std::string where = "kindling::dist::Parallel: ";
+  const bool serial = !o.backend() || *o.backend() == "serial";
+  if (o.backend()) {
+    auto all = available_backends();
+    KINDLING_CHECK(std::find(all.begin(), all.end(), *o.backend()) != all.end(), where, "unknown or unavailable backend '",
+                   *o.backend(), "'. Available backends: ", join(all));
+  }
+  auto forbid_serial = [&](const char* name, bool given, const std::string& value) {
+    KINDLING_CHECK(!serial || !given, where, "backend is ", o.backend() ? "'serial'" : "not given",
+                   ", so argument '", name, "' should not be given either (got ", value,
+                   "); choose a backend such as 'gloo' to run several processes");
+  };
+  auto str = [](const auto& opt) {
+    std::ostringstream s;
+    if (opt) s << *opt;
+    return s.str();
+  };
+  forbid_serial("nproc_per_node", o.nproc_per_node().has_value(), str(o.nproc_per_node()));
+  forbid_serial("nnodes", o.nnodes().has_value(), str(o.nnodes()));
+  forbid_serial("node_rank", o.node_rank().has_value(), str(o.node_rank()));
+  forbid_serial("master_addr", o.master_addr().has_value(), str(o.master_addr()));
+  forbid_serial("master_port", o.master_port().has_value(), str(o.master_port()));
+  forbid_serial("init_method", o.init_method().has_value(), str(o.init_method()));
+
+  KINDLING_CHECK(!o.nproc_per_node() || *o.nproc_per_node() >= 1, where, "nproc_per_node must be positive, got ",
+                 *o.nproc_per_node());
+  KINDLING_CHECK(!o.nnodes() || *o.nnodes() >= 1, where, "nnodes must be positive, got ", *o.nnodes());
+  const int nnodes = o.nnodes().value_or(1);
+  KINDLING_CHECK(nnodes == 1 || o.node_rank(), where, "nnodes is ", nnodes,
+                 ", so node_rank must be given too (the index of this node, 0..", nnodes - 1, ")");
+  KINDLING_CHECK(!o.node_rank() || (*o.node_rank() >= 0 && *o.node_rank() < nnodes), where, "node_rank must be between 0 and ",
+                 nnodes - 1, " for nnodes=", nnodes, ", got ", *o.node_rank());
+  KINDLING_CHECK(!o.master_port() || (*o.master_port() > 0 && *o.master_port() < 65536), where,
+                 "master_port must be a TCP port between 1 and 65535, got ", *o.master_port());
+  KINDLING_CHECK(!o.timeout() || o.timeout()->count() > 0, where, "timeout must be positive, got ", o.timeout()->count(), " ms");
+  KINDLING_CHECK(o.grace_period().count() >= 0, where, "grace_period must not be negative");
+  KINDLING_CHECK(!o.init_method() || (!o.master_addr() && !o.master_port()), where, "init_method '", *o.init_method(),
+                 "' and master_addr/master_port both say where ranks meet; give one or the other");
+  if (o.init_method()) {
+    const auto& m = *o.init_method();
+    KINDLING_CHECK(m.rfind("env://", 0) == 0 || m.rfind("tcp://", 0) == 0 || m.rfind("file://", 0) == 0, where,
+                   "unsupported init_method '", m, "'; use 'env://', 'tcp://host:port' or 'file:///path'");
+  }
+  if (serial) return;
+
+  const int child_of = self_index_from_env();
+  if (child_of >= 0 && child_of != index) {
+    inert_ = true;  // a re-executed child passing a Parallel its parent did not spawn from
+    return;
+  }
+  const LaunchEnvironment launch = detect_launch_environment();
+  if (launch.detected()) {
+    // Started by a launcher (or by our own parent): the layout asked for must agree.
+    const std::string who = launch.launcher == "parallel" ? "a Parallel parent" : launch.launcher;
+    if (o.nproc_per_node() && launch.local_world_size) {
+      KINDLING_CHECK(*launch.local_world_size == *o.nproc_per_node(), where, "started by ", who, " with ",
+                     *launch.local_world_size, " processes on this node, but nproc_per_node=", *o.nproc_per_node(),
+                     "; drop nproc_per_node when using a launcher, or make them agree");
+    }
+    if (o.nproc_per_node()) {
+      KINDLING_CHECK(launch.world_size == nnodes * *o.nproc_per_node(), where, "started by ", who, " with world size ",
+                     launch.world_size, ", but nnodes=", nnodes, " x nproc_per_node=", *o.nproc_per_node(), " = ",
+                     nnodes * *o.nproc_per_node(), "; drop these options when using a launcher, or make them agree");
+    }
+    if (o.node_rank() && launch.node_rank) {
+      KINDLING_CHECK(*launch.node_rank == *o.node_rank(), where, "started by ", who, " as node ", *launch.node_rank,
+                     ", but node_rank=", *o.node_rank());
+    }
+    if (o.master_addr() && launch.master_addr) {
+      KINDLING_CHECK(*launch.master_addr == *o.master_addr(), where, "started by ", who, " with MASTER_ADDR=",
+                     *launch.master_addr, ", but master_addr=", *o.master_addr());
+    }
+    if (o.master_port() && launch.master_port) {
+      KINDLING_CHECK(*launch.master_port == *o.master_port(), where, "started by ", who, " with MASTER_PORT=",
+                     *launch.master_port, ", but master_port=", *o.master_port());
+    }
+  } else if (o.nproc_per_node()) {
+    KINDLING_CHECK(nnodes == 1 || o.init_method() || (o.master_addr() && o.master_port()), where, "nnodes is ", nnodes,
+                   ", so master_addr and master_port (the address of node 0, the same on every node) or init_method "
+                   "must be given");
+    spawn_mode_ = true;
+    return;
+  } else {
+    KINDLING_CHECK(!o.nnodes() && !o.node_rank() && !o.master_addr() && !o.master_port(), where,
+                   "nnodes / node_rank / master_addr / master_port only apply when this program starts the processes: "
+                   "give nproc_per_node too, or start the program with a launcher (kindling-run, torchrun, mpirun, srun)");
+  }
+  InitOptions init;
+  if (o.init_method()) init.init_method(*o.init_method());
+  if (o.timeout()) init.timeout(*o.timeout());
+  if (o.master_addr() && !get_env("MASTER_ADDR")) ::kindling::detail::set_env("MASTER_ADDR", *o.master_addr());
+  if (o.master_port() && !get_env("MASTER_PORT")) ::kindling::detail::set_env("MASTER_PORT", std::to_string(*o.master_port()));
+  initialize(*o.backend(), init);
+  initialized_here_ = true;
+  if (get_rank() == 0) {
+    std::cerr << where << "initialized process group with backend '" << *o.backend() << "' (" << get_world_size()
+              << " processes, launcher: " << launch.launcher << ")" << std::endl;
+  }
+}
+
+Parallel::~Parallel() {
+  if (initialized_here_) {
+    try {
+      finalize();
+    } catch (const std::exception& e) {
+      std::cerr << "kindling::dist::Parallel: finalize failed: " << e.what() << std::endl;
+    }
+  }
+}
+
+std::string Parallel::mode() const {
+  if (spawn_mode_) return "spawn";
+  if (initialized_here_) return "launcher";
+  return inert_ ? "inert" : "serial";
+}
+
+void Parallel::run_impl(const std::function<void(int)>& fn) {
+  if (inert_) return;
+  if (!spawn_mode_) {
+    if (self_index_from_env() < 0) {
+      fn(get_local_rank());
+      return;
+    }
+    // A re-executed child: run fn, then end the process (the parent goes on after run()).
+    int rc = 0;
+    try {
+      fn(get_local_rank());
+    } catch (const std::exception& e) {
+      std::cerr << ::kindling::detail::rank_prefix() << "kindling::dist::Parallel: the function failed: " << e.what()
+                << std::endl;
+      rc = 1;
+    }
+    std::fflush(stdout);
+    std::fflush(stderr);
+    if (rc != 0) ::_exit(rc);
+    finalize();
+    initialized_here_ = false;
+    std::fflush(stdout);
+    std::exit(0);
+  }
+
+  const ParallelOptions& o = options_;
+  const int nproc = *o.nproc_per_node();
+  const int nnodes = o.nnodes().value_or(1);
+  const int node_rank = o.node_rank().value_or(0);
+  const int world = nnodes * nproc;
+  const std::string addr = o.master_addr().value_or("127.0.0.1");
+  // One node and no port given: pick a free one, so that concurrent jobs do not collide.
+  const int port = o.master_port() ? *o.master_port() : (o.init_method() ? 15000 : launch::find_free_port());
+  const int index = g_parallel_count.load() - 1;
+  std::vector<std::string> argv;
+  if (o.start_method() == StartMethod::kExec) argv = own_command_line();
+
+  std::vector<launch::WorkerSpec> specs;
+  for (int local = 0; local < nproc; ++local) {
+    launch::WorkerSpec spec;
+    spec.rank = node_rank * nproc + local;
+    spec.local_rank = local;
+    spec.env = {{"RANK", std::to_string(spec.rank)},
+                {"LOCAL_RANK", std::to_string(local)},
+                {"WORLD_SIZE", std::to_string(world)},
+                {"LOCAL_WORLD_SIZE", std::to_string(nproc)},
+                {"GROUP_RANK", std::to_string(node_rank)},
+                {"GROUP_WORLD_SIZE", std::to_string(nnodes)},
+                {"MASTER_ADDR", addr},
+                {"MASTER_PORT", std::to_string(port)},
+                {"KINDLING_PARALLEL_CHILD", std::to_string(index)}};
+    if (o.start_method() == StartMethod::kExec) {
+      spec.argv = argv;
+    } else {
+      spec.entry = [this, &fn, local]() -> int {
+        InitOptions init;
+        if (options_.init_method()) init.init_method(*options_.init_method());
+        if (options_.timeout()) init.timeout(*options_.timeout());
+        try {
+          initialize(*options_.backend(), init);
+          fn(local);
+          finalize();
+        } catch (const std::exception& e) {
+          std::cerr << ::kindling::detail::rank_prefix() << "kindling::dist::Parallel: the function failed: " << e.what()
+                    << std::endl;
+          return 1;
+        }
+        return 0;
+      };
+    }
+    specs.push_back(std::move(spec));
+  }
+  std::cerr << "kindling::dist::Parallel: starting " << nproc << " processes (backend '" << *o.backend() << "', ranks "
+            << node_rank * nproc << ".." << node_rank * nproc + nproc - 1 << " of " << world << ", "
+            << (o.start_method() == StartMethod::kExec ? "exec" : "fork") << ", rendezvous "
+            << (o.init_method() ? *o.init_method() : addr + ":" + std::to_string(port)) << ")" << std::endl;
+  launch::SupervisorOptions sup;
+  sup.prefix_output = false;
+  sup.grace_period = o.grace_period();
+  sup.name = "kindling::dist::Parallel";
+  launch::SupervisorResult result;
+  try {
+    result = launch::supervise(specs, sup);
+  } catch (const std::runtime_error& e) {
+    throw LaunchError(e.what());
+  }
+  if (result.exit_code != 0) throw LaunchError(result.summary);
+}
+
+}  // namespace dist
+}  // namespace kindling

@@ -1,0 +1,446 @@
+// Worker supervision for kindling-run and Parallel (see supervisor.h).
+#include "launch/supervisor.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+
+extern char** environ;
+
+namespace kindling {
+namespace launch {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int g_signal_pipe[2] = {-1, -1};
+
+void on_signal(int sig) {
+  const int saved = errno;
+  unsigned char byte = static_cast<unsigned char>(sig);
+  if (g_signal_pipe[1] >= 0) (void)!::write(g_signal_pipe[1], &byte, 1);
+  errno = saved;
+}
+
+// Installs the handlers for the life of one supervise() call and restores the old ones.
+class SignalScope {
+ public:
+  SignalScope() {
+    if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) throw std::runtime_error("pipe2 failed: " + std::string(std::strerror(errno)));
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    for (int i = 0; i < kCount; ++i) ::sigaction(kSignals[i], &sa, &old_[i]);
+  }
+  ~SignalScope() {
+    for (int i = 0; i < kCount; ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
+    ::close(g_signal_pipe[0]);
+    ::close(g_signal_pipe[1]);
+    g_signal_pipe[0] = g_signal_pipe[1] = -1;
+  }
+  int fd() const { return g_signal_pipe[0]; }
+
+  static constexpr int kCount = 4;
+  static constexpr int kSignals[kCount] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP};
+
+ private:
+  struct sigaction old_[kCount];
+};
+constexpr int SignalScope::kSignals[];
+
+struct Stream {
+  int fd = -1;
+  std::string partial;
+  bool is_err = false;
+};
+
+struct Worker {
+  WorkerResult result;
+  Stream out, err;
+  bool running = false;
+  bool term_sent = false;
+  bool kill_sent = false;
+  int order = -1;  // order in which it ended
+};
+
+void write_all(int fd, const std::string& text) {
+  const char* p = text.data();
+  std::size_t left = text.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+}
+
+void emit_line(Worker& w, Stream& s, const std::string& line, const SupervisorOptions& opt) {
+  std::string text = opt.prefix_output ? "[rank" + std::to_string(w.result.rank) + "]: " + line + "\n" : line + "\n";
+  write_all(s.is_err ? STDERR_FILENO : STDOUT_FILENO, text);
+  if (s.is_err) {
+    w.result.stderr_tail.push_back(line);
+    while (w.result.stderr_tail.size() > opt.tail_lines) w.result.stderr_tail.pop_front();
+  }
+}
+
+// Reads what is available; returns false at end of file.
+bool pump(Worker& w, Stream& s, const SupervisorOptions& opt) {
+  char buf[8192];
+  while (true) {
+    ssize_t n = ::read(s.fd, buf, sizeof(buf));
+    if (n > 0) {
+      s.partial.append(buf, static_cast<std::size_t>(n));
+      std::size_t start = 0, nl;
+      while ((nl = s.partial.find('\n', start)) != std::string::npos) {
+        emit_line(w, s, s.partial.substr(start, nl - start), opt);
+        start = nl + 1;
+      }
+      s.partial.erase(0, start);
+      continue;
+    }
+    if (n < 0 && (errno == EINTR)) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    // EOF or error: flush an unterminated last line.
+    if (!s.partial.empty()) emit_line(w, s, s.partial, opt);
+    s.partial.clear();
+    ::close(s.fd);
+    s.fd = -1;
+    return false;
+  }
+}
+
+// Everything the child needs, prepared before fork so that the child only makes
+// async-signal-safe calls on the exec path.
+struct Prepared {
+  std::vector<std::string> env_strings;
+  std::vector<char*> envp;
+  std::vector<char*> argv;
+};
+
+Prepared prepare(const WorkerSpec& spec) {
+  Prepared p;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string entry(*e);
+    const std::string name = entry.substr(0, entry.find('='));
+    bool replaced = false;
+    for (const auto& kv : spec.env) replaced = replaced || kv.first == name;
+    if (!replaced) p.env_strings.push_back(entry);
+  }
+  for (const auto& kv : spec.env) p.env_strings.push_back(kv.first + "=" + kv.second);
+  for (auto& s : p.env_strings) p.envp.push_back(s.data());
+  p.envp.push_back(nullptr);
+  for (const auto& a : spec.argv) p.argv.push_back(const_cast<char*>(a.c_str()));
+  p.argv.push_back(nullptr);
+  return p;
+}
+
+[[noreturn]] void child_main(const WorkerSpec& spec, Prepared& prep, int out_fd, int err_fd, pid_t parent) {
+  ::setpgid(0, 0);
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(125);  // the supervisor died before prctl
+  ::dup2(out_fd, STDOUT_FILENO);
+  ::dup2(err_fd, STDERR_FILENO);
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  for (int sig : SignalScope::kSignals) ::sigaction(sig, &dfl, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (spec.entry) {
+    for (const auto& kv : spec.env) ::setenv(kv.first.c_str(), kv.second.c_str(), 1);
+    int rc = 1;
+    try {
+      rc = spec.entry();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+    } catch (...) {
+      std::fprintf(stderr, "unknown exception\n");
+    }
+    std::fflush(stdout);
+    std::fflush(stderr);
+    ::_exit(rc);
+  }
+  ::execvpe(prep.argv[0], prep.argv.data(), prep.envp.data());
+  const int err = errno;
+  const char* what = std::strerror(err);
+  const char* head = "cannot execute ";
+  (void)!::write(STDERR_FILENO, head, std::strlen(head));
+  (void)!::write(STDERR_FILENO, prep.argv[0], std::strlen(prep.argv[0]));
+  (void)!::write(STDERR_FILENO, ": ", 2);
+  (void)!::write(STDERR_FILENO, what, std::strlen(what));
+  (void)!::write(STDERR_FILENO, "\n", 1);
+  ::_exit(127);
+}
+
+void signal_group(Worker& w, int sig) {
+  if (w.result.pid > 0) ::kill(-w.result.pid, sig);
+}
+
+std::string describe(const WorkerResult& r) {
+  std::ostringstream out;
+  if (r.exited) {
+    out << "exited with code " << r.exit_code;
+    if (r.exit_code == 127) out << " (the program could not be executed)";
+  } else {
+    out << "killed by " << signal_name(r.signal);
+  }
+  return out.str();
+}
+
+}  // namespace
+
+int find_free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw std::runtime_error("cannot create a socket to find a free port: " + std::string(std::strerror(errno)));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const std::string why = std::strerror(errno);
+    ::close(fd);
+    throw std::runtime_error("cannot bind a socket to find a free port: " + why);
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string signal_name(int sig) {
+  switch (sig) {
+    case SIGKILL: return "SIGKILL";
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGHUP: return "SIGHUP";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGILL: return "SIGILL";
+    default: return "signal " + std::to_string(sig);
+  }
+}
+
+SupervisorResult supervise(const std::vector<WorkerSpec>& specs, const SupervisorOptions& opt) {
+  SignalScope signals;
+  std::vector<std::unique_ptr<Worker>> workers;
+  const pid_t self = ::getpid();
+  std::fflush(stdout);
+  std::fflush(stderr);
+  for (const auto& spec : specs) {
+    auto w = std::make_unique<Worker>();
+    w->result.rank = spec.rank;
+    w->result.local_rank = spec.local_rank;
+    int out[2], err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+      throw std::runtime_error(opt.name + ": cannot create pipes for rank " + std::to_string(spec.rank) + ": " + std::strerror(errno));
+    }
+    Prepared prep = prepare(spec);
+    const pid_t pid = ::fork();
+    if (pid < 0) throw std::runtime_error(opt.name + ": fork failed for rank " + std::to_string(spec.rank) + ": " + std::strerror(errno));
+    if (pid == 0) child_main(spec, prep, out[1], err[1], self);
+    ::setpgid(pid, pid);
+    ::close(out[1]);
+    ::close(err[1]);
+    ::fcntl(out[0], F_SETFL, O_NONBLOCK);
+    ::fcntl(err[0], F_SETFL, O_NONBLOCK);
+    w->out.fd = out[0];
+    w->err.fd = err[0];
+    w->err.is_err = true;
+    w->result.pid = pid;
+    w->running = true;
+    workers.push_back(std::move(w));
+  }
+
+  SupervisorResult result;
+  bool stopping = false;
+  Clock::time_point kill_at{};
+  Clock::time_point drain_until{};
+  bool drain_started = false;
+  int ended = 0;
+  std::vector<int> failure_order;
+
+  auto begin_stop = [&](int sig) {
+    if (!stopping) {
+      stopping = true;
+      kill_at = Clock::now() + opt.grace_period;
+    }
+    for (auto& w : workers) {
+      if (w->running && !w->term_sent) {
+        w->term_sent = true;
+        w->result.stopped = true;
+        signal_group(*w, sig);
+      }
+    }
+  };
+
+  while (true) {
+    // Reap.
+    for (std::size_t i = 0; i < workers.size(); ++i) {
+      auto& w = *workers[i];
+      if (!w.running) continue;
+      int status = 0;
+      pid_t r = ::waitpid(w.result.pid, &status, WNOHANG);
+      if (r != w.result.pid) continue;
+      w.running = false;
+      w.order = ended++;
+      if (WIFEXITED(status)) {
+        w.result.exited = true;
+        w.result.exit_code = WEXITSTATUS(status);
+      } else if (WIFSIGNALED(status)) {
+        w.result.signal = WTERMSIG(status);
+      }
+      // A worker that ended on its own before we signalled it is not "stopped".
+      if (w.result.stopped && !w.term_sent) w.result.stopped = false;
+      const bool bad = !w.result.exited || w.result.exit_code != 0;
+      if (bad && !w.term_sent) {
+        w.result.stopped = false;
+        failure_order.push_back(static_cast<int>(i));
+        begin_stop(SIGTERM);
+      }
+    }
+    bool any_running = false, any_open = false;
+    for (auto& w : workers) {
+      any_running = any_running || w->running;
+      any_open = any_open || w->out.fd >= 0 || w->err.fd >= 0;
+    }
+    const auto now = Clock::now();
+    if (!any_running) {
+      if (!any_open) break;
+      // Grandchildren may hold the pipes; give them a moment, then stop reading.
+      if (!drain_started) {
+        drain_started = true;
+        drain_until = now + std::chrono::milliseconds(500);
+      } else if (now >= drain_until) {
+        for (auto& w : workers) {
+          for (Stream* s : {&w->out, &w->err}) {
+            if (s->fd >= 0) {
+              if (!s->partial.empty()) emit_line(*w, *s, s->partial, opt);
+              ::close(s->fd);
+              s->fd = -1;
+            }
+          }
+        }
+        break;
+      }
+    }
+    if (stopping && now >= kill_at) {
+      for (auto& w : workers) {
+        if (w->running && !w->kill_sent) {
+          w->kill_sent = true;
+          signal_group(*w, SIGKILL);
+        }
+      }
+    }
+
+    std::vector<pollfd> fds;
+    std::vector<std::pair<Worker*, Stream*>> owners;
+    fds.push_back({signals.fd(), POLLIN, 0});
+    owners.push_back({nullptr, nullptr});
+    for (auto& w : workers) {
+      for (Stream* s : {&w->out, &w->err}) {
+        if (s->fd >= 0) {
+          fds.push_back({s->fd, POLLIN, 0});
+          owners.push_back({w.get(), s});
+        }
+      }
+    }
+    int n = ::poll(fds.data(), fds.size(), 100);
+    if (n < 0 && errno != EINTR) throw std::runtime_error(opt.name + ": poll failed: " + std::strerror(errno));
+    if (n <= 0) continue;
+    if (fds[0].revents & POLLIN) {
+      unsigned char sigs[64];
+      ssize_t got;
+      while ((got = ::read(signals.fd(), sigs, sizeof(sigs))) > 0) {
+        for (ssize_t k = 0; k < got; ++k) {
+          const int sig = sigs[k];
+          if (sig == SIGCHLD) continue;
+          if (result.received_signal != 0) {
+            // Second request: no more patience.
+            for (auto& w : workers) {
+              if (w->running) {
+                w->kill_sent = true;
+                signal_group(*w, SIGKILL);
+              }
+            }
+          }
+          result.received_signal = sig;
+          begin_stop(sig);
+        }
+      }
+    }
+    for (std::size_t k = 1; k < fds.size(); ++k) {
+      if (fds[k].revents & (POLLIN | POLLHUP | POLLERR)) pump(*owners[k].first, *owners[k].second, opt);
+    }
+  }
+
+  // Nothing a failed job started may outlive it.
+  if (!failure_order.empty() || result.received_signal != 0) {
+    for (auto& w : workers) ::kill(-w->result.pid, SIGKILL);
+  }
+
+  for (auto& w : workers) result.workers.push_back(w->result);
+  if (result.received_signal != 0) {
+    result.exit_code = 128 + result.received_signal;
+  } else if (!failure_order.empty()) {
+    const auto& first = workers[static_cast<std::size_t>(failure_order.front())]->result;
+    result.exit_code = first.exited ? first.exit_code : 128 + first.signal;
+    if (result.exit_code == 0) result.exit_code = 1;
+  }
+  if (!failure_order.empty() || result.received_signal != 0) {
+    std::ostringstream s;
+    if (result.received_signal != 0) {
+      s << opt.name << ": received " << signal_name(result.received_signal) << "; forwarded it to the "
+        << workers.size() << " workers\n";
+    }
+    if (!failure_order.empty()) {
+      s << opt.name << ": " << failure_order.size() << " of " << workers.size() << " workers failed:\n";
+      for (int idx : failure_order) {
+        const auto& r = workers[static_cast<std::size_t>(idx)]->result;
+        s << "  rank " << r.rank << " (local rank " << r.local_rank << ", pid " << r.pid << ") " << describe(r) << "\n";
+        if (r.stderr_tail.empty()) {
+          s << "    (no stderr output)\n";
+        } else {
+          s << "    last stderr lines:\n";
+          for (const auto& line : r.stderr_tail) s << "      " << line << "\n";
+        }
+      }
+    }
+    std::vector<int> stopped;
+    for (auto& w : workers) {
+      if (w->result.stopped) stopped.push_back(w->result.rank);
+    }
+    if (!stopped.empty()) {
+      s << "  stopped rank" << (stopped.size() > 1 ? "s" : "");
+      for (std::size_t k = 0; k < stopped.size(); ++k) s << (k ? ", " : " ") << stopped[k];
+      s << " (SIGTERM, then SIGKILL after " << opt.grace_period.count() << " ms)\n";
+    }
+    result.summary = s.str();
+  }
+  return result;
+}
+
+}  // namespace launch
+}  // namespace kindling

@@ -1,0 +1,74 @@
+#pragma once
+// Starts worker processes, relays their output line by line (optionally prefixed with the
+// rank), forwards SIGINT / SIGTERM, and on the first failure stops the other workers
+// (SIGTERM, then SIGKILL after a grace period) and summarises what failed. Used by the
+// kindling-run CLI and by Parallel's spawn mode. Plain POSIX; no LibTorch.
+#include <sys/types.h>
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kindling {
+namespace launch {
+
+struct WorkerSpec {
+  int rank = 0;
+  int local_rank = 0;
+  /// Program and arguments (exec start); searched on PATH when it has no '/'.
+  std::vector<std::string> argv;
+  /// Variables set (or replaced) in the worker's environment.
+  std::vector<std::pair<std::string, std::string>> env;
+  /// Fork start: when set, the child calls this instead of exec and exits with its result.
+  std::function<int()> entry;
+};
+
+struct SupervisorOptions {
+  /// Written in front of every relayed line: "[rank<r>]: ". Off relays lines unchanged.
+  bool prefix_output = true;
+  /// Between SIGTERM and SIGKILL when workers are being stopped.
+  std::chrono::milliseconds grace_period = std::chrono::seconds(3);
+  /// Stderr lines kept per worker for the failure summary.
+  std::size_t tail_lines = 10;
+  /// Names the supervisor in messages ("kindling-run", "kindling::dist::Parallel").
+  std::string name = "kindling-run";
+};
+
+struct WorkerResult {
+  int rank = 0;
+  int local_rank = 0;
+  pid_t pid = -1;
+  bool exited = false;         // exited normally (exit_code valid)
+  int exit_code = 0;
+  int signal = 0;              // the signal that ended it, when !exited
+  bool stopped = false;        // we stopped it because another worker failed or on a signal
+  std::deque<std::string> stderr_tail;
+
+  bool failed() const { return !stopped && (!exited || exit_code != 0); }
+};
+
+struct SupervisorResult {
+  std::vector<WorkerResult> workers;
+  /// 0 when every worker exited 0; else the first failure's exit code (128 + signal
+  /// for a signal), or 128 + the signal the supervisor received.
+  int exit_code = 0;
+  int received_signal = 0;
+  /// Human-readable account of the failures (empty on success).
+  std::string summary;
+};
+
+/// Runs the workers to completion. Throws std::runtime_error when a worker cannot be
+/// started at all (fork or pipe failure); an exec failure is reported as exit code 127.
+SupervisorResult supervise(const std::vector<WorkerSpec>& workers, const SupervisorOptions& options);
+
+/// A TCP port that was free on 127.0.0.1 a moment ago (bind to port 0).
+int find_free_port();
+
+/// "SIGKILL", "SIGTERM", ... or "signal <n>".
+std::string signal_name(int sig);
+
+}  // namespace launch
+}  // namespace kindling

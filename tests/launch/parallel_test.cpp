@@ -1,0 +1,203 @@
+// Parallel / spawn: option validation, launcher mode, spawn by re-execution and by fork,
+// failure propagation, and two "nodes" on one machine. Multi-process cases run a worker of
+// this binary (support/multiprocess.h) that itself spawns with Parallel.
+#include <gtest/gtest.h>
+#include <kindling/kindling.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "support/multiprocess.h"
+
+namespace kd = kindling::dist;
+using kindling::testing::describe;
+using kindling::testing::LaunchOptions;
+using kindling::testing::run_workers;
+
+namespace {
+
+std::string construction_error(const kd::ParallelOptions& options) {
+  try {
+    kd::Parallel p(options);
+  } catch (const kindling::UsageError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(ParallelOptionsCheck, EveryInvalidCombinationIsRejected) {
+  using O = kd::ParallelOptions;
+  const std::vector<std::pair<O, std::string>> cases = {
+      {O("nope"), "unknown or unavailable backend 'nope'. Available backends: serial"},
+      {O().nproc_per_node(2), "backend is not given, so argument 'nproc_per_node' should not be given"},
+      {O("serial").master_port(1234), "argument 'master_port' should not be given either (got 1234)"},
+      {O().init_method("env://"), "argument 'init_method'"},
+      {O("gloo").nproc_per_node(0), "nproc_per_node must be positive, got 0"},
+      {O("gloo").nproc_per_node(2).nnodes(0), "nnodes must be positive, got 0"},
+      {O("gloo").nproc_per_node(2).nnodes(2), "nnodes is 2, so node_rank must be given"},
+      {O("gloo").nproc_per_node(2).nnodes(2).node_rank(2), "node_rank must be between 0 and 1"},
+      {O("gloo").nproc_per_node(2).node_rank(1), "node_rank must be between 0 and 0"},
+      {O("gloo").nproc_per_node(2).nnodes(2).node_rank(0).master_addr("10.0.0.1"),
+       "master_addr and master_port (the address of node 0"},
+      {O("gloo").nproc_per_node(2).master_port(70000), "master_port must be a TCP port between 1 and 65535"},
+      {O("gloo").nproc_per_node(2).init_method("tcp://127.0.0.1:1").master_port(5), "give one or the other"},
+      {O("gloo").nproc_per_node(2).init_method("udp://x"), "unsupported init_method 'udp://x'"},
+      {O("gloo").nnodes(2).node_rank(1), "only apply when this program starts the processes"},
+      {O("gloo").nproc_per_node(2).timeout(std::chrono::milliseconds(0)), "timeout must be positive"},
+  };
+  for (const auto& c : cases) {
+    const std::string what = construction_error(c.first);
+    EXPECT_NE(what.find(c.second), std::string::npos) << "expected '" << c.second << "' in: " << what;
+  }
+}
+
+TEST(ParallelSerial, RunsTheFunctionOnceWithLocalRankZero) {
+  kd::Parallel p;
+  EXPECT_EQ(p.mode(), "serial");
+  int calls = 0, seen = -1;
+  p.run([&](int local_rank, int add) { calls += add; seen = local_rank; }, 1);
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(seen, 0);
+}
+
+// Under a launcher, nproc_per_node must agree with it.
+KINDLING_WORKER(parallel_under_launcher) {
+  {
+    std::string what;
+    try {
+      kd::Parallel p(kd::ParallelOptions("gloo").nproc_per_node(3));
+    } catch (const kindling::UsageError& e) {
+      what = e.what();
+    }
+    WCHECK(what.find("started by env with 2 processes on this node, but nproc_per_node=3") != std::string::npos, << what);
+  }
+  kd::Parallel p(kd::ParallelOptions("gloo").nproc_per_node(2).timeout(std::chrono::seconds(60)));
+  WCHECK(p.mode() == "launcher");
+  p.run([](int local_rank) {
+    WCHECK(local_rank == kd::get_rank(), << local_rank);
+    WCHECK(kd::get_world_size() == 2);
+    WCHECK(kd::all_reduce(int64_t{1}) == 2);
+  });
+}
+
+TEST(ParallelLauncher, OnlyInitializesWhenStartedByALauncher) {
+  auto results = run_workers("parallel_under_launcher", LaunchOptions());
+  for (const auto& r : results) EXPECT_TRUE(r.ok()) << describe(results);
+}
+
+// What each spawned child records, checked by the parent after run() returns.
+void record(int local_rank, const std::string& dir) {
+  const auto sum = kd::all_reduce(static_cast<int64_t>(kd::get_rank() + 1));
+  std::ofstream out(dir + "/child." + std::to_string(kd::get_rank()));
+  out << kd::get_rank() << " " << local_rank << " " << kd::get_world_size() << " " << sum << " "
+      << kd::get_nproc_per_node() << " " << kd::backend() << "\n";
+}
+
+void spawn_and_check(kd::StartMethod method) {
+  const std::string dir = std::getenv("KINDLING_TEST_DIR");
+  std::cout << "parent before Parallel" << std::endl;
+  {
+    kd::Parallel p(kd::ParallelOptions("gloo").nproc_per_node(3).start_method(method).timeout(std::chrono::seconds(60)));
+    // In a re-executed child the same Parallel is in launcher mode.
+    WCHECK(p.mode() == (std::getenv("KINDLING_PARALLEL_CHILD") ? "launcher" : "spawn"), << p.mode());
+    p.run(record, dir);
+  }
+  for (int r = 0; r < 3; ++r) {
+    std::ifstream in(dir + "/child." + std::to_string(r));
+    std::string line;
+    std::getline(in, line);
+    const std::string expected = std::to_string(r) + " " + std::to_string(r) + " 3 6 3 gloo";
+    WCHECK(line == expected, << "child " << r << " wrote '" << line << "', expected '" << expected << "'");
+  }
+  WCHECK(!kd::is_initialized());
+  std::cout << "parent after run" << std::endl;
+}
+
+KINDLING_WORKER(parallel_spawn_exec) { spawn_and_check(kd::StartMethod::kExec); }
+KINDLING_WORKER(parallel_spawn_fork) { spawn_and_check(kd::StartMethod::kFork); }
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
+  return n;
+}
+
+LaunchOptions one_process() {
+  LaunchOptions o;
+  o.world_size = 1;
+  o.set_dist_env = false;
+  o.deadline = std::chrono::seconds(90);
+  return o;
+}
+
+TEST(ParallelSpawn, ReexecutesTheProgramAndRunsTheFunctionOnEveryRank) {
+  auto results = run_workers("parallel_spawn_exec", one_process());
+  ASSERT_TRUE(results[0].ok()) << describe(results);
+  // Code before Parallel runs in the parent and in each re-executed child; code after
+  // run() only in the parent.
+  EXPECT_EQ(count(results[0].out, "parent before Parallel"), 4u) << results[0].out;
+  EXPECT_EQ(count(results[0].out, "parent after run"), 1u) << results[0].out;
+}
+
+TEST(ParallelSpawn, ForkStartMethod) {
+  auto results = run_workers("parallel_spawn_fork", one_process());
+  ASSERT_TRUE(results[0].ok()) << describe(results);
+  EXPECT_EQ(count(results[0].out, "parent before Parallel"), 1u) << results[0].out;
+  EXPECT_EQ(count(results[0].out, "parent after run"), 1u) << results[0].out;
+}
+
+void fail_on_rank_one(int) {
+  if (kd::get_rank() == 1) throw std::runtime_error("deliberate failure on rank 1");
+  kd::barrier();  // ranks 0 and 2 wait here until they are stopped
+}
+
+KINDLING_WORKER(parallel_child_fails) {
+  const auto start = std::chrono::steady_clock::now();
+  std::string what;
+  try {
+    kd::spawn(kd::ParallelOptions("gloo").nproc_per_node(3).timeout(std::chrono::seconds(120)), fail_on_rank_one);
+  } catch (const kindling::LaunchError& e) {
+    what = e.what();
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  WCHECK(what.find("1 of 3 workers failed") != std::string::npos, << what);
+  WCHECK(what.find("rank 1 (local rank 1") != std::string::npos, << what);
+  WCHECK(what.find("exited with code 1") != std::string::npos, << what);
+  WCHECK(what.find("deliberate failure on rank 1") != std::string::npos, << what);
+  WCHECK(what.find("stopped ranks 0, 2") != std::string::npos, << what);
+  WCHECK(seconds < 20, << "took " << seconds << " s");
+  std::cout << "caught in " << seconds << " s" << std::endl;
+}
+
+TEST(ParallelSpawn, AFailingChildStopsTheOthersAndIsNamed) {
+  auto results = run_workers("parallel_child_fails", one_process());
+  EXPECT_TRUE(results[0].ok()) << describe(results);
+}
+
+// Two "nodes" on one machine: two programs, each spawning 2 processes.
+KINDLING_WORKER(parallel_two_nodes) {
+  const int node = std::atoi(std::getenv("KINDLING_TEST_RANK"));
+  const int port = std::atoi(std::getenv("KINDLING_TEST_PORT"));
+  kd::Parallel p(kd::ParallelOptions("gloo").nproc_per_node(2).nnodes(2).node_rank(node).master_addr("127.0.0.1").master_port(port)
+                     .timeout(std::chrono::seconds(60)));
+  p.run([node](int local_rank) {
+    WCHECK(kd::get_world_size() == 4);
+    WCHECK(kd::get_rank() == node * 2 + local_rank, << kd::get_rank());
+    WCHECK(kd::get_node_rank() == node && kd::get_nnodes() == 2 && kd::get_nproc_per_node() == 2);
+    WCHECK(kd::all_reduce(int64_t{kd::get_rank()}) == 6);
+  });
+}
+
+TEST(ParallelSpawn, TwoNodesOnOneMachineFormOneJob) {
+  LaunchOptions o;
+  o.world_size = 2;
+  o.set_dist_env = false;
+  o.deadline = std::chrono::seconds(90);
+  auto results = run_workers("parallel_two_nodes", o);
+  for (const auto& r : results) EXPECT_TRUE(r.ok()) << describe(results);
+}
+
+}  // namespace
