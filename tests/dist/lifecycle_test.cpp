@@ -86,7 +86,7 @@ TEST(InitializeTest, RejectsPartialOrMalformedEnvironment) {
   }
   {
     EnvGuard env({{"RANK", "2"}, {"WORLD_SIZE", "2"}});
-    EXPECT_CONTAINS(init_error("gloo"), "rank 2 is out of range for world size 2; ranks are 0..1");
+    EXPECT_CONTAINS(init_error("gloo"), "RANK=2 is out of range for WORLD_SIZE=2; ranks are 0..1");
   }
   {
     EnvGuard env({});
