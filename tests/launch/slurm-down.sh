@@ -4,6 +4,7 @@
 # runs. munged is left alone if it was already running before slurm-up.sh first used it
 # (marker DIR/run/munged.preexisting), i.e. if it belongs to a real Slurm/munge installation.
 set -euo pipefail
+if [ "$(id -u)" -ne 0 ] && sudo -n true 2>/dev/null; then exec sudo -n "$0" "$@"; fi
 
 dir="${1:-/tmp/kindling-slurm}"
 [ -d "$dir" ] && dir="$(cd "$dir" && pwd -P)"

@@ -33,8 +33,11 @@ die() {
 log() { echo "slurm-up: $*"; }
 
 # ---- preconditions -----------------------------------------------------------------------------
+if [ "$(id -u)" -ne 0 ] && sudo -n true 2>/dev/null; then
+  exec sudo -n "$0" "$@"   # the daemons need root; password-less sudo is enough
+fi
 if [ "$(id -u)" -ne 0 ]; then
-  die "must run as root (slurmd and munged need it); run as root, after scripts/install-deps.sh"
+  die "must run as root or with password-less sudo (slurmd and munged need it); run as root, after scripts/install-deps.sh"
 fi
 for exe in munged munge unmunge slurmctld slurmd srun sbatch sinfo scontrol scancel; do
   command -v "$exe" >/dev/null 2>&1 ||

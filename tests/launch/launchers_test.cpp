@@ -1,0 +1,268 @@
+// Real launchers: kindling-run (output, multi-node, failures, signals, bad flags), Debian's
+// torchrun (static and standalone), Open MPI's mpirun, and Slurm (srun and sbatch; the
+// daemons are started by the CTest fixture tests/launch/slurm-up.sh). Every launcher must
+// make examples/hello_dist print the same three lines.
+#include <gtest/gtest.h>
+#include <kindling/kindling.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/multiprocess.h"
+
+namespace kd = kindling::dist;
+using kindling::testing::describe;
+using kindling::testing::RankResult;
+using kindling::testing::run_command;
+using Strings = std::vector<std::string>;
+
+namespace {
+
+const std::string kRun = KINDLING_RUN_PATH;
+const std::string kHello = HELLO_DIST_PATH;
+const std::string kSource = KINDLING_SOURCE_DIR;
+const Strings kThreeLines = {"rank=0 local_rank=0 world_size=3 backend=gloo all_reduce=6",
+                             "rank=1 local_rank=1 world_size=3 backend=gloo all_reduce=6",
+                             "rank=2 local_rank=2 world_size=3 backend=gloo all_reduce=6"};
+
+std::string self_path() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return std::string(buf, static_cast<std::size_t>(std::max<ssize_t>(n, 0)));
+}
+
+// hello_dist's lines, with whatever prefix a launcher adds removed, sorted.
+Strings hello_lines(const std::string& out) {
+  Strings lines;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto pos = line.find("rank=");
+    if (pos != std::string::npos && line.find("world_size=") != std::string::npos) lines.push_back(line.substr(pos));
+  }
+  std::sort(lines.begin(), lines.end());
+  return lines;
+}
+
+std::string show(const RankResult& r) { return describe({r}); }
+
+void expect_three_lines(const RankResult& r) {
+  EXPECT_TRUE(r.ok()) << show(r);
+  EXPECT_EQ(hello_lines(r.out), kThreeLines) << show(r);
+}
+
+// ---- kindling-run ------------------------------------------------------------------
+
+TEST(KindlingRun, RunsHelloDistOnThreeRanksWithPrefixedOutput) {
+  auto r = run_command({kRun, "--nproc_per_node", "3", kHello});
+  expect_three_lines(r);
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string prefixed = "[rank" + std::to_string(rank) + "]: rank=" + std::to_string(rank) + " ";
+    EXPECT_NE(r.out.find(prefixed), std::string::npos) << show(r);
+  }
+}
+
+TEST(KindlingRun, StandaloneAndUnprefixedOutput) {
+  auto r = run_command({kRun, "--standalone", "--nproc-per-node=3", "--no_prefix", kHello});
+  expect_three_lines(r);
+  EXPECT_EQ(r.out.find("[rank"), std::string::npos) << show(r);
+}
+
+TEST(KindlingRun, GivesWorkersTheTorchrunEnvironment) {
+  auto r = run_command({kRun, "--nproc_per_node", "2", "--master_port", "29533", "/bin/sh", "-c",
+                        "echo env $RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $GROUP_RANK $GROUP_WORLD_SIZE "
+                        "$ROLE_RANK $ROLE_NAME $MASTER_ADDR $MASTER_PORT $KINDLING_RUN"});
+  ASSERT_TRUE(r.ok()) << show(r);
+  EXPECT_NE(r.out.find("[rank0]: env 0 0 2 2 0 1 0 default 127.0.0.1 29533 1"), std::string::npos) << show(r);
+  EXPECT_NE(r.out.find("[rank1]: env 1 1 2 2 0 1 1 default 127.0.0.1 29533 1"), std::string::npos) << show(r);
+}
+
+// Two kindling-run invocations, node ranks 0 and 1, form one job of 4 ranks.
+TEST(KindlingRun, TwoNodesOnOneMachine) {
+  kindling::testing::LaunchOptions o;
+  o.world_size = 2;
+  o.set_dist_env = false;
+  const std::string port = std::to_string(kindling::testing::free_port());
+  for (int node = 0; node < 2; ++node) {
+    o.commands[node] = {kRun, "--nnodes", "2", "--node_rank", std::to_string(node), "--nproc_per_node", "2",
+                        "--master_addr", "127.0.0.1", "--master_port", port, kHello};
+  }
+  auto results = kindling::testing::run_workers("", o);
+  Strings all;
+  for (const auto& r : results) {
+    EXPECT_TRUE(r.ok()) << describe(results);
+    for (auto& l : hello_lines(r.out)) all.push_back(l);
+  }
+  std::sort(all.begin(), all.end());
+  const Strings expected = {"rank=0 local_rank=0 world_size=4 backend=gloo all_reduce=10",
+                            "rank=1 local_rank=1 world_size=4 backend=gloo all_reduce=10",
+                            "rank=2 local_rank=0 world_size=4 backend=gloo all_reduce=10",
+                            "rank=3 local_rank=1 world_size=4 backend=gloo all_reduce=10"};
+  EXPECT_EQ(all, expected) << describe(results);
+  // The node layout seen by rank 2 is node 1 of 2.
+}
+
+// A kindling program whose rank 1 kills itself with SIGKILL while the others wait in a
+// collective; it records every rank's pid first.
+KINDLING_WORKER(die_on_rank1) {
+  kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(120)));
+  const std::string dir = std::getenv("PID_DIR");
+  std::ofstream(dir + "/pid." + std::to_string(kd::get_rank())) << ::getpid() << "\n";
+  kd::barrier();
+  if (kd::get_rank() == 1) {
+    std::cerr << "rank 1 is about to be killed" << std::endl;
+    std::raise(SIGKILL);
+  }
+  kd::barrier();  // the survivors wait here until kindling-run stops them
+}
+
+bool alive(pid_t pid) { return ::kill(pid, 0) == 0; }
+
+TEST(KindlingRun, KillNineOnOneRankStopsTheJobAndNamesIt) {
+  char tmpl[] = "/tmp/kindling-pids-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  const auto start = std::chrono::steady_clock::now();
+  auto r = run_command({kRun, "--nproc_per_node", "3", self_path(), "--kindling-worker=die_on_rank1"}, {{"PID_DIR", dir}},
+                       std::chrono::seconds(60));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_FALSE(r.timed_out) << show(r);
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL) << show(r);
+  EXPECT_LT(seconds, 10.0) << show(r);
+  EXPECT_NE(r.err.find("1 of 3 workers failed"), std::string::npos) << show(r);
+  EXPECT_NE(r.err.find("rank 1 (local rank 1, pid "), std::string::npos) << show(r);
+  EXPECT_NE(r.err.find("killed by SIGKILL"), std::string::npos) << show(r);
+  EXPECT_NE(r.err.find("      rank 1 is about to be killed"), std::string::npos) << show(r);
+  EXPECT_NE(r.err.find("stopped ranks 0, 2"), std::string::npos) << show(r);
+  for (int rank = 0; rank < 3; ++rank) {
+    std::ifstream in(dir + "/pid." + std::to_string(rank));
+    pid_t pid = 0;
+    ASSERT_TRUE(in >> pid) << "rank " << rank << " wrote no pid; " << show(r);
+    EXPECT_FALSE(alive(pid)) << "rank " << rank << " (pid " << pid << ") is still running";
+  }
+  std::system(("rm -rf '" + dir + "'").c_str());
+}
+
+TEST(KindlingRun, ExitCodeOfTheFirstFailureIsReturned) {
+  auto r = run_command({kRun, "--nproc_per_node", "2", "/bin/sh", "-c",
+                        "if [ $RANK = 1 ]; then echo bad input >&2; exit 3; fi; sleep 30"});
+  EXPECT_EQ(r.exit_code, 3) << show(r);
+  EXPECT_LT(r.seconds, 10.0) << show(r);
+  EXPECT_NE(r.err.find("rank 1 (local rank 1, pid "), std::string::npos) << show(r);
+  EXPECT_NE(r.err.find("exited with code 3"), std::string::npos) << show(r);
+  EXPECT_NE(r.err.find("      bad input"), std::string::npos) << show(r);
+}
+
+TEST(KindlingRun, ForwardsSigtermToTheWorkers) {
+  // kindling-run in the background; SIGTERM it once the workers run; they must be gone.
+  const std::string script = "'" + kRun + "' --nproc_per_node 2 /bin/sh -c 'echo started; echo $$ > " +
+                             "/tmp/kindling-sigterm.$RANK; exec sleep 60' & pid=$!; "
+                             "for i in $(seq 100); do [ -f /tmp/kindling-sigterm.1 ] && [ -f /tmp/kindling-sigterm.0 ] && break; sleep 0.1; done; "
+                             "kill -TERM $pid; wait $pid; echo exit=$?; "
+                             "for r in 0 1; do kill -0 $(cat /tmp/kindling-sigterm.$r) 2>/dev/null && echo alive=$r; done; "
+                             "rm -f /tmp/kindling-sigterm.0 /tmp/kindling-sigterm.1";
+  auto r = run_command({"/bin/sh", "-c", script});
+  EXPECT_TRUE(r.ok()) << show(r);
+  EXPECT_NE(r.out.find("exit=143"), std::string::npos) << show(r);
+  EXPECT_EQ(r.out.find("alive="), std::string::npos) << show(r);
+  EXPECT_NE(r.err.find("received SIGTERM; forwarded it to the 2 workers"), std::string::npos) << show(r);
+  EXPECT_LT(r.seconds, 10.0) << show(r);
+}
+
+TEST(KindlingRun, BadFlagsAreRejectedWithExitCodeTwo) {
+  const std::vector<std::pair<Strings, std::string>> cases = {
+      {{"--nproc_per_node", "0", kHello}, "--nproc_per_node must be at least 1"},
+      {{"--nproc_per_node", "x", kHello}, "--nproc_per_node expects a non-negative integer, got 'x'"},
+      {{"--nnodes", "1:2", kHello}, "elastic ranges such as 1:4 are not supported"},
+      {{"--nnodes", "2", "--node_rank", "2", kHello}, "--node_rank 2 is out of range for --nnodes 2"},
+      {{"--master_port", "70000", kHello}, "--master_port must be between 1 and 65535"},
+      {{"--standalone", "--nnodes", "2", "--node_rank", "0", kHello}, "--standalone runs one node"},
+      {{"--standalone", "--master_port", "2000", kHello}, "drop --master_addr/--master_port"},
+      {{"--frobnicate", kHello}, "unknown option '--frobnicate'"},
+      {{"--nproc_per_node"}, "--nproc_per_node needs a value"},
+      {{"--nproc_per_node", "2"}, "no program given"},
+      {{"--standalone=yes", kHello}, "--standalone takes no value"},
+      {{"./no-such-program"}, "cannot execute './no-such-program'"},
+  };
+  for (const auto& c : cases) {
+    Strings argv = {kRun};
+    argv.insert(argv.end(), c.first.begin(), c.first.end());
+    auto r = run_command(argv);
+    EXPECT_EQ(r.exit_code, 2) << show(r);
+    EXPECT_NE(r.err.find(c.second), std::string::npos) << "expected '" << c.second << "'\n" << show(r);
+  }
+}
+
+// ---- torchrun (Debian's python3-torch) ----------------------------------------------
+
+Strings torchrun(const Strings& args) {
+  Strings argv = {"/usr/bin/python3", kSource + "/tests/launch/torchrun_compat.py", "--monitor_interval", "0.2"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+TEST(Torchrun, StaticRendezvousWithTheAgentStore) {
+  const std::string port = std::to_string(kindling::testing::free_port());
+  auto r = run_command(torchrun({"--nproc_per_node", "3", "--master_port", port, "--no_python", kHello}),
+                       {}, std::chrono::seconds(120));
+  expect_three_lines(r);
+}
+
+TEST(Torchrun, Standalone) {
+  auto r = run_command(torchrun({"--standalone", "--nproc_per_node", "3", "--no_python", kHello}), {},
+                       std::chrono::seconds(120));
+  expect_three_lines(r);
+}
+
+// ---- mpirun (Open MPI) with the gloo backend ---------------------------------------
+
+TEST(Mpirun, GlooBackendFromOmpiVariables) {
+  auto r = run_command({"/usr/bin/mpirun", "--oversubscribe", "-np", "3", kHello},
+                       {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}},
+                       std::chrono::seconds(120));
+  expect_three_lines(r);
+}
+
+// ---- Slurm (single node started by the CTest fixture) ------------------------------
+
+std::map<std::string, std::string> slurm_env() {
+  const char* conf = std::getenv("SLURM_CONF");
+  if (conf == nullptr) ADD_FAILURE() << "SLURM_CONF is not set: run through CTest, whose fixture starts Slurm";
+  return {{"SLURM_CONF", conf ? conf : ""}};
+}
+
+TEST(Slurm, SrunThreeTasks) {
+  auto r = run_command({"/usr/bin/srun", "-n", "3", "--time", "2", kHello}, slurm_env(), std::chrono::seconds(120));
+  expect_three_lines(r);
+}
+
+TEST(Slurm, SbatchScriptWithSrunAndADirectRunThatIsRefused) {
+  char tmpl[] = "/tmp/kindling-sbatch-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  {
+    std::ofstream script(dir + "/job.sh");
+    script << "#!/bin/sh\n#SBATCH -n 3\n#SBATCH --time 2\n"
+           << "'" << kHello << "' ; echo \"direct run exit=$?\"\n"
+           << "srun '" << kHello << "'\n";
+  }
+  auto r = run_command({"/usr/bin/sbatch", "--wait", "-o", dir + "/out.txt", dir + "/job.sh"}, slurm_env(),
+                       std::chrono::seconds(120));
+  std::ifstream in(dir + "/out.txt");
+  std::stringstream out;
+  out << in.rdbuf();
+  EXPECT_TRUE(r.ok()) << show(r) << "\njob output:\n" << out.str();
+  EXPECT_EQ(hello_lines(out.str()), kThreeLines) << out.str();
+  EXPECT_NE(out.str().find("not as one of its 3 tasks: start it with `srun ./program`"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("direct run exit=1"), std::string::npos) << out.str();
+  std::system(("rm -rf '" + dir + "'").c_str());
+}
+
+}  // namespace
