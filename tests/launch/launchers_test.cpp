@@ -231,6 +231,43 @@ TEST(Mpirun, GlooBackendFromOmpiVariables) {
   expect_three_lines(r);
 }
 
+// A Parallel-based program (examples/dist_tutorial) under torchrun: Parallel only initializes.
+TEST(Torchrun, ParallelProgramRunsUnchanged) {
+  auto r = run_command(torchrun({"--standalone", "--nproc_per_node", "2", "--no_python", DIST_TUTORIAL_PATH,
+                                 "group-allreduce"}),
+                       {}, std::chrono::seconds(120));
+  EXPECT_TRUE(r.ok()) << show(r);
+  EXPECT_NE(r.out.find("Rank 0 has data 2"), std::string::npos) << show(r);
+  EXPECT_NE(r.out.find("Rank 1 has data 2"), std::string::npos) << show(r);
+  EXPECT_NE(r.err.find("launcher: torchrun"), std::string::npos) << show(r);
+}
+
+// ---- horovodrun's environment ------------------------------------------------------
+// horovodrun itself is not packaged for Debian; the ranks get exactly the variables it
+// sets for a single-node gloo job and no RANK / WORLD_SIZE.
+TEST(Horovod, RanksFromHorovodVariables) {
+  kindling::testing::LaunchOptions o;
+  o.world_size = 3;
+  o.set_dist_env = false;
+  const std::string port = std::to_string(kindling::testing::free_port());
+  for (int r = 0; r < 3; ++r) {
+    o.commands[r] = {kHello};
+    o.rank_env[r] = {{"HOROVOD_RANK", std::to_string(r)}, {"HOROVOD_SIZE", "3"},
+                     {"HOROVOD_LOCAL_RANK", std::to_string(r)}, {"HOROVOD_LOCAL_SIZE", "3"},
+                     {"HOROVOD_CROSS_RANK", "0"}, {"HOROVOD_CROSS_SIZE", "1"},
+                     {"HOROVOD_GLOO_RENDEZVOUS_ADDR", "127.0.0.1"}, {"HOROVOD_GLOO_RENDEZVOUS_PORT", port},
+                     {"HOROVOD_CONTROLLER", "gloo"}, {"HOROVOD_CPU_OPERATIONS", "gloo"}};
+  }
+  auto results = kindling::testing::run_workers("", o);
+  Strings all;
+  for (const auto& r : results) {
+    EXPECT_TRUE(r.ok()) << describe(results);
+    for (auto& l : hello_lines(r.out)) all.push_back(l);
+  }
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(all, kThreeLines) << describe(results);
+}
+
 // ---- Slurm (single node started by the CTest fixture) ------------------------------
 
 std::map<std::string, std::string> slurm_env() {
