@@ -218,14 +218,20 @@ void single_node_master(LaunchEnvironment& e, const EnvMap& env, const std::stri
   }
 }
 
+// Reads <prefix>RANK / SIZE (required) and <prefix>LOCAL_RANK / LOCAL_SIZE (optional).
+void read_ranks(LaunchEnvironment& e, const EnvMap& env, const std::string& prefix, const std::string& rank,
+                const std::string& size, const std::string& launcher) {
+  const std::string hint = launcher + " sets " + prefix + rank + " and " + prefix + size + " together";
+  e.rank = require_int(env, prefix + rank, launcher, hint);
+  e.world_size = require_int(env, prefix + size, launcher, hint);
+  e.local_rank = lookup_int(env, prefix + "LOCAL_" + rank);
+  e.local_world_size = lookup_int(env, prefix + "LOCAL_" + size);
+}
+
 LaunchEnvironment from_horovod(const EnvMap& env) {
   LaunchEnvironment e;
   e.launcher = "horovod";
-  const std::string hint = "horovodrun sets HOROVOD_RANK and HOROVOD_SIZE together";
-  e.rank = require_int(env, "HOROVOD_RANK", "horovodrun", hint);
-  e.world_size = require_int(env, "HOROVOD_SIZE", "horovodrun", hint);
-  e.local_rank = lookup_int(env, "HOROVOD_LOCAL_RANK");
-  e.local_world_size = lookup_int(env, "HOROVOD_LOCAL_SIZE");
+  read_ranks(e, env, "HOROVOD_", "RANK", "SIZE", "horovodrun");
   e.node_rank = lookup_int(env, "HOROVOD_CROSS_RANK");
   e.nnodes = lookup_int(env, "HOROVOD_CROSS_SIZE");
   if (e.nnodes && *e.nnodes == 1 && !e.local_world_size) e.local_world_size = e.world_size;
@@ -248,11 +254,7 @@ LaunchEnvironment from_horovod(const EnvMap& env) {
 LaunchEnvironment from_open_mpi(const EnvMap& env) {
   LaunchEnvironment e;
   e.launcher = "mpirun";
-  const std::string hint = "mpirun sets OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE together";
-  e.rank = require_int(env, "OMPI_COMM_WORLD_RANK", "Open MPI", hint);
-  e.world_size = require_int(env, "OMPI_COMM_WORLD_SIZE", "Open MPI", hint);
-  e.local_rank = lookup_int(env, "OMPI_COMM_WORLD_LOCAL_RANK");
-  e.local_world_size = lookup_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE");
+  read_ranks(e, env, "OMPI_COMM_WORLD_", "RANK", "SIZE", "mpirun");
   // OMPI_COMM_WORLD_NODE_RANK is a rank within the node (across jobs), not a node index;
   // the node index follows from the layout (ranks of one node are contiguous with
   // mpirun's default --map-by slot).

@@ -55,6 +55,18 @@ Strings hello_lines(const std::string& out) {
 
 std::string show(const RankResult& r) { return describe({r}); }
 
+// Runs several launcher commands side by side; returns all their hello_dist lines, sorted.
+Strings run_all(const kindling::testing::LaunchOptions& o) {
+  auto results = kindling::testing::run_workers("", o);
+  Strings all;
+  for (const auto& r : results) {
+    EXPECT_TRUE(r.ok()) << describe(results);
+    for (auto& l : hello_lines(r.out)) all.push_back(l);
+  }
+  std::sort(all.begin(), all.end());
+  return all;
+}
+
 void expect_three_lines(const RankResult& r) {
   EXPECT_TRUE(r.ok()) << show(r);
   EXPECT_EQ(hello_lines(r.out), kThreeLines) << show(r);
@@ -96,19 +108,12 @@ TEST(KindlingRun, TwoNodesOnOneMachine) {
     o.commands[node] = {kRun, "--nnodes", "2", "--node_rank", std::to_string(node), "--nproc_per_node", "2",
                         "--master_addr", "127.0.0.1", "--master_port", port, kHello};
   }
-  auto results = kindling::testing::run_workers("", o);
-  Strings all;
-  for (const auto& r : results) {
-    EXPECT_TRUE(r.ok()) << describe(results);
-    for (auto& l : hello_lines(r.out)) all.push_back(l);
-  }
-  std::sort(all.begin(), all.end());
+  const Strings all = run_all(o);
   const Strings expected = {"rank=0 local_rank=0 world_size=4 backend=gloo all_reduce=10",
                             "rank=1 local_rank=1 world_size=4 backend=gloo all_reduce=10",
                             "rank=2 local_rank=0 world_size=4 backend=gloo all_reduce=10",
                             "rank=3 local_rank=1 world_size=4 backend=gloo all_reduce=10"};
-  EXPECT_EQ(all, expected) << describe(results);
-  // The node layout seen by rank 2 is node 1 of 2.
+  EXPECT_EQ(all, expected);
 }
 
 // A kindling program whose rank 1 kills itself with SIGKILL while the others wait in a
@@ -258,14 +263,7 @@ TEST(Horovod, RanksFromHorovodVariables) {
                      {"HOROVOD_GLOO_RENDEZVOUS_ADDR", "127.0.0.1"}, {"HOROVOD_GLOO_RENDEZVOUS_PORT", port},
                      {"HOROVOD_CONTROLLER", "gloo"}, {"HOROVOD_CPU_OPERATIONS", "gloo"}};
   }
-  auto results = kindling::testing::run_workers("", o);
-  Strings all;
-  for (const auto& r : results) {
-    EXPECT_TRUE(r.ok()) << describe(results);
-    for (auto& l : hello_lines(r.out)) all.push_back(l);
-  }
-  std::sort(all.begin(), all.end());
-  EXPECT_EQ(all, kThreeLines) << describe(results);
+  EXPECT_EQ(run_all(o), kThreeLines);
 }
 
 // ---- Slurm (single node started by the CTest fixture) ------------------------------

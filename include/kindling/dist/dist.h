@@ -79,9 +79,10 @@ struct KINDLING_API InitOptions {
 
 /// Starts the distributed runtime on `backend` ("serial", "gloo", ...).
 ///
-/// With "env://", RANK and WORLD_SIZE come from the environment (or from `options` when
-/// both are absent); with none of them at all the process becomes a 1-rank world on
-/// 127.0.0.1:15000, as in idist. Missing RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR /
+/// Rank and world size come from the launcher's environment (Slurm, torchrun / kindling-run
+/// RANK and WORLD_SIZE, horovodrun, mpirun, PMIx: see kindling/dist/launch_env.h), or from
+/// `options` when no launcher is detected; with neither the process becomes a 1-rank world
+/// on 127.0.0.1:15000, as in idist. Missing RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR /
 /// MASTER_PORT are written into the environment; finalize() restores it. Under torchrun's
 /// agent store (TORCHELASTIC_USE_AGENT_STORE=True) every rank joins the agent's store as
 /// a client. Throws kindling::UsageError for an unknown or unbuilt backend (naming the
