@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,14 @@ struct WorkState {
   bool waited = false;
 };
 
+/// Where this rank sits, when the backend knows it better than the environment (MPI).
+struct NodeLayout {
+  int local_rank = 0;
+  int nproc_per_node = 1;
+  int node_rank = 0;
+  int nnodes = 1;
+};
+
 /// Creates the world communicator and sub-groups of one backend.
 class Backend {
  public:
@@ -105,6 +114,8 @@ class Backend {
                                                      int group_rank) = 0;
   /// Key-value store shared by all ranks (for progress tracking), or null.
   virtual c10::intrusive_ptr<c10d::Store> store() = 0;
+  /// The node layout, when the engine provides it (else it comes from the environment).
+  virtual std::optional<NodeLayout> layout() { return std::nullopt; }
 };
 
 struct WorldConfig {

@@ -144,6 +144,10 @@ Parallel::Parallel(ParallelOptions options) : options_(std::move(options)) {
                      *launch.master_port, ", but master_port=", *o.master_port());
     }
   } else if (o.nproc_per_node()) {
+    KINDLING_CHECK(*o.backend() != "mpi", where, "the mpi backend cannot start its own processes: MPI programs are "
+                   "started by MPI's launcher. Run `mpirun -np ", nnodes * *o.nproc_per_node(),
+                   " <this program and its arguments>` (or `srun --mpi=pmix -n ", nnodes * *o.nproc_per_node(),
+                   " ...` under Slurm); under it this Parallel only initializes");
     KINDLING_CHECK(nnodes == 1 || o.init_method() || (o.master_addr() && o.master_port()), where, "nnodes is ", nnodes,
                    ", so master_addr and master_port (the address of node 0, the same on every node) or init_method "
                    "must be given");

@@ -15,6 +15,7 @@
 
 #include "common/env.h"
 #include "dist/backends/gloo/gloo_backend.h"
+#include "dist/backends/mpi/mpi_backend.h"
 #include "kindling/config.h"
 #include "kindling/dist/c10d.h"
 #include "kindling/dist/launch_env.h"
@@ -78,6 +79,13 @@ std::pair<std::string, int> parse_tcp(const std::string& url) {
 // every rank, assuming the ranks of one host are contiguous.
 void compute_layout(Runtime& rt, std::optional<int> env_local_rank) {
   const int ws = rt.world_size;
+  if (auto l = rt.backend ? rt.backend->layout() : std::nullopt) {
+    rt.local_rank = l->local_rank;
+    rt.nproc_per_node = l->nproc_per_node;
+    rt.node_rank = l->node_rank;
+    rt.nnodes = l->nnodes;
+    return;
+  }
   std::optional<int> local = env_local_rank ? env_local_rank : rt.local_rank_hint;
   std::optional<int> nproc = get_env_int("LOCAL_WORLD_SIZE");
   std::optional<int> node_rank;
@@ -201,6 +209,9 @@ void initialize(const std::string& backend, const InitOptions& options) {
                    "'; use 'env://', 'tcp://host:port' or 'file:///path'");
   }
 
+  KINDLING_CHECK(backend != "mpi" || options.init_method().rfind("env://", 0) == 0,
+                 "kindling::dist::initialize(\"mpi\"): init_method '", options.init_method(),
+                 "' does not apply: MPI's launcher (mpirun, srun --mpi=pmix) connects the ranks; leave it at env://");
   auto snapshot = ::kindling::detail::snapshot_env();
   const std::string& method = options.init_method();
   detail::WorldConfig cfg;
@@ -268,6 +279,9 @@ void initialize(const std::string& backend, const InitOptions& options) {
   try {
 #if KINDLING_HAS_GLOO
     if (backend == "gloo") impl = detail::make_gloo_backend(cfg);
+#endif
+#if KINDLING_HAS_MPI
+    if (backend == "mpi") impl = detail::make_mpi_backend(cfg, launch.launcher);
 #endif
     KINDLING_INTERNAL_ASSERT(impl != nullptr, "backend '", backend, "' is listed but has no factory");
     detail::install_model(std::move(impl), cfg.rank, cfg.world_size, cfg.timeout, local_rank);

@@ -205,9 +205,10 @@ void exercise(const kd::Group& g, const std::vector<int>& m) {
 }  // namespace
 
 KINDLING_WORKER(all_collectives) {
-  kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(60)));
+  const std::string backend = kindling::testing::test_backend();
+  kd::initialize(backend, kd::InitOptions().timeout(std::chrono::seconds(60)));
   const int ws = kd::get_world_size();
-  WCHECK(kd::backend() == "gloo" && kd::model_name() == "native-dist");
+  WCHECK(kd::backend() == backend && kd::model_name() == "native-dist");
   WCHECK(kd::get_rank() == std::atoi(std::getenv("RANK")));
   WCHECK(kd::get_local_rank() == kd::get_rank() && kd::get_nproc_per_node() == ws);
   WCHECK(kd::get_nnodes() == 1 && kd::get_node_rank() == 0);
@@ -237,14 +238,29 @@ KINDLING_WORKER(all_collectives) {
   WCHECK(kd::get_world_size() == 1 && kd::backend() == "serial");
 }
 
-class CollectivesTest : public ::testing::TestWithParam<int> {};
+// Parameters: backend and world size. Every backend the build has runs the same checks;
+// mpi ranks are started by a real mpirun.
+class CollectivesTest : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
 TEST_P(CollectivesTest, EveryCollectiveOnWorldAndSubsetGroup) {
   LaunchOptions opts;
-  opts.world_size = GetParam();
+  opts.backend = std::get<0>(GetParam());
+  opts.world_size = std::get<1>(GetParam());
   opts.deadline = std::chrono::seconds(120);
   auto results = run_workers("all_collectives", opts);
   for (const auto& r : results) EXPECT_TRUE(r.ok()) << kindling::testing::describe(results);
 }
 
-INSTANTIATE_TEST_SUITE_P(WorldSizes, CollectivesTest, ::testing::Values(1, 2, 3));
+std::vector<std::string> distributed_backends() {
+  std::vector<std::string> out;
+  for (const auto& b : kd::available_backends()) {
+    if (b != "serial" && b != "nccl") out.push_back(b);  // nccl needs GPUs (its own tests)
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, CollectivesTest,
+                         ::testing::Combine(::testing::ValuesIn(distributed_backends()), ::testing::Values(1, 2, 3)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)) + "ranks";
+                         });

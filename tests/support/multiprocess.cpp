@@ -75,7 +75,55 @@ int free_port() {
   return port;
 }
 
+std::string test_backend() {
+  const char* b = std::getenv("KINDLING_TEST_BACKEND");
+  return b ? b : "gloo";
+}
+
+namespace {
+
+// Starts the workers under a real mpirun; each rank's output and exit status go to files.
+std::vector<RankResult> run_under_mpirun(const std::string& worker, const LaunchOptions& options) {
+  const int n = options.world_size;
+  char dir_template[] = "/tmp/kindling-mpi-test-XXXXXX";
+  const std::string dir = ::mkdtemp(dir_template);
+  char self[4096];
+  const ssize_t len = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  const std::string exe(self, static_cast<std::size_t>(len > 0 ? len : 0));
+  const std::string script =
+      "r=$OMPI_COMM_WORLD_RANK; export KINDLING_TEST_RANK=$r; "
+      "\"$@\" >\"$KINDLING_TEST_DIR/out.$r\" 2>\"$KINDLING_TEST_DIR/err.$r\"; rc=$?; "
+      "echo $rc >\"$KINDLING_TEST_DIR/status.$r\"; exit $rc";
+  std::map<std::string, std::string> env = options.env;
+  env["KINDLING_TEST_DIR"] = dir;
+  env["KINDLING_TEST_BACKEND"] = options.backend;
+  env["KINDLING_TEST_PORT"] = std::to_string(free_port());
+  env["OMPI_ALLOW_RUN_AS_ROOT"] = "1";
+  env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1";
+  auto launcher = run_command({"/usr/bin/mpirun", "--oversubscribe", "-np", std::to_string(n), "/bin/sh", "-c", script,
+                               "sh", exe, "--kindling-worker=" + worker},
+                              env, options.deadline);
+  std::vector<RankResult> results(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    auto& res = results[static_cast<std::size_t>(r)];
+    res.rank = r;
+    res.seconds = launcher.seconds;
+    res.timed_out = launcher.timed_out;
+    res.out = read_file(dir + "/out." + std::to_string(r));
+    res.err = read_file(dir + "/err." + std::to_string(r));
+    std::ifstream status(dir + "/status." + std::to_string(r));
+    if (!(status >> res.exit_code)) res.exit_code = -1;
+    if (!launcher.ok()) res.err += "\n[mpirun exit " + std::to_string(launcher.exit_code) + "] " + launcher.err;
+  }
+  std::string cleanup = "rm -rf '" + dir + "'";
+  if (std::system(cleanup.c_str()) != 0) std::cerr << "could not remove " << dir << "\n";
+  return results;
+}
+
+}  // namespace
+
 std::vector<RankResult> run_workers(const std::string& worker, const LaunchOptions& options) {
+  if (options.backend == "mpi") return run_under_mpirun(worker, options);
   const int n = options.world_size;
   const std::string port = std::to_string(free_port());
   char dir_template[] = "/tmp/kindling-test-XXXXXX";
@@ -95,6 +143,7 @@ std::vector<RankResult> run_workers(const std::string& worker, const LaunchOptio
     env["KINDLING_TEST_RANK"] = std::to_string(r);
     env["KINDLING_TEST_WORLD_SIZE"] = std::to_string(n);
     env["KINDLING_TEST_DIR"] = dir;
+    env["KINDLING_TEST_BACKEND"] = options.backend;
     for (const auto& kv : options.env) env[kv.first] = kv.second;
     if (options.rank_env.count(r))
       for (const auto& kv : options.rank_env.at(r)) env[kv.first] = kv.second;

@@ -41,7 +41,13 @@ struct LaunchOptions {
   std::map<int, std::vector<std::string>> commands;
   /// Set RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE / MASTER_*.
   bool set_dist_env = true;
+  /// The backend the workers should use (KINDLING_TEST_BACKEND, see test_backend()). For
+  /// "mpi" the ranks are started by a real `mpirun -np world_size` instead (no RANK etc.).
+  std::string backend = "gloo";
 };
+
+/// In a worker: the backend its test asked for (KINDLING_TEST_BACKEND, default "gloo").
+std::string test_backend();
 
 int free_port();
 std::vector<RankResult> run_workers(const std::string& worker, const LaunchOptions& options);

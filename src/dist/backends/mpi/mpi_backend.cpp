@@ -1,0 +1,380 @@
+// The mpi backend: kindling's Communicator on Open MPI's non-blocking operations.
+// Every operation starts an MPI_I* call and returns a PendingOp that polls MPI_Testall
+// until it completes or its timeout passes. MPI errors are returned (MPI_ERRORS_RETURN),
+// not fatal, and become kindling errors naming the MPI call.
+#include "dist/backends/mpi/mpi_backend.h"
+
+// The C API only: Open MPI's deprecated C++ bindings would need libmpi_cxx.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#include <sched.h>
+
+#include <ATen/ATen.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+#include "kindling/error.h"
+
+namespace kindling {
+namespace dist {
+namespace detail {
+namespace {
+
+std::string mpi_error(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
+  return std::string(text, static_cast<std::size_t>(len));
+}
+
+void check(int code, const char* call) {
+  if (code != MPI_SUCCESS) throw std::runtime_error(std::string(call) + " failed: " + mpi_error(code));
+}
+
+bool g_we_initialized = false;
+
+void finalize_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+// MPI datatypes for a tensor's elements. `for_reduction` rejects types MPI cannot add up.
+MPI_Datatype mpi_type(at::ScalarType t, bool for_reduction) {
+  switch (t) {
+    case at::kFloat: return MPI_FLOAT;
+    case at::kDouble: return MPI_DOUBLE;
+    case at::kLong: return MPI_INT64_T;
+    case at::kInt: return MPI_INT32_T;
+    case at::kShort: return MPI_INT16_T;
+    case at::kChar: return MPI_INT8_T;
+    case at::kByte: return MPI_UINT8_T;
+    case at::kBool: return MPI_C_BOOL;
+    case at::kComplexFloat: return MPI_C_FLOAT_COMPLEX;
+    case at::kComplexDouble: return MPI_C_DOUBLE_COMPLEX;
+    case at::kHalf:
+    case at::kBFloat16:
+      if (!for_reduction) return MPI_UINT16_T;  // moved as 16-bit words
+      break;
+    default:
+      break;
+  }
+  KINDLING_CHECK(false, "kindling::dist: the mpi backend cannot ", for_reduction ? "reduce" : "move", " tensors of dtype ",
+                 c10::toString(t), for_reduction ? "; convert to float32 (or float64) before the reduction" : "");
+  return MPI_BYTE;
+}
+
+MPI_Op mpi_op(ReduceOp op, at::ScalarType t) {
+  const bool complex = at::isComplexType(t);
+  KINDLING_CHECK(!complex || op == ReduceOp::kSum || op == ReduceOp::kProduct, "kindling::dist: the mpi backend cannot ",
+                 to_string(op), " complex tensors (MPI defines only SUM and PRODUCT for them)");
+  switch (op) {
+    case ReduceOp::kSum: return MPI_SUM;
+    case ReduceOp::kProduct: return MPI_PROD;
+    case ReduceOp::kMin: return MPI_MIN;
+    case ReduceOp::kMax: return MPI_MAX;
+    case ReduceOp::kAnd: return t == at::kBool ? MPI_LAND : MPI_BAND;
+    case ReduceOp::kOr: return t == at::kBool ? MPI_LOR : MPI_BOR;
+  }
+  return MPI_SUM;
+}
+
+int count_of(const at::Tensor& t) {
+  KINDLING_CHECK(t.numel() <= std::numeric_limits<int>::max(), "kindling::dist: the mpi backend moves at most 2^31-1 "
+                 "elements per call, got ", t.numel(), "; split the tensor");
+  return static_cast<int>(t.numel());
+}
+
+// One started operation: its requests, the tensors they use, and what to do on completion.
+class MpiOp : public PendingOp {
+ public:
+  MpiOp(const char* call, std::vector<at::Tensor> keep, std::function<void()> on_done = {})
+      : call_(call), keep_(std::move(keep)), on_done_(std::move(on_done)) {}
+
+  MPI_Request* add_request() {
+    requests_.emplace_back(MPI_REQUEST_NULL);
+    return &requests_.back();
+  }
+
+  void wait(std::chrono::milliseconds timeout) override {
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline = start + timeout;
+    for (long spins = 0; !test(); ++spins) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) {
+        throw std::runtime_error(std::string(call_) + " timed out after " + std::to_string(timeout.count()) +
+                                 " ms (the MPI operation is still pending; this process should exit)");
+      }
+      // Busy-poll first (shared-memory latency is in microseconds), then give the core away.
+      if (spins > 20000) {
+        if (now - start > std::chrono::seconds(1)) {
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+        } else {
+          sched_yield();
+        }
+      }
+    }
+  }
+
+  bool is_completed() override { return test(); }
+  int source_rank() override { return source_; }
+
+ private:
+  bool test() {
+    if (done_) return true;
+    int flag = 0;
+    std::vector<MPI_Status> statuses(requests_.size());
+    check(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &flag, statuses.data()), call_);
+    if (!flag) return false;
+    if (!statuses.empty()) source_ = statuses.front().MPI_SOURCE;
+    done_ = true;
+    if (on_done_) on_done_();
+    return true;
+  }
+
+  const char* call_;
+  std::vector<at::Tensor> keep_;
+  std::function<void()> on_done_;
+  std::vector<MPI_Request> requests_;
+  int source_ = -1;
+  bool done_ = false;
+};
+
+// True when outs[i] are consecutive, equally sized slices of one contiguous buffer.
+bool consecutive(const std::vector<at::Tensor>& outs) {
+  if (outs.empty()) return false;
+  const auto bytes = outs[0].nbytes();
+  auto* base = static_cast<char*>(outs[0].data_ptr());
+  for (std::size_t i = 0; i < outs.size(); ++i) {
+    if (!outs[i].is_contiguous() || outs[i].nbytes() != bytes ||
+        static_cast<char*>(outs[i].data_ptr()) != base + i * bytes) {
+      return false;
+    }
+  }
+  return true;
+}
+
+class MpiCommunicator : public Communicator {
+ public:
+  explicit MpiCommunicator(MPI_Comm comm) : comm_(comm) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  ~MpiCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  }
+
+  OpPtr all_reduce(at::Tensor& t, ReduceOp op) override {
+    auto p = std::make_unique<MpiOp>("MPI_Iallreduce", std::vector<at::Tensor>{t});
+    check(MPI_Iallreduce(MPI_IN_PLACE, t.data_ptr(), count_of(t), mpi_type(t.scalar_type(), true),
+                         mpi_op(op, t.scalar_type()), comm_, p->add_request()),
+          "MPI_Iallreduce");
+    return p;
+  }
+
+  OpPtr broadcast(at::Tensor& t, int root) override {
+    auto p = std::make_unique<MpiOp>("MPI_Ibcast", std::vector<at::Tensor>{t});
+    check(MPI_Ibcast(t.data_ptr(), count_of(t), mpi_type(t.scalar_type(), false), root, comm_, p->add_request()),
+          "MPI_Ibcast");
+    return p;
+  }
+
+  OpPtr all_gather(std::vector<at::Tensor>& outputs, at::Tensor& input) override {
+    const bool direct = consecutive(outputs);
+    at::Tensor flat = direct ? at::Tensor() : at::empty({size_, input.numel()}, input.options());
+    std::vector<at::Tensor> outs = outputs;
+    auto p = std::make_unique<MpiOp>("MPI_Iallgather", std::vector<at::Tensor>{input, flat}, [outs, flat, direct]() mutable {
+      if (!direct) {
+        for (std::size_t i = 0; i < outs.size(); ++i) outs[i].view({-1}).copy_(flat[static_cast<int64_t>(i)]);
+      }
+    });
+    void* dst = direct ? outputs[0].data_ptr() : flat.data_ptr();
+    const auto type = mpi_type(input.scalar_type(), false);
+    check(MPI_Iallgather(input.data_ptr(), count_of(input), type, dst, count_of(input), type, comm_, p->add_request()),
+          "MPI_Iallgather");
+    return p;
+  }
+
+  OpPtr reduce(at::Tensor& t, int root, ReduceOp op) override {
+    auto p = std::make_unique<MpiOp>("MPI_Ireduce", std::vector<at::Tensor>{t});
+    const void* send = rank_ == root ? MPI_IN_PLACE : t.data_ptr();
+    check(MPI_Ireduce(send, t.data_ptr(), count_of(t), mpi_type(t.scalar_type(), true), mpi_op(op, t.scalar_type()), root,
+                      comm_, p->add_request()),
+          "MPI_Ireduce");
+    return p;
+  }
+
+  OpPtr gather(std::vector<at::Tensor>& outputs, at::Tensor& input, int root) override {
+    const bool is_root = rank_ == root;
+    const bool direct = is_root && consecutive(outputs);
+    at::Tensor flat = (is_root && !direct) ? at::empty({size_, input.numel()}, input.options()) : at::Tensor();
+    std::vector<at::Tensor> outs = outputs;
+    auto p = std::make_unique<MpiOp>("MPI_Igather", std::vector<at::Tensor>{input, flat}, [outs, flat, is_root, direct]() mutable {
+      if (is_root && !direct) {
+        for (std::size_t i = 0; i < outs.size(); ++i) outs[i].view({-1}).copy_(flat[static_cast<int64_t>(i)]);
+      }
+    });
+    void* dst = !is_root ? nullptr : (direct ? outputs[0].data_ptr() : flat.data_ptr());
+    const auto type = mpi_type(input.scalar_type(), false);
+    check(MPI_Igather(input.data_ptr(), count_of(input), type, dst, count_of(input), type, root, comm_, p->add_request()),
+          "MPI_Igather");
+    return p;
+  }
+
+  OpPtr scatter(at::Tensor& output, std::vector<at::Tensor>& inputs, int root) override {
+    const bool is_root = rank_ == root;
+    at::Tensor flat;
+    if (is_root) {
+      std::vector<at::Tensor> pieces;
+      for (auto& in : inputs) pieces.push_back(in.reshape({1, -1}));
+      flat = at::cat(pieces, 0);
+    }
+    auto p = std::make_unique<MpiOp>("MPI_Iscatter", std::vector<at::Tensor>{output, flat});
+    const auto type = mpi_type(output.scalar_type(), false);
+    check(MPI_Iscatter(is_root ? flat.data_ptr() : nullptr, count_of(output), type, output.data_ptr(), count_of(output),
+                       type, root, comm_, p->add_request()),
+          "MPI_Iscatter");
+    return p;
+  }
+
+  OpPtr all_to_all(at::Tensor& output, at::Tensor& input, std::vector<int64_t> output_splits,
+                   std::vector<int64_t> input_splits) override {
+    auto to_counts = [&](const std::vector<int64_t>& splits, int64_t total) {
+      std::vector<int> counts(static_cast<std::size_t>(size_)), displs(static_cast<std::size_t>(size_));
+      int64_t offset = 0;
+      for (int i = 0; i < size_; ++i) {
+        const int64_t c = splits.empty() ? total / size_ : splits[static_cast<std::size_t>(i)];
+        KINDLING_CHECK(offset + c <= std::numeric_limits<int>::max(), "kindling::dist::all_to_all: the mpi backend moves "
+                       "at most 2^31-1 elements per call");
+        counts[static_cast<std::size_t>(i)] = static_cast<int>(c);
+        displs[static_cast<std::size_t>(i)] = static_cast<int>(offset);
+        offset += c;
+      }
+      return std::make_pair(counts, displs);
+    };
+    auto send = std::make_shared<std::pair<std::vector<int>, std::vector<int>>>(to_counts(input_splits, input.numel()));
+    auto recv = std::make_shared<std::pair<std::vector<int>, std::vector<int>>>(to_counts(output_splits, output.numel()));
+    // The count arrays must live until the operation completes.
+    auto p = std::make_unique<MpiOp>("MPI_Ialltoallv", std::vector<at::Tensor>{input, output}, [send, recv]() {});
+    const auto type = mpi_type(input.scalar_type(), false);
+    check(MPI_Ialltoallv(input.data_ptr(), send->first.data(), send->second.data(), type, output.data_ptr(),
+                         recv->first.data(), recv->second.data(), type, comm_, p->add_request()),
+          "MPI_Ialltoallv");
+    return p;
+  }
+
+  OpPtr barrier() override {
+    auto p = std::make_unique<MpiOp>("MPI_Ibarrier", std::vector<at::Tensor>{});
+    check(MPI_Ibarrier(comm_, p->add_request()), "MPI_Ibarrier");
+    return p;
+  }
+
+  OpPtr send(at::Tensor& t, int dst, int tag) override {
+    auto p = std::make_unique<MpiOp>("MPI_Isend", std::vector<at::Tensor>{t});
+    check(MPI_Isend(t.data_ptr(), count_of(t), mpi_type(t.scalar_type(), false), dst, tag, comm_, p->add_request()),
+          "MPI_Isend");
+    return p;
+  }
+
+  OpPtr recv(at::Tensor& t, int src, int tag) override {
+    auto p = std::make_unique<MpiOp>("MPI_Irecv", std::vector<at::Tensor>{t});
+    check(MPI_Irecv(t.data_ptr(), count_of(t), mpi_type(t.scalar_type(), false), src < 0 ? MPI_ANY_SOURCE : src, tag,
+                    comm_, p->add_request()),
+          "MPI_Irecv");
+    return p;
+  }
+
+ private:
+  MPI_Comm comm_;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+class MpiBackend : public Backend {
+ public:
+  explicit MpiBackend(MPI_Comm world) : world_comm_(world) { world_ = std::make_shared<MpiCommunicator>(world); }
+  std::string name() const override { return "mpi"; }
+  std::shared_ptr<Communicator> world() override { return world_; }
+  std::shared_ptr<Communicator> create_group(int, const std::vector<int>& ranks, int group_rank) override {
+    MPI_Comm comm = MPI_COMM_NULL;
+    check(MPI_Comm_split(world_comm_, group_rank >= 0 ? 0 : MPI_UNDEFINED, group_rank, &comm), "MPI_Comm_split");
+    if (group_rank < 0) return nullptr;
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    return std::make_shared<MpiCommunicator>(comm);
+  }
+  c10::intrusive_ptr<c10d::Store> store() override { return {}; }
+  std::optional<NodeLayout> layout() override { return layout_; }
+
+  std::optional<NodeLayout> layout_;
+
+ private:
+  MPI_Comm world_comm_;
+  std::shared_ptr<Communicator> world_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_mpi_backend(const WorldConfig& config, const std::string& launcher) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  KINDLING_CHECK(!finalized, "kindling::dist::initialize(\"mpi\"): MPI was already finalized in this process and cannot "
+                             "start again; initialize the mpi backend once per process");
+  int provided = 0;
+  if (!initialized) {
+    const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+    KINDLING_CHECK_T(CommunicationError, rc == MPI_SUCCESS, "kindling::dist::initialize(\"mpi\"): MPI_Init_thread failed: ",
+                     mpi_error(rc));
+    g_we_initialized = true;
+    std::atexit(finalize_at_exit);
+  } else {
+    MPI_Query_thread(&provided);
+  }
+  KINDLING_CHECK(provided >= MPI_THREAD_MULTIPLE, "kindling::dist::initialize(\"mpi\"): this MPI library provides thread "
+                 "level ", provided, " but kindling needs MPI_THREAD_MULTIPLE (", MPI_THREAD_MULTIPLE,
+                 "); use an MPI built with thread support (Debian's Open MPI has it)");
+  MPI_Comm world = MPI_COMM_NULL;
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &world), "MPI_Comm_dup");
+  MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm_size(world, &size);
+  if (size != config.world_size || rank != config.rank) {
+    MPI_Comm_free(&world);
+    KINDLING_CHECK(false, "kindling::dist::initialize(\"mpi\"): MPI says rank ", rank, " of ", size, " but the ", launcher,
+                   " environment says rank ", config.rank, " of ", config.world_size,
+                   ". MPI programs are started by mpirun or srun --mpi=pmix, e.g. `mpirun -np ", config.world_size,
+                   " ./program`; kindling-run, torchrun and Parallel's spawn start processes MPI does not know about");
+  }
+  auto backend = std::make_unique<MpiBackend>(world);
+  // The node layout from MPI itself: ranks that share memory are one node.
+  MPI_Comm node = MPI_COMM_NULL;
+  check(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+  NodeLayout l;
+  MPI_Comm_rank(node, &l.local_rank);
+  MPI_Comm_size(node, &l.nproc_per_node);
+  int leader = l.local_rank == 0 ? 1 : 0, before = 0;
+  check(MPI_Exscan(&leader, &before, 1, MPI_INT, MPI_SUM, world), "MPI_Exscan");
+  if (rank == 0) before = 0;  // MPI_Exscan leaves rank 0's result undefined
+  // A node's index: the number of node leaders with a smaller rank (ranks of a node are
+  // contiguous with mpirun's default mapping); the leader's value is shared with its node.
+  int node_index = l.local_rank == 0 ? before : 0;
+  check(MPI_Bcast(&node_index, 1, MPI_INT, 0, node), "MPI_Bcast");
+  l.node_rank = node_index;
+  check(MPI_Allreduce(&leader, &l.nnodes, 1, MPI_INT, MPI_SUM, world), "MPI_Allreduce");
+  MPI_Comm_free(&node);
+  backend->layout_ = l;
+  return backend;
+}
+
+bool mpi_was_initialized_by_kindling() { return g_we_initialized; }
+
+}  // namespace detail
+}  // namespace dist
+}  // namespace kindling
