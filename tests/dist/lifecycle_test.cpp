@@ -62,7 +62,12 @@ TEST(InitializeTest, RejectsUnknownBackendNamingTheAvailableOnes) {
   auto msg = init_error("glooo");
   EXPECT_CONTAINS(msg, "unknown or unavailable backend 'glooo'");
   EXPECT_CONTAINS(msg, "Available backends: serial, gloo");
+#if !KINDLING_HAS_MPI
   EXPECT_CONTAINS(init_error("mpi"), "mpi needs Open MPI and -DKINDLING_WITH_MPI=ON");
+#endif
+#if !KINDLING_HAS_NCCL
+  EXPECT_CONTAINS(init_error("nccl"), "nccl needs a CUDA build of LibTorch");
+#endif
 }
 
 TEST(InitializeTest, RejectsPartialOrMalformedEnvironment) {
