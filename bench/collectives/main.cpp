@@ -1,8 +1,11 @@
-// bench_collectives: all_reduce latency and bandwidth of kindling vs raw c10d
-// ProcessGroupGloo, measured in the same run, in the style of nccl-tests.
+// bench_collectives: all_reduce latency and bandwidth of kindling vs its raw engine,
+// measured in the same run, in the style of nccl-tests: on gloo the peer is a raw c10d
+// ProcessGroupGloo, on mpi (-B mpi, under mpirun) a raw MPI_Allreduce. The mpi run also
+// measures this machine's memcpy bandwidth at each size, the bound for shared memory.
 //
 //   export WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29600
 //   for r in 0 1; do RANK=$r ./bench_collectives -b 4 -e 64M -f 4 -n 200 -w 20 & done; wait
+//   mpirun -np 2 ./bench_collectives -B mpi -b 4 -e 64M -f 4 -n 200 -w 20
 //
 // Each size runs `reps` rounds; a round times n kindling calls and n raw c10d calls back
 // to back (alternating which goes first), so both see the same machine state. Reported
@@ -14,10 +17,17 @@
 
 #include <kindling/kindling.h>
 
+#if KINDLING_BENCH_MPI
+#define OMPI_SKIP_MPICXX 1
+#include <mpi.h>
+#endif
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -51,40 +61,61 @@ double time_calls(int n, F&& f) {
 int main(int argc, char** argv) {
   int64_t begin = 4, end = 64 << 20;
   int factor = 4, iters = 100, warmup = 10, reps = 7;
+  std::string backend = "gloo";
+  if (argc % 2 == 0) {
+    std::fprintf(stderr, "bench_collectives: every option takes a value\n");
+    return 2;
+  }
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
-    if (a == "-b") begin = parse_size(v);
+    if (a == "-B" || a == "--backend") backend = v;
+    else if (a == "-b") begin = parse_size(v);
     else if (a == "-e") end = parse_size(v);
     else if (a == "-f") factor = std::stoi(v);
     else if (a == "-n") iters = std::stoi(v);
     else if (a == "-w") warmup = std::stoi(v);
     else if (a == "-r") reps = std::stoi(v);
     else {
-      std::fprintf(stderr, "usage: bench_collectives [-b 4] [-e 64M] [-f 4] [-n 100] [-w 10] [-r 7]\n");
+      std::fprintf(stderr, "usage: bench_collectives [-B gloo|mpi] [-b 4] [-e 64M] [-f 4] [-n 100] [-w 10] [-r 7]\n");
       return 2;
     }
   }
-  kd::initialize("gloo");
+  if (backend != "gloo" && backend != "mpi") {
+    std::fprintf(stderr, "bench_collectives: -B takes gloo or mpi, got '%s'\n", backend.c_str());
+    return 2;
+  }
+#if !KINDLING_BENCH_MPI
+  if (backend == "mpi") {
+    std::fprintf(stderr, "bench_collectives: this build has no mpi backend (-DKINDLING_WITH_MPI=ON)\n");
+    return 2;
+  }
+#endif
+  kd::initialize(backend);
   const int rank = kd::get_rank(), ws = kd::get_world_size();
+  const bool mpi = backend == "mpi";
 
-  // The peer: a raw c10d ProcessGroupGloo on its own store (next port), same options.
-  c10d::TCPStoreOptions so;
-  so.port = static_cast<std::uint16_t>(std::atoi(std::getenv("MASTER_PORT")) + 1);
-  so.isServer = rank == 0;
-  so.numWorkers = ws;
-  so.waitWorkers = rank != 0;
-  so.timeout = std::chrono::seconds(60);
-  c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::TCPStore>(std::getenv("MASTER_ADDR"), so);
-  auto opts = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(60));
-  opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-  opts->threads = 2;
-  auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>("raw", store), rank, ws, opts);
+  // The peer on gloo: a raw c10d ProcessGroupGloo on its own store (next port), same options.
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+  if (!mpi) {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<std::uint16_t>(std::atoi(std::getenv("MASTER_PORT")) + 1);
+    so.isServer = rank == 0;
+    so.numWorkers = ws;
+    so.waitWorkers = rank != 0;
+    so.timeout = std::chrono::seconds(60);
+    c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::TCPStore>(std::getenv("MASTER_ADDR"), so);
+    auto opts = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(60));
+    opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    opts->threads = 2;
+    pg = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>("raw", store), rank, ws, opts);
+  }
+  const char* peer = mpi ? "MPI" : "c10d";
 
   if (rank == 0) {
-    std::printf("# kindling vs raw c10d ProcessGroupGloo, all_reduce SUM float, %d ranks, %d iters x %d rounds (median)\n",
-                ws, iters, reps);
-    std::printf("# %10s %10s %6s %6s %12s %9s %9s %12s %9s %7s\n", "size(B)", "count", "type", "redop",
-                "kindling(us)", "algbw", "busbw", "c10d(us)", "busbw", "ratio");
+    std::printf("# kindling (%s) vs raw %s, all_reduce SUM float, %d ranks, %d iters x %d rounds (median)\n",
+                backend.c_str(), mpi ? "MPI_Allreduce" : "c10d ProcessGroupGloo", ws, iters, reps);
+    std::printf("# %10s %10s %6s %6s %12s %9s %9s %10s(us) %9s %7s%s\n", "size(B)", "count", "type", "redop",
+                "kindling(us)", "algbw", "busbw", peer, "busbw", "ratio", mpi ? "  memcpy(GB/s) busbw/memcpy" : "");
   }
   const double bus = 2.0 * (ws - 1) / ws;
   int wrong_total = 0;
@@ -96,7 +127,15 @@ int main(int argc, char** argv) {
     std::vector<at::Tensor> raw{at::full({count}, 1.0f)};
     const int n = bytes >= (16 << 20) ? std::max(5, iters / 10) : iters;
     auto run_kindling = [&] { kd::all_reduce(t); };
-    auto run_raw = [&] { pg->allreduce(raw)->wait(); };
+    auto run_raw = [&] {
+#if KINDLING_BENCH_MPI
+      if (mpi) {
+        MPI_Allreduce(MPI_IN_PLACE, raw[0].data_ptr<float>(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        return;
+      }
+#endif
+      pg->allreduce(raw)->wait();
+    };
     for (int i = 0; i < warmup; ++i) {
       run_kindling();
       run_raw();
@@ -122,14 +161,24 @@ int main(int argc, char** argv) {
     const double algbw_c = static_cast<double>(count * 4) / c / 1e9;
     busbw_sum += algbw * bus;
     ++rows;
+    // memcpy of the same number of bytes, same rounds (mpi only): shared memory's bound.
+    double copy_bw = 0;
+    if (mpi) {
+      std::vector<char> src(static_cast<std::size_t>(count * 4), 1), dst(static_cast<std::size_t>(count * 4));
+      std::vector<double> tm;
+      for (int r = 0; r < reps; ++r) tm.push_back(time_calls(n, [&] { std::memcpy(dst.data(), src.data(), src.size()); }));
+      copy_bw = static_cast<double>(count * 4) / median(tm) / 1e9;
+    }
     if (rank == 0) {
-      std::printf("  %10lld %10lld %6s %6s %12.2f %9.3f %9.3f %12.2f %9.3f %7.3f %d\n", static_cast<long long>(count * 4),
+      std::printf("  %10lld %10lld %6s %6s %12.2f %9.3f %9.3f %14.2f %9.3f %7.3f %d", static_cast<long long>(count * 4),
                   static_cast<long long>(count), "float", "sum", k * 1e6, algbw, algbw * bus, c * 1e6, algbw_c * bus,
                   k / c, wrong);
+      if (mpi) std::printf("  %12.3f %10.3f", copy_bw, algbw * bus / copy_bw);
+      std::printf("\n");
     }
   }
   if (rank == 0) {
-    std::printf("# ratio = kindling time / raw c10d time (lower is better; 1.0 = same); last column: #wrong\n");
+    std::printf("# ratio = kindling time / raw %s time (lower is better; 1.0 = same); then #wrong\n", peer);
     std::printf("# Out of bounds values : %d %s\n", wrong_total, wrong_total ? "FAILED" : "OK");
     std::printf("# Avg bus bandwidth    : %.3f GB/s\n", busbw_sum / rows);
   }

@@ -123,3 +123,56 @@ TEST(FailureTest, MismatchedValueTypesAreReported) {
   auto results = run_workers("mismatched_types", opts);
   for (const auto& r : results) EXPECT_TRUE(r.ok()) << describe(results);
 }
+
+#if KINDLING_HAS_MPI
+// mpi: a blocking MPI collective cannot be cancelled, so the watchdog ends the job with a
+// message naming the call and the rank, within the timeout (plus MPI_Abort's teardown).
+KINDLING_WORKER(mpi_skipped_collective) {
+  kd::initialize("mpi", kd::InitOptions().timeout(std::chrono::seconds(2)));
+  kd::barrier();
+  if (kd::get_rank() == 1) {  // rank 1 "forgets" the all_reduce and waits to be ended
+    std::this_thread::sleep_for(std::chrono::seconds(30));
+    std::_Exit(0);
+  }
+  kd::all_reduce(at::ones({8}));
+  WCHECK(false, << "all_reduce must not complete");
+}
+
+TEST(FailureTest, MpiCollectiveCalledBySomeRanksEndsTheJobWithAMessage) {
+  LaunchOptions opts;
+  opts.backend = "mpi";
+  opts.world_size = 2;
+  opts.deadline = std::chrono::seconds(40);
+  auto results = run_workers("mpi_skipped_collective", opts);
+  EXPECT_FALSE(results[0].timed_out) << describe(results);
+  EXPECT_LT(results[0].seconds, 20.0) << describe(results);
+  EXPECT_NE(results[0].exit_code, 0) << describe(results);
+  EXPECT_NE(results[0].err.find("[rank 0/2] kindling::dist (mpi backend): MPI_Allreduce did not complete within the "
+                                "timeout of "),
+            std::string::npos)
+      << describe(results);
+}
+
+KINDLING_WORKER(mpi_unsupported_dtype) {
+  kd::initialize("mpi");
+  std::string what;
+  try {
+    kd::all_reduce(at::ones({4}, at::kHalf));
+  } catch (const kindling::UsageError& e) {
+    what = e.what();
+  }
+  WCHECK(what.find("cannot reduce tensors of dtype Half; convert to float32") != std::string::npos, << what);
+  auto h = at::full({4}, static_cast<double>(kd::get_rank() + 1), at::kHalf);
+  kd::broadcast(h, 1);  // moved as 16-bit words: fine
+  WCHECK(h.to(at::kFloat).eq(2.0f).all().item<bool>(), << h);
+  kd::finalize();
+}
+
+TEST(FailureTest, MpiRejectsDtypesItCannotReduce) {
+  LaunchOptions opts;
+  opts.backend = "mpi";
+  opts.world_size = 2;
+  auto results = run_workers("mpi_unsupported_dtype", opts);
+  for (const auto& r : results) EXPECT_TRUE(r.ok()) << describe(results);
+}
+#endif

@@ -266,6 +266,27 @@ TEST(Horovod, RanksFromHorovodVariables) {
   EXPECT_EQ(run_all(o), kThreeLines);
 }
 
+#if KINDLING_HAS_MPI
+const Strings kThreeMpiLines = {"rank=0 local_rank=0 world_size=3 backend=mpi all_reduce=6",
+                                "rank=1 local_rank=1 world_size=3 backend=mpi all_reduce=6",
+                                "rank=2 local_rank=2 world_size=3 backend=mpi all_reduce=6"};
+
+TEST(Mpirun, MpiBackend) {
+  auto r = run_command({"/usr/bin/mpirun", "--oversubscribe", "-np", "3", kHello, "--backend", "mpi"},
+                       {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}},
+                       std::chrono::seconds(120));
+  EXPECT_TRUE(r.ok()) << show(r);
+  EXPECT_EQ(hello_lines(r.out), kThreeMpiLines) << show(r);
+}
+
+TEST(KindlingRun, MpiBackendIsRefusedWithTheMpirunCommand) {
+  auto r = run_command({kRun, "--nproc_per_node", "2", kHello, "--backend", "mpi"});
+  EXPECT_NE(r.exit_code, 0) << show(r);
+  EXPECT_NE(r.err.find("MPI programs are started by mpirun or srun --mpi=pmix, e.g. `mpirun -np 2"), std::string::npos)
+      << show(r);
+}
+#endif
+
 // ---- Slurm (single node started by the CTest fixture) ------------------------------
 
 std::map<std::string, std::string> slurm_env() {
@@ -278,6 +299,15 @@ TEST(Slurm, SrunThreeTasks) {
   auto r = run_command({"/usr/bin/srun", "-n", "3", "--time", "2", kHello}, slurm_env(), std::chrono::seconds(120));
   expect_three_lines(r);
 }
+
+#if KINDLING_HAS_MPI
+TEST(Slurm, SrunPmixWithTheMpiBackend) {
+  auto r = run_command({"/usr/bin/srun", "--mpi=pmix", "-n", "3", "--time", "2", kHello, "--backend", "mpi"}, slurm_env(),
+                       std::chrono::seconds(120));
+  EXPECT_TRUE(r.ok()) << show(r);
+  EXPECT_EQ(hello_lines(r.out), kThreeMpiLines) << show(r);
+}
+#endif
 
 TEST(Slurm, SbatchScriptWithSrunAndADirectRunThatIsRefused) {
   char tmpl[] = "/tmp/kindling-sbatch-XXXXXX";

@@ -47,6 +47,9 @@ TEST(ParallelOptionsCheck, EveryInvalidCombinationIsRejected) {
       {O("gloo").nproc_per_node(2).init_method("udp://x"), "unsupported init_method 'udp://x'"},
       {O("gloo").nnodes(2).node_rank(1), "only apply when this program starts the processes"},
       {O("gloo").nproc_per_node(2).timeout(std::chrono::milliseconds(0)), "timeout must be positive"},
+#if KINDLING_HAS_MPI
+      {O("mpi").nproc_per_node(2), "MPI programs are started by MPI's launcher. Run `mpirun -np 2"},
+#endif
   };
   for (const auto& c : cases) {
     const std::string what = construction_error(c.first);
