@@ -12,3 +12,7 @@ for r in 0 1; do RANK=$r LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_PORT=$MASTER_PO
 wait
 for r in 0 1; do RANK=$r MASTER_PORT=$((MASTER_PORT + 10)) /usr/bin/python3 bench/collectives/torch_collectives.py "${args[@]}" & done
 wait
+# The mpi backend against raw MPI_Allreduce (and memcpy), under a real mpirun.
+if [ -x ./build/bench/collectives/bench_collectives ] && command -v mpirun >/dev/null; then
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 ./build/bench/collectives/bench_collectives -B mpi "${args[@]}" || true
+fi
