@@ -434,6 +434,45 @@ Work start_p2p(const at::Tensor& tensor, int peer, int tag, const Group& group, 
 
 }  // namespace
 
+namespace detail {
+namespace {
+// An operation that is complete from the start (serial model, non-members).
+class DoneOp : public PendingOp {
+ public:
+  void wait(std::chrono::milliseconds) override {}
+  bool is_completed() override { return true; }
+};
+}  // namespace
+}  // namespace detail
+
+Work all_reduce_async(const at::Tensor& tensor, ReduceOp op, const Group& group) {
+  const char* name = "all_reduce_async";
+  KINDLING_CHECK(tensor.defined(), "kindling::dist::all_reduce_async: the tensor is undefined; pass a tensor with data");
+  detail::check_bitwise(op, tensor.scalar_type(), name);
+  auto state = std::make_shared<detail::WorkState>();
+  state->name = name;
+  auto g = participant(group, name);
+  if (!g) {
+    state->op = std::make_unique<detail::DoneOp>();
+    return Work(state);
+  }
+  check_p2p_tensor(tensor, name);
+  KINDLING_CHECK(tensor.scalar_type() != at::kBool, "kindling::dist::all_reduce_async: bool tensors are not supported; "
+                 "reduce a uint8 tensor (or use the blocking all_reduce)");
+  const int64_t seq = detail::enter(*g, name);
+  state->group = g;
+  state->seq = seq;
+  at::Tensor t = tensor;
+  try {
+    state->op = g->comm->all_reduce(t, op);
+  } catch (const kindling::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    detail::translate(e, *g, name, seq);
+  }
+  return Work(state);
+}
+
 Work isend(const at::Tensor& tensor, int dst, int tag, const Group& group) {
   return start_p2p(tensor, dst, tag, group, true);
 }
@@ -491,8 +530,11 @@ void Work::wait() {
   KINDLING_CHECK(state_ != nullptr, "kindling::dist::Work::wait: this Work refers to no operation");
   if (state_->waited) return;
   state_->waited = true;
+  if (state_->group == nullptr) return;  // complete from the start
   try {
-    state_->op->wait(detail::wait_timeout(*state_->group, true));
+    // Collectives get the engine's slack; point-to-point waits exactly the timeout.
+    const bool p2p = std::strcmp(state_->name, "all_reduce_async") != 0;
+    state_->op->wait(detail::wait_timeout(*state_->group, p2p));
   } catch (const kindling::Error&) {
     throw;
   } catch (const std::exception& e) {

@@ -223,6 +223,11 @@ KINDLING_API void send(const at::Tensor& tensor, int dst, int tag = 0, const Gro
 KINDLING_API int recv(const at::Tensor& tensor, int src = -1, int tag = 0, const Group& group = Group());
 /// Non-blocking send; keep `tensor` alive and unchanged until the Work is waited on.
 KINDLING_API Work isend(const at::Tensor& tensor, int dst, int tag = 0, const Group& group = Group());
+/// Non-blocking all_reduce (torch.distributed's async_op=True): starts reducing `tensor`
+/// in place and returns at once; `Work::wait()` finishes it. The tensor must be contiguous
+/// and on device(), and stay alive and untouched until then. In the serial model, or on a
+/// rank outside `group`, the Work is already complete and the tensor unchanged.
+KINDLING_API Work all_reduce_async(const at::Tensor& tensor, ReduceOp op = ReduceOp::kSum, const Group& group = Group());
 /// Non-blocking receive into `tensor` (src = -1: any rank).
 KINDLING_API Work irecv(const at::Tensor& tensor, int src = -1, int tag = 0, const Group& group = Group());
 

@@ -1,0 +1,302 @@
+// kindling's DistributedDataParallel: bucketed gradient all-reduce overlapped with
+// backward (see include/kindling/nn/ddp.h).
+#include "kindling/nn/ddp.h"
+
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/grad_mode.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <mutex>
+#include <sstream>
+
+#include "kindling/dist/dist.h"
+#include "kindling/error.h"
+
+namespace kindling {
+namespace nn {
+
+struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::State> {
+  struct Bucket {
+    std::vector<std::size_t> members;  // parameter indices
+    at::Tensor flat;                   // one buffer for all members' gradients
+    std::size_t pending = 0;           // members whose gradient is not in yet
+    dist::Work work;
+  };
+
+  DdpOptions options;
+  int world = 1;
+  int src = 0;
+  std::vector<at::Tensor> params;
+  std::vector<std::string> names;
+  std::vector<at::Tensor> buffers;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // the hooks live only while these do
+  std::vector<Bucket> buckets;
+  std::vector<std::size_t> bucket_of;
+  std::vector<int64_t> offset_of;
+  std::vector<char> ready;
+  std::size_t next_launch = 0;
+  bool callback_queued = false;
+  bool sync = true;
+  int64_t synchronized = 0;
+  std::mutex mu;
+
+  at::Tensor slot(std::size_t i) {
+    return buckets[bucket_of[i]].flat.narrow(0, offset_of[i], params[i].numel());
+  }
+
+  void reset_iteration() {
+    std::fill(ready.begin(), ready.end(), 0);
+    for (auto& b : buckets) {
+      b.pending = b.members.size();
+      b.work = dist::Work();
+    }
+    next_launch = 0;
+    callback_queued = false;
+  }
+
+  // Buckets start in index order on every rank, so the all-reduces always pair up.
+  void launch_in_order() {
+    while (next_launch < buckets.size() && buckets[next_launch].pending == 0) {
+      auto& b = buckets[next_launch++];
+      b.work = dist::all_reduce_async(b.flat, dist::ReduceOp::kSum, options.group());
+    }
+  }
+
+  void mark_ready(std::size_t i) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!sync || ready[i]) return;
+    if (!callback_queued) {
+      std::weak_ptr<State> weak = shared_from_this();
+      torch::autograd::Engine::get_default_engine().queue_callback([weak] {
+        if (auto s = weak.lock()) s->finish_backward();
+      });
+      callback_queued = true;
+    }
+    ready[i] = 1;
+    const at::Tensor& grad = params[i].grad();
+    KINDLING_CHECK(grad.defined() && !grad.is_sparse(), "kindling::nn::DistributedDataParallel: parameter '", names[i],
+                   "' has ", grad.defined() ? "a sparse" : "no", " gradient after its accumulation; only dense "
+                   "gradients are supported");
+    slot(i).copy_(grad.reshape({-1}));
+    auto& b = buckets[bucket_of[i]];
+    if (--b.pending == 0) launch_in_order();
+  }
+
+  void finish_backward() {
+    std::lock_guard<std::mutex> lock(mu);
+    at::NoGradGuard no_grad;
+    std::vector<std::size_t> missing;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      if (!ready[i]) missing.push_back(i);
+    }
+    if (!missing.empty()) {
+      if (!options.find_unused_parameters()) {
+        std::ostringstream list;
+        for (std::size_t k = 0; k < missing.size() && k < 10; ++k) list << (k ? ", " : "") << names[missing[k]];
+        if (missing.size() > 10) list << ", ... (" << missing.size() << " in all)";
+        // Finish what was started so that this rank's engine is left in a clean state.
+        for (std::size_t k = 0; k < next_launch; ++k) buckets[k].work.wait();
+        reset_iteration();
+        KINDLING_CHECK(false, "kindling::nn::DistributedDataParallel: ", missing.size(),
+                       " parameter(s) got no gradient in this backward: ", list.str(),
+                       ". Every parameter must take part in the loss on every rank, or construct the model with "
+                       "DdpOptions().find_unused_parameters(true)");
+      }
+      for (std::size_t i : missing) {
+        slot(i).zero_();
+        --buckets[bucket_of[i]].pending;
+      }
+      launch_in_order();
+    }
+    // With unused parameters allowed, learn which ones some rank used (after the buckets,
+    // in the same order everywhere).
+    at::Tensor used;
+    dist::Work used_work;
+    if (options.find_unused_parameters()) {
+      used = at::zeros({static_cast<int64_t>(params.size())}, at::TensorOptions().dtype(at::kInt).device(params[0].device()));
+      for (std::size_t i = 0; i < params.size(); ++i) {
+        if (ready[i]) used[static_cast<int64_t>(i)] = 1;
+      }
+      used_work = dist::all_reduce_async(used, dist::ReduceOp::kSum, options.group());
+    }
+    for (auto& b : buckets) {
+      b.work.wait();
+      b.flat.div_(world);
+    }
+    if (used.defined()) {
+      used_work.wait();
+      used = used.cpu();
+    }
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      at::Tensor averaged = slot(i).view_as(params[i]);
+      at::Tensor& grad = params[i].mutable_grad();
+      if (grad.defined()) {
+        grad.copy_(averaged);
+      } else if (!used.defined() || used[static_cast<int64_t>(i)].item<int>() > 0) {
+        grad = averaged.clone();  // unused here but used elsewhere: take the others' average
+      }
+    }
+    ++synchronized;
+    reset_iteration();
+  }
+};
+
+namespace {
+
+class ReadyHook : public torch::autograd::FunctionPostHook {
+ public:
+  ReadyHook(std::weak_ptr<GradientReducer::State> state, std::size_t index) : state_(std::move(state)), index_(index) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list& /*inputs*/) override {
+    if (auto s = state_.lock()) s->mark_ready(index_);
+    return outputs;
+  }
+
+ private:
+  std::weak_ptr<GradientReducer::State> state_;
+  std::size_t index_;
+};
+
+}  // namespace
+
+GradientReducer::GradientReducer(const torch::nn::Module& module, DdpOptions options)
+    : state_(std::make_shared<State>()) {
+  auto& s = *state_;
+  s.options = std::move(options);
+  const auto& group = s.options.group();
+  s.world = group.size();
+  s.src = group.ranks().front();
+  KINDLING_CHECK(s.options.bucket_cap_mb() > 0, "kindling::nn::DistributedDataParallel: bucket_cap_mb must be positive, got ",
+                 s.options.bucket_cap_mb());
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    if (!item.value().requires_grad()) continue;
+    s.names.push_back(item.key());
+    s.params.push_back(item.value());
+  }
+  for (const auto& item : module.named_buffers(/*recurse=*/true)) s.buffers.push_back(item.value());
+  KINDLING_CHECK(!s.params.empty(), "kindling::nn::DistributedDataParallel: the module has no parameter that requires "
+                                    "a gradient; there is nothing to synchronise");
+
+  // Every rank must hold the same parameters (names, shapes, dtypes), in the same order.
+  std::ostringstream sig;
+  for (std::size_t i = 0; i < s.params.size(); ++i) {
+    sig << s.names[i] << ':' << s.params[i].sizes() << ':' << s.params[i].scalar_type() << ';';
+  }
+  const auto all = dist::all_gather(sig.str(), group);
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    KINDLING_CHECK(all[r] == all[0], "kindling::nn::DistributedDataParallel: rank ", group.ranks()[r],
+                   " has other parameters than rank ", group.ranks()[0], " (names, shapes or dtypes differ); every rank "
+                   "must build the same model");
+  }
+  {
+    at::NoGradGuard no_grad;
+    for (auto& p : s.params) dist::broadcast(p.detach(), s.src, group);
+    for (auto& b : s.buffers) dist::broadcast(b, s.src, group);
+  }
+
+  // Buckets: reverse registration order (gradients of the last layers come first in
+  // backward), one dtype and device per bucket, the first one small.
+  const int64_t first_cap = std::min<int64_t>(1 << 20, static_cast<int64_t>(s.options.bucket_cap_mb() * (1 << 20)));
+  const int64_t cap = static_cast<int64_t>(s.options.bucket_cap_mb() * (1 << 20));
+  s.bucket_of.assign(s.params.size(), 0);
+  s.offset_of.assign(s.params.size(), 0);
+  std::vector<std::vector<std::size_t>> groups;
+  std::vector<int64_t> bytes;
+  for (std::size_t k = s.params.size(); k-- > 0;) {
+    const auto& p = s.params[k];
+    bool placed = false;
+    if (!groups.empty()) {
+      auto& last = groups.back();
+      const auto& q = s.params[last.front()];
+      const int64_t limit = groups.size() == 1 ? first_cap : cap;
+      if (q.scalar_type() == p.scalar_type() && q.device() == p.device() && bytes.back() < limit) {
+        last.push_back(k);
+        bytes.back() += static_cast<int64_t>(p.nbytes());
+        placed = true;
+      }
+    }
+    if (!placed) {
+      groups.push_back({k});
+      bytes.push_back(static_cast<int64_t>(p.nbytes()));
+    }
+  }
+  for (std::size_t b = 0; b < groups.size(); ++b) {
+    State::Bucket bucket;
+    bucket.members = groups[b];
+    int64_t numel = 0;
+    for (std::size_t i : bucket.members) {
+      s.bucket_of[i] = b;
+      s.offset_of[i] = numel;
+      numel += s.params[i].numel();
+    }
+    const auto& first = s.params[bucket.members.front()];
+    bucket.flat = at::zeros({numel}, first.options().requires_grad(false));
+    bucket.pending = bucket.members.size();
+    s.buckets.push_back(std::move(bucket));
+  }
+  s.ready.assign(s.params.size(), 0);
+
+  for (std::size_t i = 0; i < s.params.size(); ++i) {
+    auto acc = torch::autograd::impl::grad_accumulator(s.params[i]);
+    KINDLING_INTERNAL_ASSERT(acc != nullptr, "parameter ", s.names[i], " has no gradient accumulator");
+    acc->add_post_hook(std::make_unique<ReadyHook>(state_, i));
+    s.accumulators.push_back(std::move(acc));
+  }
+}
+
+GradientReducer::~GradientReducer() = default;
+
+void GradientReducer::before_forward() {
+  auto& s = *state_;
+  if (!s.options.broadcast_buffers() || s.buffers.empty()) return;
+  at::NoGradGuard no_grad;
+  for (auto& b : s.buffers) dist::broadcast(b, s.src, s.options.group());
+}
+
+void GradientReducer::set_sync(bool enabled) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->sync = enabled;
+}
+
+bool GradientReducer::sync_enabled() const { return state_->sync; }
+
+std::vector<std::vector<std::string>> GradientReducer::buckets() const {
+  std::vector<std::vector<std::string>> out;
+  for (const auto& b : state_->buckets) {
+    out.emplace_back();
+    for (std::size_t i : b.members) out.back().push_back(state_->names[i]);
+  }
+  return out;
+}
+
+int64_t GradientReducer::synchronized_backwards() const { return state_->synchronized; }
+
+NoSyncGuard::NoSyncGuard(GradientReducer* reducer) : reducer_(reducer) {
+  if (reducer_) {
+    previous_ = reducer_->sync_enabled();
+    reducer_->set_sync(false);
+  }
+}
+
+NoSyncGuard::~NoSyncGuard() {
+  if (reducer_) reducer_->set_sync(previous_);
+}
+
+}  // namespace nn
+
+namespace dist {
+namespace detail {
+
+std::shared_ptr<nn::GradientReducer> prepare_model(torch::nn::Module& module, const nn::DdpOptions& options) {
+  module.to(device());
+  if (!is_initialized()) return nullptr;
+  const auto& group = options.group();
+  if (group.size() <= 1 || group.rank() < 0) return nullptr;
+  return std::make_shared<nn::GradientReducer>(module, options);
+}
+
+}  // namespace detail
+}  // namespace dist
+}  // namespace kindling

@@ -1,0 +1,210 @@
+// DistributedDataParallel: averaged gradients equal full-batch gradients of one process,
+// replicas stay identical over optimizer steps, unused parameters, no_sync, serial.
+// Real processes (support/multiprocess.h) on every distributed backend of the build.
+#include <gtest/gtest.h>
+#include <kindling/kindling.h>
+#include <kindling/nn/ddp.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+
+#include <sstream>
+
+#include "support/multiprocess.h"
+
+namespace kd = kindling::dist;
+using kindling::testing::describe;
+using kindling::testing::LaunchOptions;
+using kindling::testing::run_workers;
+
+namespace {
+
+constexpr int kLocalBatch = 8;
+
+struct MlpImpl : torch::nn::Module {
+  explicit MlpImpl(bool with_never = true) {
+    fc1 = register_module("fc1", torch::nn::Linear(20, 64));
+    fc2 = register_module("fc2", torch::nn::Linear(64, 64));
+    fc3 = register_module("fc3", torch::nn::Linear(64, 5));
+    extra = register_module("extra", torch::nn::Linear(64, 5));
+    if (with_never) never = register_module("never", torch::nn::Linear(64, 5));
+  }
+  // `use_extra`: whether the `extra` head takes part; `never` never does.
+  torch::Tensor forward(torch::Tensor x, bool use_extra = true) {
+    auto h = torch::relu(fc2(torch::relu(fc1(x))));
+    auto out = fc3(h);
+    return use_extra ? out + extra(h) : out;
+  }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr}, fc3{nullptr}, extra{nullptr}, never{nullptr};
+};
+TORCH_MODULE(Mlp);
+
+Mlp seeded_model(bool with_never = true) {
+  torch::manual_seed(1234);
+  return Mlp(with_never);
+}
+
+// The global batch every rank can rebuild: rows [r * kLocalBatch, (r + 1) * kLocalBatch) are rank r's.
+std::pair<torch::Tensor, torch::Tensor> global_batch(int world, int64_t seed) {
+  torch::manual_seed(seed);
+  return {torch::randn({world * kLocalBatch, 20}), torch::randn({world * kLocalBatch, 5})};
+}
+
+torch::Tensor rows(const torch::Tensor& t, int rank) { return t.narrow(0, rank * kLocalBatch, kLocalBatch); }
+
+void initialize() { kd::initialize(kindling::testing::test_backend(), kd::InitOptions().timeout(std::chrono::seconds(60))); }
+
+// Exact equality of `t` on all ranks.
+bool identical_everywhere(const torch::Tensor& t) {
+  auto hi = kd::all_reduce(t.detach().clone(), kd::ReduceOp::kMax);
+  auto lo = kd::all_reduce(t.detach().clone(), kd::ReduceOp::kMin);
+  return torch::equal(hi, lo);
+}
+
+void expect_close(const torch::Tensor& a, const torch::Tensor& b, const std::string& what) {
+  WCHECK(a.defined() && b.defined(), << what << ": undefined gradient");
+  WCHECK(torch::allclose(a, b, 1e-5, 1e-6), << what << ": max difference " << (a - b).abs().max().item<double>());
+}
+
+KINDLING_WORKER(ddp_matches_full_batch) {
+  initialize();
+  const int rank = kd::get_rank(), world = kd::get_world_size();
+  auto model = kd::auto_model(seeded_model(false), kindling::nn::DdpOptions().bucket_cap_mb(0.001));
+  WCHECK(model.reducer() != nullptr);
+  const auto buckets = model.reducer()->buckets();
+  WCHECK(buckets.size() >= 3, << buckets.size() << " buckets");
+  WCHECK(buckets.front().front() == "extra.bias", << "reverse registration order: " << buckets.front().front());
+  Mlp reference = seeded_model(false);
+  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  torch::optim::SGD ref_opt(reference->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  for (int step = 0; step < 5; ++step) {
+    auto [x, y] = global_batch(world, 100 + step);
+    opt.zero_grad();
+    ref_opt.zero_grad();
+    torch::mse_loss(model(rows(x, rank)), rows(y, rank)).backward();
+    torch::mse_loss(reference(x), y).backward();
+    auto p = model->named_parameters();
+    auto q = reference->named_parameters();
+    for (const auto& item : p) {
+      expect_close(item.value().grad(), q[item.key()].grad(), "step " + std::to_string(step) + " grad " + item.key());
+    }
+    opt.step();
+    ref_opt.step();
+  }
+  for (const auto& item : model->named_parameters()) {
+    expect_close(item.value(), reference->named_parameters()[item.key()], "parameter " + item.key());
+    WCHECK(identical_everywhere(item.value()), << item.key() << " differs across ranks");
+  }
+  WCHECK(model.reducer()->synchronized_backwards() == 5);
+  kd::finalize();
+}
+
+// `never` gets no gradient anywhere: without find_unused_parameters every rank says so.
+KINDLING_WORKER(ddp_unused_parameter_error) {
+  initialize();
+  auto model = kd::auto_model(seeded_model());
+  auto [x, y] = global_batch(kd::get_world_size(), 7);
+  std::string what;
+  try {
+    torch::mse_loss(model(rows(x, kd::get_rank())), rows(y, kd::get_rank())).backward();
+  } catch (const std::exception& e) {
+    what = e.what();
+  }
+  WCHECK(what.find("2 parameter(s) got no gradient in this backward: never.bias, never.weight") != std::string::npos ||
+             what.find("2 parameter(s) got no gradient in this backward: never.weight, never.bias") != std::string::npos,
+         << what);
+  WCHECK(what.find("find_unused_parameters(true)") != std::string::npos, << what);
+  kd::finalize();
+}
+
+// `extra` is used on rank 0 only and `never` nowhere, with find_unused_parameters.
+KINDLING_WORKER(ddp_find_unused) {
+  initialize();
+  const int rank = kd::get_rank(), world = kd::get_world_size();
+  auto model = kd::auto_model(seeded_model(), kindling::nn::DdpOptions().find_unused_parameters(true).bucket_cap_mb(0.01));
+  auto [x, y] = global_batch(world, 11);
+  torch::mse_loss(model(rows(x, rank), /*use_extra=*/rank == 0), rows(y, rank)).backward();
+  // Reference: the average over ranks of each rank's local gradient, computed here for all ranks.
+  Mlp reference = seeded_model();
+  for (int r = 0; r < world; ++r) {
+    (torch::mse_loss(reference(rows(x, r), r == 0), rows(y, r)) / world).backward();
+  }
+  for (const auto& item : model->named_parameters()) {
+    const auto& ref = reference->named_parameters()[item.key()];
+    if (item.key().rfind("never", 0) == 0) {
+      WCHECK(!item.value().grad().defined(), << item.key() << " was used by no rank and must keep no gradient");
+      continue;
+    }
+    expect_close(item.value().grad(), ref.grad(), "grad " + item.key());
+    WCHECK(identical_everywhere(item.value().grad()), << item.key());
+  }
+  kd::finalize();
+}
+
+// Gradient accumulation: a micro-batch under no_sync, then a synchronised one.
+KINDLING_WORKER(ddp_no_sync) {
+  initialize();
+  const int rank = kd::get_rank(), world = kd::get_world_size();
+  auto model = kd::auto_model(seeded_model(), kindling::nn::DdpOptions().find_unused_parameters(true));
+  auto [x1, y1] = global_batch(world, 21);
+  auto [x2, y2] = global_batch(world, 22);
+  {
+    auto guard = model.no_sync();
+    torch::mse_loss(model(rows(x1, rank)), rows(y1, rank)).backward();
+  }
+  WCHECK(model.reducer()->synchronized_backwards() == 0);
+  torch::mse_loss(model(rows(x2, rank)), rows(y2, rank)).backward();
+  WCHECK(model.reducer()->synchronized_backwards() == 1);
+  Mlp reference = seeded_model();
+  for (int r = 0; r < world; ++r) {
+    ((torch::mse_loss(reference(rows(x1, r)), rows(y1, r)) + torch::mse_loss(reference(rows(x2, r)), rows(y2, r))) / world)
+        .backward();
+  }
+  for (const auto& item : model->named_parameters()) {
+    if (item.key().rfind("never", 0) == 0) continue;
+    expect_close(item.value().grad(), reference->named_parameters()[item.key()].grad(), "grad " + item.key());
+  }
+  kd::finalize();
+}
+
+class DdpTest : public ::testing::TestWithParam<std::tuple<std::string, int>> {
+ protected:
+  void expect_ok(const std::string& worker) {
+    LaunchOptions opts;
+    opts.backend = std::get<0>(GetParam());
+    opts.world_size = std::get<1>(GetParam());
+    opts.deadline = std::chrono::seconds(120);
+    auto results = run_workers(worker, opts);
+    for (const auto& r : results) EXPECT_TRUE(r.ok()) << describe(results);
+  }
+};
+
+TEST_P(DdpTest, GradientsEqualFullBatchAndReplicasStayIdentical) { expect_ok("ddp_matches_full_batch"); }
+TEST_P(DdpTest, UnusedParameterIsNamedWithoutFindUnused) { expect_ok("ddp_unused_parameter_error"); }
+TEST_P(DdpTest, FindUnusedParameters) { expect_ok("ddp_find_unused"); }
+TEST_P(DdpTest, NoSyncAccumulates) { expect_ok("ddp_no_sync"); }
+
+std::vector<std::tuple<std::string, int>> configurations() {
+  std::vector<std::tuple<std::string, int>> out;
+  for (const auto& b : kd::available_backends()) {
+    if (b == "serial" || b == "nccl") continue;
+    out.emplace_back(b, 2);
+    out.emplace_back(b, 3);
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, DdpTest, ::testing::ValuesIn(configurations()), [](const auto& info) {
+  return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)) + "ranks";
+});
+
+TEST(DdpSerial, AutoModelIsAPassThrough) {
+  auto model = kd::auto_model(seeded_model());
+  EXPECT_EQ(model.reducer(), nullptr);
+  auto out = model(torch::ones({2, 20}));
+  EXPECT_EQ(out.sizes(), (std::vector<int64_t>{2, 5}));
+  torch::optim::SGD opt(model->parameters(), 0.1);
+  EXPECT_EQ(&kd::auto_optim(opt), &opt);
+}
+
+}  // namespace
