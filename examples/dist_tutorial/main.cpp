@@ -26,6 +26,7 @@
 #include <kindling/dist/launch_env.h>
 #include <kindling/dist/parallel.h>
 #include <kindling/kindling.h>
+#include <kindling/nn/ddp.h>
 
 #include <algorithm>
 #include <chrono>
@@ -74,6 +75,9 @@ options:
   --data-dir DIR        train: directory of the Fashion-MNIST *-ubyte.gz files
                         (default /usr/share/datasets/fashion-mnist)
   --limit N             train: use only the first N training samples (default: all 60000)
+  --sync ddp|manual     train: gradients averaged by kindling's DistributedDataParallel
+                        (auto_model, overlapped with backward; default) or by the
+                        tutorial's average_gradients after backward
   --seed N              seed of the model initialization and random inputs (default 1234)
   -h, --help            print this help
 )";
@@ -94,6 +98,7 @@ struct Options {
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   int64_t limit = -1;  // -1: every training sample
   uint64_t seed = 1234;
+  std::string sync = "ddp";  // train: "ddp" (kindling::dist::auto_model) or "manual" (the tutorial's average_gradients)
   bool help = false;
 };
 
@@ -172,6 +177,9 @@ Options parse_args(int argc, char** argv) {
       o.data_dir = value();
     } else if (name == "--limit") {
       o.limit = parse_int(name, value(), 1);
+    } else if (name == "--sync") {
+      o.sync = value();
+      if (o.sync != "ddp" && o.sync != "manual") throw CliError("option --sync takes ddp or manual, got '" + o.sync + "'");
     } else if (name == "--seed") {
       o.seed = static_cast<uint64_t>(parse_int(name, value(), 0));
     } else {
@@ -467,12 +475,17 @@ void run_train(const Options& o) {
   torch::manual_seed(o.seed);
   Net model;
   model->to(device);
+  // auto_model wraps the model in kindling's DistributedDataParallel: backward() then
+  // returns with gradients already averaged over the ranks.
+  std::optional<kindling::nn::DistributedDataParallel<NetImpl>> ddp;
+  if (o.sync == "ddp") ddp = kd::auto_model(model);
   torch::manual_seed(o.seed + 1 + static_cast<uint64_t>(rank));
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.5));
   std::mt19937 shuffler(static_cast<uint32_t>(o.seed + static_cast<uint64_t>(rank)));
   if (rank == 0) {
     say(size, " rank(s) x ", samples, " samples, batch size ", batch_size, " per rank (", batch_size * size,
-        " in all), ", num_batches, " steps per epoch, ", o.epochs, " epoch(s)");
+        " in all), ", num_batches, " steps per epoch, ", o.epochs, " epoch(s), gradients averaged by ",
+        ddp ? "DistributedDataParallel (auto_model)" : "average_gradients");
   }
 
   for (int epoch = 0; epoch < o.epochs; ++epoch) {
@@ -488,10 +501,10 @@ void run_train(const Options& o) {
       const torch::Tensor target = train.labels.index_select(0, index).to(device);
 
       optimizer.zero_grad();
-      const torch::Tensor loss = torch::nll_loss(model->forward(data), target);
+      const torch::Tensor loss = torch::nll_loss(ddp ? ddp->forward(data) : model->forward(data), target);
       epoch_loss += loss.item<double>();
       loss.backward();
-      average_gradients(*model);
+      if (!ddp) average_gradients(*model);
       optimizer.step();
     }
     say("Rank ", rank, ", epoch ", epoch, ": loss ", fixed(epoch_loss / static_cast<double>(num_batches), 4));
