@@ -1,0 +1,63 @@
+// DistributedSampler with Python's index order (see include/kindling/data/sampler.h).
+#include "kindling/data/sampler.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "kindling/dist/dist.h"
+#include "kindling/error.h"
+
+namespace kindling {
+namespace data {
+
+DistributedSampler::DistributedSampler(int64_t dataset_size, std::optional<int> num_replicas, std::optional<int> rank,
+                                       bool shuffle, uint64_t seed, bool drop_last)
+    : size_(dataset_size),
+      num_replicas_(num_replicas.value_or(dist::get_world_size())),
+      rank_(rank.value_or(dist::get_rank())),
+      shuffle_(shuffle),
+      seed_(seed),
+      drop_last_(drop_last) {
+  KINDLING_CHECK(size_ >= 0, "kindling::data::DistributedSampler: dataset size must not be negative, got ", size_);
+  KINDLING_CHECK(num_replicas_ >= 1, "kindling::data::DistributedSampler: num_replicas must be at least 1, got ",
+                 num_replicas_);
+  KINDLING_CHECK(rank_ >= 0 && rank_ < num_replicas_, "kindling::data::DistributedSampler: invalid rank ", rank_,
+                 ", rank should be in the interval [0, ", num_replicas_ - 1, "]");
+  if (drop_last_ && size_ % num_replicas_ != 0) {
+    num_samples_ = (size_ - num_replicas_ + num_replicas_ - 1) / num_replicas_;  // ceil((n - r) / r)
+    if (size_ < num_replicas_) num_samples_ = 0;
+  } else {
+    num_samples_ = (size_ + num_replicas_ - 1) / num_replicas_;
+  }
+}
+
+std::vector<int64_t> DistributedSampler::indices() const {
+  std::vector<int64_t> all;
+  if (shuffle_) {
+    // The same generator and algorithm as torch.randperm(n, generator=g) with
+    // g.manual_seed(seed + epoch) in Python.
+    auto gen = at::detail::createCPUGenerator(seed_ + static_cast<uint64_t>(epoch_));
+    at::Tensor perm = at::randperm(size_, gen, at::TensorOptions().dtype(at::kLong));
+    all.assign(perm.data_ptr<int64_t>(), perm.data_ptr<int64_t>() + size_);
+  } else {
+    all.resize(static_cast<std::size_t>(size_));
+    for (int64_t i = 0; i < size_; ++i) all[static_cast<std::size_t>(i)] = i;
+  }
+  const auto total = static_cast<std::size_t>(total_size());
+  if (!drop_last_) {
+    // Pad by repeating from the start (as often as needed) to a multiple of the replicas.
+    const std::size_t n = all.size();
+    for (std::size_t k = 0; all.size() < total && n > 0; ++k) all.push_back(all[k % n]);
+  } else {
+    all.resize(total);
+  }
+  std::vector<int64_t> mine;
+  mine.reserve(static_cast<std::size_t>(num_samples_));
+  for (std::size_t i = static_cast<std::size_t>(rank_); i < total; i += static_cast<std::size_t>(num_replicas_)) {
+    mine.push_back(all[i]);
+  }
+  return mine;
+}
+
+}  // namespace data
+}  // namespace kindling
