@@ -462,6 +462,7 @@ Work all_reduce_async(const at::Tensor& tensor, ReduceOp op, const Group& group)
   const int64_t seq = detail::enter(*g, name);
   state->group = g;
   state->seq = seq;
+  state->collective = true;
   at::Tensor t = tensor;
   try {
     state->op = g->comm->all_reduce(t, op);
@@ -532,9 +533,7 @@ void Work::wait() {
   state_->waited = true;
   if (state_->group == nullptr) return;  // complete from the start
   try {
-    // Collectives get the engine's slack; point-to-point waits exactly the timeout.
-    const bool p2p = std::strcmp(state_->name, "all_reduce_async") != 0;
-    state_->op->wait(detail::wait_timeout(*state_->group, p2p));
+    state_->op->wait(detail::wait_timeout(*state_->group, !state_->collective));
   } catch (const kindling::Error&) {
     throw;
   } catch (const std::exception& e) {

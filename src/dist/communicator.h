@@ -93,6 +93,7 @@ struct WorkState {
   const char* name = "";
   int64_t seq = 0;
   bool waited = false;
+  bool collective = false;  // collectives get the engine's slack on wait; p2p waits the timeout
 };
 
 /// Where this rank sits, when the backend knows it better than the environment (MPI).

@@ -64,8 +64,8 @@ int self_index_from_env() {
 
 }  // namespace
 
-Parallel::Parallel(ParallelOptions options) : options_(std::move(options)) {
-  const int index = g_parallel_count++;
+Parallel::Parallel(ParallelOptions options) : options_(std::move(options)), index_(g_parallel_count++) {
+  const int index = index_;
   const ParallelOptions& o = options_;
   const std::string where = "kindling::dist::Parallel: ";
   const bool serial = !o.backend() || *o.backend() == "serial";
@@ -220,7 +220,6 @@ void Parallel::run_impl(const std::function<void(int)>& fn) {
   const std::string addr = o.master_addr().value_or("127.0.0.1");
   // One node and no port given: pick a free one, so that concurrent jobs do not collide.
   const int port = o.master_port() ? *o.master_port() : (o.init_method() ? 15000 : launch::find_free_port());
-  const int index = g_parallel_count.load() - 1;
   std::vector<std::string> argv;
   if (o.start_method() == StartMethod::kExec) argv = own_command_line();
 
@@ -237,7 +236,7 @@ void Parallel::run_impl(const std::function<void(int)>& fn) {
                 {"GROUP_WORLD_SIZE", std::to_string(nnodes)},
                 {"MASTER_ADDR", addr},
                 {"MASTER_PORT", std::to_string(port)},
-                {"KINDLING_PARALLEL_CHILD", std::to_string(index)}};
+                {"KINDLING_PARALLEL_CHILD", std::to_string(index_)}};
     if (o.start_method() == StartMethod::kExec) {
       spec.argv = argv;
     } else {

@@ -312,11 +312,10 @@ SupervisorResult supervise(const std::vector<WorkerSpec>& specs, const Superviso
       } else if (WIFSIGNALED(status)) {
         w.result.signal = WTERMSIG(status);
       }
-      // A worker that ended on its own before we signalled it is not "stopped".
-      if (w.result.stopped && !w.term_sent) w.result.stopped = false;
+      // `stopped` is set only together with term_sent: a worker that failed before we
+      // signalled it is a failure, one that ended after our signal was stopped by us.
       const bool bad = !w.result.exited || w.result.exit_code != 0;
       if (bad && !w.term_sent) {
-        w.result.stopped = false;
         failure_order.push_back(static_cast<int>(i));
         begin_stop(SIGTERM);
       }

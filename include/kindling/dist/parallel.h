@@ -130,6 +130,7 @@ class KINDLING_API Parallel {
   bool spawn_mode_ = false;
   bool initialized_here_ = false;
   bool inert_ = false;
+  int index_ = 0;  // which Parallel of this process it is (matched by re-executed children)
 };
 
 /// idist.spawn: `Parallel(options).run(fn, args...)`; options must give nproc_per_node.
