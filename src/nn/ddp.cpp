@@ -1,6 +1,7 @@
 // kindling's DistributedDataParallel: bucketed gradient all-reduce overlapped with
 // backward (see include/kindling/nn/ddp.h).
 #include "kindling/nn/ddp.h"
+#include "kindling/nn/batchnorm.h"
 
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
@@ -294,6 +295,7 @@ std::shared_ptr<nn::GradientReducer> prepare_model(torch::nn::Module& module, co
   if (!is_initialized()) return nullptr;
   const auto& group = options.group();
   if (group.size() <= 1 || group.rank() < 0) return nullptr;
+  if (options.sync_batchnorm()) nn::convert_sync_batchnorm(module, group);
   return std::make_shared<nn::GradientReducer>(module, options);
 }
 

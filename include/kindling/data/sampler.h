@@ -5,6 +5,7 @@
 /// dataset size, number of replicas, rank, shuffle, seed, epoch and drop_last.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -13,7 +14,49 @@
 namespace kindling {
 namespace data {
 
-class KINDLING_API DistributedSampler {
+/// The order in which a DataLoader visits a dataset's samples in one epoch.
+/// Implementations are deterministic for a given epoch, so every rank of a job that uses
+/// the same sampler settings sees the same sequence.
+class KINDLING_API Sampler {
+ public:
+  virtual ~Sampler() = default;
+  /// The indices of the current epoch, in visiting order.
+  virtual std::vector<int64_t> indices() const = 0;
+  /// How many indices indices() returns.
+  virtual int64_t size() const = 0;
+  /// Selects the epoch whose order indices() returns (a new shuffle per epoch).
+  virtual void set_epoch(int64_t epoch) = 0;
+};
+
+/// 0, 1, ..., n-1.
+class KINDLING_API SequentialSampler : public Sampler {
+ public:
+  explicit SequentialSampler(int64_t size);
+  std::vector<int64_t> indices() const override;
+  int64_t size() const override { return size_; }
+  void set_epoch(int64_t) override {}
+
+ private:
+  int64_t size_;
+};
+
+/// A permutation of 0..n-1 drawn from a generator seeded with seed + epoch (the same
+/// permutation torch.randperm gives for that seed in Python).
+class KINDLING_API RandomSampler : public Sampler {
+ public:
+  explicit RandomSampler(int64_t size, uint64_t seed = 0);
+  std::vector<int64_t> indices() const override;
+  int64_t size() const override { return size_; }
+  void set_epoch(int64_t epoch) override { epoch_ = epoch; }
+
+ private:
+  int64_t size_;
+  uint64_t seed_;
+  int64_t epoch_ = 0;
+};
+
+/// Python's torch.utils.data.DistributedSampler, index for index.
+class KINDLING_API DistributedSampler : public Sampler {
  public:
   /// `num_replicas` / `rank` default to kindling::dist's world size and rank.
   explicit DistributedSampler(int64_t dataset_size, std::optional<int> num_replicas = std::nullopt,
@@ -21,10 +64,11 @@ class KINDLING_API DistributedSampler {
                               bool drop_last = false);
 
   /// Makes the next indices() use this epoch's shuffle (call it before each epoch).
-  void set_epoch(int64_t epoch) { epoch_ = epoch; }
+  void set_epoch(int64_t epoch) override { epoch_ = epoch; }
   int64_t epoch() const { return epoch_; }
   /// This rank's indices for the current epoch (num_samples() of them).
-  std::vector<int64_t> indices() const;
+  std::vector<int64_t> indices() const override;
+  int64_t size() const override { return num_samples_; }
   /// Samples per rank: ceil(size / replicas), or floor with drop_last.
   int64_t num_samples() const { return num_samples_; }
   int64_t total_size() const { return num_samples_ * num_replicas_; }
@@ -40,6 +84,32 @@ class KINDLING_API DistributedSampler {
   bool drop_last_;
   int64_t epoch_ = 0;
   int64_t num_samples_;
+};
+
+/// idist's DistributedProxySampler: shards the order of any other sampler over the ranks.
+/// Each epoch the wrapped sampler's indices (for that epoch) are repeated until there are
+/// total_size() of them, then rank r takes positions r, r + replicas, ... so the shards are
+/// disjoint in position and equal in length.
+class KINDLING_API DistributedProxySampler : public Sampler {
+ public:
+  /// `sampler` must not be a distributed sampler already and must not be empty-sized
+  /// when there is anything to shard.
+  explicit DistributedProxySampler(std::shared_ptr<Sampler> sampler, std::optional<int> num_replicas = std::nullopt,
+                                   std::optional<int> rank = std::nullopt);
+  std::vector<int64_t> indices() const override;
+  int64_t size() const override { return num_samples_; }
+  void set_epoch(int64_t epoch) override { epoch_ = epoch; }
+  int64_t total_size() const { return num_samples_ * num_replicas_; }
+  int num_replicas() const { return num_replicas_; }
+  int rank() const { return rank_; }
+  const std::shared_ptr<Sampler>& sampler() const { return sampler_; }
+
+ private:
+  std::shared_ptr<Sampler> sampler_;
+  int num_replicas_;
+  int rank_;
+  int64_t num_samples_;
+  int64_t epoch_ = 0;
 };
 
 }  // namespace data

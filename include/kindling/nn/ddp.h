@@ -52,16 +52,22 @@ struct KINDLING_API DdpOptions {
   DdpOptions& broadcast_buffers(bool v) { broadcast_buffers_ = v; return *this; }
   /// The group whose ranks train together (default: the world).
   DdpOptions& group(dist::Group v) { group_ = std::move(v); return *this; }
+  /// idist's sync_bn: in a distributed run, switch every kindling::nn::BatchNorm2d of the
+  /// model to batch statistics over the group (convert_sync_batchnorm, which also says
+  /// why torch::nn::BatchNorm layers are refused). Default false.
+  DdpOptions& sync_batchnorm(bool v) { sync_batchnorm_ = v; return *this; }
 
   double bucket_cap_mb() const { return bucket_cap_mb_; }
   bool find_unused_parameters() const { return find_unused_parameters_; }
   bool broadcast_buffers() const { return broadcast_buffers_; }
   const dist::Group& group() const { return group_; }
+  bool sync_batchnorm() const { return sync_batchnorm_; }
 
  private:
   double bucket_cap_mb_ = 25.0;
   bool find_unused_parameters_ = false;
   bool broadcast_buffers_ = true;
+  bool sync_batchnorm_ = false;
   dist::Group group_;
 };
 

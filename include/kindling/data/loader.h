@@ -1,0 +1,158 @@
+#pragma once
+/// \file
+/// kindling's DataLoader (batches from a Dataset, loaded by worker threads ahead of the
+/// training step) and idist's auto_dataloader.
+///
+/// \code
+///   auto train = std::make_shared<kindling::data::TransformedDataset>(
+///       std::make_shared<kindling::data::CIFAR10>(root), transform);
+///   auto loader = kindling::dist::auto_dataloader(
+///       train, kindling::data::DataLoaderOptions().batch_size(512).num_workers(4).shuffle(true));
+///   for (int64_t epoch = 0; epoch < epochs; ++epoch) {
+///     loader.set_epoch(epoch);
+///     for (const auto& batch : loader) { ... batch.data, batch.target ... }
+///   }
+/// \endcode
+///
+/// Order and determinism: the batches of an epoch come in sampler order whatever the
+/// number of workers. Random transforms draw from sample_rng(), which is seeded from
+/// (seed, epoch, sample index) before each sample, so an epoch's batches are bit-identical
+/// for the same seed and epoch with 0, 1 or 8 workers. If set_epoch() is not called before
+/// an epoch, the loader uses the previous epoch + 1 (0 for the first), so that shuffles
+/// and augmentations change between epochs even when the user forgets it.
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kindling/data/dataset.h"
+#include "kindling/data/sampler.h"
+#include "kindling/export.h"
+
+namespace kindling {
+namespace data {
+
+/// Options of DataLoader and auto_dataloader (chain the setters).
+struct KINDLING_API DataLoaderOptions {
+  /// Samples per batch (auto_dataloader: the global batch, divided by the world size).
+  DataLoaderOptions& batch_size(int64_t v) { batch_size_ = v; return *this; }
+  /// Shuffle each epoch. Unset means false for DataLoader and true for auto_dataloader in
+  /// a distributed run (idist's rule). Must not be true together with a sampler.
+  DataLoaderOptions& shuffle(bool v) { shuffle_ = v; return *this; }
+  /// Worker threads that load batches ahead (0: load in the calling thread).
+  /// auto_dataloader divides it by the processes per node.
+  DataLoaderOptions& num_workers(int64_t v) { num_workers_ = v; return *this; }
+  /// Batches each worker keeps ready ahead of the consumer (default 2).
+  DataLoaderOptions& prefetch_factor(int64_t v) { prefetch_factor_ = v; return *this; }
+  /// Drop the last batch when it would be smaller than batch_size.
+  DataLoaderOptions& drop_last(bool v) { drop_last_ = v; return *this; }
+  /// Put batches in pinned (page-locked) memory for fast copies to a GPU. Unset: true when
+  /// kindling::dist::device() is a CUDA device. Ignored with a warning where LibTorch has
+  /// no CUDA.
+  DataLoaderOptions& pin_memory(bool v) { pin_memory_ = v; return *this; }
+  /// Seed of the shuffle and of sample_rng() (random transforms).
+  DataLoaderOptions& seed(uint64_t v) { seed_ = v; return *this; }
+  /// A sampler that decides the order (instead of shuffle).
+  DataLoaderOptions& sampler(std::shared_ptr<Sampler> v) { sampler_ = std::move(v); return *this; }
+
+  int64_t batch_size() const { return batch_size_; }
+  std::optional<bool> shuffle() const { return shuffle_; }
+  int64_t num_workers() const { return num_workers_; }
+  int64_t prefetch_factor() const { return prefetch_factor_; }
+  bool drop_last() const { return drop_last_; }
+  std::optional<bool> pin_memory() const { return pin_memory_; }
+  uint64_t seed() const { return seed_; }
+  const std::shared_ptr<Sampler>& sampler() const { return sampler_; }
+  /// "batch_size=64, shuffle=unset, num_workers=2, ..." (for logs).
+  std::string to_string() const;
+
+ private:
+  int64_t batch_size_ = 1;
+  std::optional<bool> shuffle_;
+  int64_t num_workers_ = 0;
+  int64_t prefetch_factor_ = 2;
+  bool drop_last_ = false;
+  std::optional<bool> pin_memory_;
+  uint64_t seed_ = 0;
+  std::shared_ptr<Sampler> sampler_;
+};
+
+namespace detail {
+struct EpochRun;
+}
+
+/// Batches of a Dataset: data stacked along a new first dimension, targets too.
+class KINDLING_API DataLoader {
+ public:
+  DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options);
+  ~DataLoader();
+  DataLoader(DataLoader&&) noexcept;
+  DataLoader& operator=(DataLoader&&) noexcept;
+
+  class KINDLING_API Iterator {
+   public:
+    using value_type = Example;
+    using reference = const Example&;
+    using difference_type = std::ptrdiff_t;
+    using iterator_category = std::input_iterator_tag;
+    Iterator() = default;
+    explicit Iterator(std::shared_ptr<detail::EpochRun> run);
+    const Example& operator*() const;
+    const Example* operator->() const { return &**this; }
+    Iterator& operator++();
+    bool operator==(const Iterator& other) const;
+    bool operator!=(const Iterator& other) const { return !(*this == other); }
+
+   private:
+    std::shared_ptr<detail::EpochRun> run_;  // null: end
+  };
+
+  /// Starts an epoch (see the file comment for which). Starting another epoch stops the
+  /// previous one's workers; its iterators must not be used any more.
+  Iterator begin();
+  Iterator end() { return Iterator(); }
+
+  /// The epoch the next begin() runs.
+  void set_epoch(int64_t epoch);
+  int64_t epoch() const { return next_epoch_; }
+  /// Batches per epoch.
+  int64_t size() const;
+  const DataLoaderOptions& options() const { return options_; }
+  const std::shared_ptr<Sampler>& sampler() const { return sampler_; }
+  const std::shared_ptr<const Dataset>& dataset() const { return dataset_; }
+  /// Whether batches are pinned (options().pin_memory() resolved).
+  bool pins_memory() const { return pin_; }
+
+ private:
+  std::shared_ptr<const Dataset> dataset_;
+  DataLoaderOptions options_;
+  std::shared_ptr<Sampler> sampler_;
+  bool pin_ = false;
+  int64_t next_epoch_ = 0;
+  std::weak_ptr<detail::EpochRun> active_;
+};
+
+/// Stacks samples into a batch (data and targets stacked along a new dimension 0).
+KINDLING_API Example collate(const std::vector<Example>& samples);
+
+}  // namespace data
+
+namespace dist {
+
+/// idist.auto_dataloader. In a distributed run (world size > 1):
+/// - batch_size >= world size becomes batch_size / world size (floor; a warning on rank 0
+///   when it does not divide); a smaller one is kept;
+/// - num_workers >= processes per node becomes ceil(num_workers / processes per node);
+/// - no sampler: a DistributedSampler(shuffle = options.shuffle() or true, seed);
+///   a DistributedSampler: kept, with a warning if its rank or replicas disagree with the
+///   run; any other sampler: wrapped in a DistributedProxySampler.
+/// In every run pin_memory defaults to "device() is CUDA". Rank 0 prints the options used.
+KINDLING_API data::DataLoader auto_dataloader(std::shared_ptr<const data::Dataset> dataset,
+                                              data::DataLoaderOptions options = data::DataLoaderOptions());
+
+}  // namespace dist
+}  // namespace kindling

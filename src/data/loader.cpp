@@ -1,0 +1,353 @@
+// DataLoader with worker threads, sample_rng(), auto_dataloader (see include/kindling/data/loader.h).
+#include "kindling/data/loader.h"
+
+#include <ATen/Context.h>
+
+#include <condition_variable>
+#include <exception>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "kindling/dist/dist.h"
+#include "kindling/error.h"
+
+namespace kindling {
+namespace data {
+
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+std::mt19937_64& sample_rng() {
+  thread_local std::mt19937_64 rng(splitmix64(0));
+  return rng;
+}
+
+void seed_sample_rng(uint64_t seed, int64_t epoch, int64_t index) {
+  const uint64_t mixed =
+      splitmix64(splitmix64(splitmix64(seed) ^ static_cast<uint64_t>(epoch)) ^ static_cast<uint64_t>(index));
+  sample_rng().seed(mixed);
+}
+
+std::string DataLoaderOptions::to_string() const {
+  std::ostringstream out;
+  out << "batch_size=" << batch_size_ << ", shuffle=" << (shuffle_ ? (*shuffle_ ? "true" : "false") : "unset")
+      << ", num_workers=" << num_workers_ << ", prefetch_factor=" << prefetch_factor_
+      << ", drop_last=" << (drop_last_ ? "true" : "false")
+      << ", pin_memory=" << (pin_memory_ ? (*pin_memory_ ? "true" : "false") : "unset") << ", seed=" << seed_
+      << ", sampler=";
+  if (!sampler_) {
+    out << "none";
+  } else if (auto* d = dynamic_cast<const DistributedSampler*>(sampler_.get())) {
+    out << "DistributedSampler(num_replicas=" << d->num_replicas() << ", rank=" << d->rank() << ")";
+  } else if (auto* p = dynamic_cast<const DistributedProxySampler*>(sampler_.get())) {
+    out << "DistributedProxySampler(num_replicas=" << p->num_replicas() << ", rank=" << p->rank() << ")";
+  } else if (dynamic_cast<const RandomSampler*>(sampler_.get())) {
+    out << "RandomSampler";
+  } else if (dynamic_cast<const SequentialSampler*>(sampler_.get())) {
+    out << "SequentialSampler";
+  } else {
+    out << "user sampler";
+  }
+  return out.str();
+}
+
+Example collate(const std::vector<Example>& samples) {
+  KINDLING_CHECK(!samples.empty(), "kindling::data::collate: no samples to stack");
+  std::vector<at::Tensor> data, target;
+  data.reserve(samples.size());
+  target.reserve(samples.size());
+  for (const auto& s : samples) {
+    data.push_back(s.data);
+    target.push_back(s.target);
+  }
+  return Example{at::stack(data), at::stack(target)};
+}
+
+namespace detail {
+
+/// One epoch of a DataLoader: its batches, and the workers that load them ahead.
+struct EpochRun {
+  std::shared_ptr<const Dataset> dataset;
+  std::vector<std::vector<int64_t>> batches;
+  uint64_t seed = 0;
+  int64_t epoch = 0;
+  bool pin = false;
+  int64_t window = 0;  // batches that may be loaded ahead of the consumer
+  bool threaded = false;
+
+  std::mutex mutex;
+  std::condition_variable work_cv;   // workers wait for room in the window
+  std::condition_variable ready_cv;  // the consumer waits for its batch
+  int64_t next_to_load = 0;
+  int64_t consumed = 0;  // index of the batch the consumer holds + 1
+  std::map<int64_t, Example> ready;
+  std::map<int64_t, std::exception_ptr> failed;
+  bool stopped = false;
+  std::vector<std::thread> workers;
+
+  int64_t position = -1;  // batch held in `current`
+  Example current;
+
+  ~EpochRun() { stop(); }
+
+  int64_t count() const { return static_cast<int64_t>(batches.size()); }
+
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stopped = true;
+    }
+    work_cv.notify_all();
+    ready_cv.notify_all();
+    for (auto& t : workers) {
+      if (t.joinable()) t.join();
+    }
+    workers.clear();
+  }
+
+  Example load(int64_t b) const {
+    std::vector<Example> samples;
+    samples.reserve(batches[static_cast<std::size_t>(b)].size());
+    for (int64_t index : batches[static_cast<std::size_t>(b)]) {
+      seed_sample_rng(seed, epoch, index);
+      try {
+        samples.push_back(dataset->get(index));
+      } catch (const std::exception& e) {
+        KINDLING_CHECK_T(Error, false, "kindling::data::DataLoader: loading sample ", index, " of ", dataset->name(),
+                         " (batch ", b, ", epoch ", epoch, ") failed: ", e.what());
+      }
+    }
+    Example batch = collate(samples);
+    if (pin) {
+      batch.data = batch.data.pin_memory();
+      batch.target = batch.target.pin_memory();
+    }
+    return batch;
+  }
+
+  void start(int64_t num_workers) {
+    threaded = num_workers > 0;
+    for (int64_t w = 0; w < num_workers; ++w) workers.emplace_back([this] { work(); });
+  }
+
+  void work() {
+    for (;;) {
+      int64_t b;
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        work_cv.wait(lock, [&] { return stopped || next_to_load >= count() || next_to_load < consumed + window; });
+        if (stopped || next_to_load >= count()) return;
+        b = next_to_load++;
+      }
+      Example batch;
+      std::exception_ptr error;
+      try {
+        batch = load(b);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (error) {
+          failed[b] = error;
+        } else {
+          ready[b] = std::move(batch);
+        }
+      }
+      ready_cv.notify_all();
+    }
+  }
+
+  /// Makes batch `b` current (waits for the workers when there are any).
+  void advance_to(int64_t b) {
+    position = b;
+    if (!threaded) {
+      consumed = b + 1;
+      current = load(b);
+      return;
+    }
+    std::exception_ptr error;
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      KINDLING_CHECK(!stopped, "kindling::data::DataLoader: this epoch was stopped because another epoch began on "
+                               "the same loader; do not use an iterator after calling begin() again");
+      ready_cv.wait(lock, [&] { return stopped || ready.count(b) > 0 || failed.count(b) > 0; });
+      KINDLING_CHECK(!stopped, "kindling::data::DataLoader: this epoch was stopped because another epoch began on "
+                               "the same loader; do not use an iterator after calling begin() again");
+      auto f = failed.find(b);
+      if (f != failed.end()) {
+        error = f->second;
+      } else {
+        auto it = ready.find(b);
+        current = std::move(it->second);
+        ready.erase(it);
+      }
+      consumed = b + 1;
+    }
+    work_cv.notify_all();
+    if (error) {
+      stop();
+      std::rethrow_exception(error);
+    }
+  }
+};
+
+}  // namespace detail
+
+DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options)
+    : dataset_(std::move(dataset)), options_(std::move(options)) {
+  KINDLING_CHECK(dataset_ != nullptr, "kindling::data::DataLoader: the dataset is null");
+  KINDLING_CHECK(options_.batch_size() >= 1, "kindling::data::DataLoader: batch_size must be at least 1, got ",
+                 options_.batch_size());
+  KINDLING_CHECK(options_.num_workers() >= 0, "kindling::data::DataLoader: num_workers must not be negative, got ",
+                 options_.num_workers());
+  KINDLING_CHECK(options_.prefetch_factor() >= 1, "kindling::data::DataLoader: prefetch_factor must be at least 1, got ",
+                 options_.prefetch_factor());
+  sampler_ = options_.sampler();
+  if (sampler_) {
+    KINDLING_CHECK(!options_.shuffle().value_or(false),
+                   "kindling::data::DataLoader: shuffle=true and a sampler were both given; they are mutually "
+                   "exclusive (the sampler decides the order): drop shuffle or the sampler");
+  } else if (options_.shuffle().value_or(false)) {
+    sampler_ = std::make_shared<RandomSampler>(dataset_->size(), options_.seed());
+  } else {
+    sampler_ = std::make_shared<SequentialSampler>(dataset_->size());
+  }
+  bool pin = options_.pin_memory().value_or(dist::device().is_cuda());
+  if (pin && !at::hasCUDA()) {
+    if (options_.pin_memory().value_or(false)) {
+      std::cerr << ::kindling::detail::rank_prefix()
+                << "kindling::data::DataLoader: warning: pin_memory=true ignored: this LibTorch has no CUDA\n";
+    }
+    pin = false;
+  }
+  pin_ = pin;
+}
+
+DataLoader::~DataLoader() {
+  if (auto run = active_.lock()) run->stop();
+}
+DataLoader::DataLoader(DataLoader&&) noexcept = default;
+DataLoader& DataLoader::operator=(DataLoader&&) noexcept = default;
+
+int64_t DataLoader::size() const {
+  const int64_t n = sampler_->size();
+  const int64_t b = options_.batch_size();
+  return options_.drop_last() ? n / b : (n + b - 1) / b;
+}
+
+void DataLoader::set_epoch(int64_t epoch) {
+  KINDLING_CHECK(epoch >= 0, "kindling::data::DataLoader::set_epoch: epoch must not be negative, got ", epoch);
+  next_epoch_ = epoch;
+}
+
+DataLoader::Iterator DataLoader::begin() {
+  if (auto previous = active_.lock()) previous->stop();
+  auto run = std::make_shared<detail::EpochRun>();
+  run->dataset = dataset_;
+  run->seed = options_.seed();
+  run->epoch = next_epoch_;
+  run->pin = pin_;
+  sampler_->set_epoch(next_epoch_);
+  ++next_epoch_;
+  const std::vector<int64_t> order = sampler_->indices();
+  const auto bs = static_cast<std::size_t>(options_.batch_size());
+  for (std::size_t i = 0; i < order.size(); i += bs) {
+    const std::size_t end = std::min(order.size(), i + bs);
+    if (end - i < bs && options_.drop_last()) break;
+    run->batches.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(i),
+                              order.begin() + static_cast<std::ptrdiff_t>(end));
+  }
+  if (run->batches.empty()) return end();
+  run->window = options_.num_workers() * options_.prefetch_factor();
+  run->start(std::min<int64_t>(options_.num_workers(), run->count()));
+  active_ = run;
+  run->advance_to(0);
+  return Iterator(std::move(run));
+}
+
+DataLoader::Iterator::Iterator(std::shared_ptr<detail::EpochRun> run) : run_(std::move(run)) {}
+
+const Example& DataLoader::Iterator::operator*() const {
+  KINDLING_CHECK(run_ != nullptr, "kindling::data::DataLoader: dereferencing the end iterator");
+  return run_->current;
+}
+
+DataLoader::Iterator& DataLoader::Iterator::operator++() {
+  KINDLING_CHECK(run_ != nullptr, "kindling::data::DataLoader: incrementing the end iterator");
+  const int64_t next = run_->position + 1;
+  if (next >= run_->count()) {
+    run_.reset();
+  } else {
+    run_->advance_to(next);
+  }
+  return *this;
+}
+
+bool DataLoader::Iterator::operator==(const Iterator& other) const { return run_ == other.run_; }
+
+}  // namespace data
+
+namespace dist {
+
+data::DataLoader auto_dataloader(std::shared_ptr<const data::Dataset> dataset, data::DataLoaderOptions options) {
+  KINDLING_CHECK(dataset != nullptr, "kindling::dist::auto_dataloader: the dataset is null");
+  const int rank = get_rank();
+  const int ws = get_world_size();
+  auto warn = [&](const std::string& text) {
+    if (rank == 0) std::cerr << "kindling::dist::auto_dataloader: warning: " << text << "\n";
+  };
+  if (ws > 1) {
+    const int64_t bs = options.batch_size();
+    if (bs >= ws) {
+      if (bs % ws != 0) {
+        warn("batch_size " + std::to_string(bs) + " is not a multiple of the world size " + std::to_string(ws) +
+             "; each rank gets " + std::to_string(bs / ws) + " so the global batch is " + std::to_string(bs / ws * ws));
+      }
+      options.batch_size(bs / ws);
+    }
+    const int64_t nproc = get_nproc_per_node();
+    const int64_t nw = options.num_workers();
+    if (nproc > 0 && nw >= nproc) options.num_workers((nw + nproc - 1) / nproc);
+
+    const auto& sampler = options.sampler();
+    if (!sampler) {
+      const bool shuffle = options.shuffle().value_or(true);
+      options.sampler(std::make_shared<data::DistributedSampler>(dataset->size(), ws, rank, shuffle, options.seed()));
+      options.shuffle(false);
+    } else if (auto* d = dynamic_cast<data::DistributedSampler*>(sampler.get())) {
+      if (d->rank() != rank) {
+        warn("found a DistributedSampler with rank=" + std::to_string(d->rank()) + ", but the process rank is " +
+             std::to_string(rank));
+      }
+      if (d->num_replicas() != ws) {
+        warn("found a DistributedSampler with num_replicas=" + std::to_string(d->num_replicas()) +
+             ", but the world size is " + std::to_string(ws));
+      }
+    } else if (dynamic_cast<data::DistributedProxySampler*>(sampler.get()) == nullptr) {
+      KINDLING_CHECK(!options.shuffle().value_or(false),
+                     "kindling::dist::auto_dataloader: shuffle=true and a sampler were both given; they are mutually "
+                     "exclusive (the sampler decides the order): drop shuffle or the sampler");
+      options.sampler(std::make_shared<data::DistributedProxySampler>(sampler, ws, rank));
+    }
+  }
+  if (!options.pin_memory()) options.pin_memory(device().is_cuda());
+  if (rank == 0) {
+    std::cerr << "kindling::dist::auto_dataloader: " << dataset->name() << ": " << options.to_string() << "\n";
+  }
+  return data::DataLoader(std::move(dataset), std::move(options));
+}
+
+}  // namespace dist
+}  // namespace kindling
