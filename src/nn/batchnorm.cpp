@@ -116,7 +116,7 @@ void BatchNorm2dImpl::reset() {
   if (options.track_running_stats()) {
     running_mean = register_buffer("running_mean", at::zeros({options.num_features()}));
     running_var = register_buffer("running_var", at::ones({options.num_features()}));
-    num_batches_tracked = register_buffer("num_batches_tracked", at::tensor(0, at::dtype(at::kLong)));
+    num_batches_tracked = register_buffer("num_batches_tracked", at::scalar_tensor(0, at::dtype(at::kLong)));
   } else {
     running_mean = register_buffer("running_mean", at::Tensor());
     running_var = register_buffer("running_var", at::Tensor());

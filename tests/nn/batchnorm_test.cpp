@@ -55,6 +55,7 @@ TEST(BatchNorm2d, SameAsTorchBatchNorm2dTrainAndEval) {
   for (const auto& p : theirs->named_parameters()) b.push_back(p.key());
   for (const auto& p : theirs->named_buffers()) b.push_back(p.key());
   EXPECT_EQ(a, b);
+  EXPECT_EQ(ours->num_batches_tracked.sizes(), theirs->num_batches_tracked.sizes());
 }
 
 TEST(BatchNorm2d, ConvertRefusesTorchBatchNormByName) {
