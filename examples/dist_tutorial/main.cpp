@@ -26,6 +26,9 @@
 #include <kindling/dist/launch_env.h>
 #include <kindling/dist/parallel.h>
 #include <kindling/kindling.h>
+#include <kindling/data/datasets.h>
+#include <kindling/data/loader.h>
+#include <kindling/data/transforms.h>
 #include <kindling/nn/ddp.h>
 
 #include <algorithm>
@@ -36,6 +39,8 @@
 #include <iostream>
 #include <iterator>
 #include <limits>
+#include <memory>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -43,10 +48,10 @@
 #include <string>
 #include <vector>
 
-#include "fashion_mnist.h"
 #include "ring_all_reduce.h"
 
 namespace kd = kindling::dist;
+namespace kdata = kindling::data;
 
 namespace {
 
@@ -435,19 +440,42 @@ void check_replicas_identical(torch::nn::Module& model) {
   }
 }
 
+/// The tutorial's DataPartitioner for equal fractions: shuffles 0..n-1 with std::mt19937
+/// seeded with `seed` (the same on every rank, so the parts are disjoint) and returns the
+/// `part`-th of `parts` consecutive slices of n / parts indices (the remainder is dropped,
+/// so every rank gets the same number of samples and runs the same number of steps).
+std::vector<int64_t> partition_indices(int64_t n, int parts, int part, uint32_t seed) {
+  std::vector<int64_t> order(static_cast<std::size_t>(n));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  std::mt19937 rng(seed);
+  std::shuffle(order.begin(), order.end(), rng);
+  const int64_t length = n / parts;
+  return std::vector<int64_t>(order.begin() + part * length, order.begin() + (part + 1) * length);
+}
+
+/// Fashion-MNIST's training-pixel mean and standard deviation (after scaling to [0, 1]).
+constexpr double kFashionMnistMean = 0.2860;
+constexpr double kFashionMnistStd = 0.3530;
+
+/// A Fashion-MNIST split as float tensors: ToTensor then Normalize, applied per sample.
+std::shared_ptr<const kdata::Dataset> fashion_mnist(const std::string& dir, bool train, int64_t limit) {
+  auto raw = kdata::Subset::first(std::make_shared<kdata::FashionMNIST>(dir, train), limit);
+  return std::make_shared<kdata::TransformedDataset>(
+      raw, kdata::transforms::Compose({kdata::transforms::ToTensor(),
+                                       kdata::transforms::Normalize({kFashionMnistMean}, {kFashionMnistStd})}));
+}
+
 /// Fraction of `split` that `model` classifies correctly.
-double accuracy(NetImpl& model, const dist_tutorial::FashionMnist& split, const torch::Device& device) {
+double accuracy(NetImpl& model, std::shared_ptr<const kdata::Dataset> split, const torch::Device& device) {
   torch::NoGradGuard no_grad;
   model.eval();
-  constexpr int64_t kBatch = 1000;
+  kdata::DataLoader loader(split, kdata::DataLoaderOptions().batch_size(1000).num_workers(2));
   int64_t correct = 0;
-  for (int64_t begin = 0; begin < split.size(); begin += kBatch) {
-    const int64_t count = std::min(kBatch, split.size() - begin);
-    const torch::Tensor output = model.forward(split.images.narrow(0, begin, count).to(device));
-    const torch::Tensor target = split.labels.narrow(0, begin, count).to(device);
-    correct += output.argmax(1).eq(target).sum().item<int64_t>();
+  for (const auto& batch : loader) {
+    const torch::Tensor output = model.forward(batch.data.to(device));
+    correct += output.argmax(1).eq(batch.target.to(device)).sum().item<int64_t>();
   }
-  return static_cast<double>(correct) / static_cast<double>(split.size());
+  return static_cast<double>(correct) / static_cast<double>(split->size());
 }
 
 void run_train(const Options& o) {
@@ -456,50 +484,53 @@ void run_train(const Options& o) {
   const torch::Device device = kd::device();
   section("train: synchronous SGD with gradient averaging on Fashion-MNIST");
 
-  // Every rank reads the training set and keeps its own part: the same seeded shuffle
-  // everywhere, cut into `size` equal slices. Rank 0 also reads the test set now, so a
-  // missing file is reported before any training time is spent.
-  const dist_tutorial::FashionMnist train = dist_tutorial::load_fashion_mnist(o.data_dir, "train", o.limit);
-  std::optional<dist_tutorial::FashionMnist> test;
-  if (rank == 0) test = dist_tutorial::load_fashion_mnist(o.data_dir, "t10k");
-  KINDLING_CHECK(train.size() >= size, "dist_tutorial train: ", train.size(),
+  // Rank 0 also opens the test set now, so a missing file is reported before any
+  // training time is spent.
+  const auto train = fashion_mnist(o.data_dir, /*train=*/true, o.limit);
+  std::shared_ptr<const kdata::Dataset> test;
+  if (rank == 0) test = fashion_mnist(o.data_dir, /*train=*/false, -1);
+  KINDLING_CHECK(train->size() >= size, "dist_tutorial train: ", train->size(),
                  " training samples cannot be split across ", size, " ranks; raise --limit to at least ", size);
-  std::vector<int64_t> order = dist_tutorial::partition_indices(train.size(), size, rank, /*seed=*/1234);
-  const auto samples = static_cast<int64_t>(order.size());
-  // The global batch stays 128: each of the `size` ranks takes 128 / size of it.
-  const int64_t batch_size = std::max(1, 128 / size);
-  const int64_t num_batches = (samples + batch_size - 1) / batch_size;
 
   // The same seed on every rank gives every replica the same initial weights; then each
   // rank draws its own dropout masks, as it sees its own data.
   torch::manual_seed(o.seed);
   Net model;
   model->to(device);
-  // auto_model wraps the model in kindling's DistributedDataParallel: backward() then
-  // returns with gradients already averaged over the ranks.
+  // The global batch is 128 samples in both variants.
   std::optional<kindling::nn::DistributedDataParallel<NetImpl>> ddp;
-  if (o.sync == "ddp") ddp = kd::auto_model(model);
+  std::optional<kdata::DataLoader> loader;
+  if (o.sync == "ddp") {
+    // auto_model wraps the model in kindling's DistributedDataParallel: backward() then
+    // returns with gradients already averaged over the ranks. auto_dataloader gives each
+    // rank 128 / size samples per batch from a DistributedSampler, loaded by worker threads.
+    ddp = kd::auto_model(model);
+    loader = kd::auto_dataloader(train, kdata::DataLoaderOptions().batch_size(128).shuffle(true).seed(o.seed).num_workers(2));
+  } else {
+    // The tutorial's way: a fixed part of the data per rank (DataPartitioner), shuffled
+    // within the rank each epoch, batch 128 / size.
+    auto part = partition_indices(train->size(), size, rank, /*seed=*/1234);
+    loader = kdata::DataLoader(train, kdata::DataLoaderOptions()
+                                          .batch_size(std::max(1, 128 / size))
+                                          .sampler(std::make_shared<kdata::SubsetRandomSampler>(
+                                              std::move(part), o.seed + static_cast<uint64_t>(rank)))
+                                          .num_workers(2));
+  }
   torch::manual_seed(o.seed + 1 + static_cast<uint64_t>(rank));
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.5));
-  std::mt19937 shuffler(static_cast<uint32_t>(o.seed + static_cast<uint64_t>(rank)));
   if (rank == 0) {
-    say(size, " rank(s) x ", samples, " samples, batch size ", batch_size, " per rank (", batch_size * size,
-        " in all), ", num_batches, " steps per epoch, ", o.epochs, " epoch(s), gradients averaged by ",
-        ddp ? "DistributedDataParallel (auto_model)" : "average_gradients");
+    say(size, " rank(s) x ", loader->sampler()->size(), " samples, batch size ", loader->options().batch_size(),
+        " per rank, ", loader->size(), " steps per epoch, ", o.epochs, " epoch(s), gradients averaged by ",
+        ddp ? "DistributedDataParallel (auto_model), data from auto_dataloader" : "average_gradients");
   }
 
   for (int epoch = 0; epoch < o.epochs; ++epoch) {
     model->train();
-    std::shuffle(order.begin(), order.end(), shuffler);  // a new order of the local part each epoch
+    loader->set_epoch(epoch);  // a new shuffle each epoch
     double epoch_loss = 0.0;
-    for (int64_t begin = 0; begin < samples; begin += batch_size) {
-      const int64_t count = std::min(batch_size, samples - begin);
-      // A view of this batch's indices; index_select copies the samples before `order` changes.
-      const torch::Tensor index =
-          torch::from_blob(order.data() + begin, {count}, torch::TensorOptions().dtype(torch::kLong));
-      const torch::Tensor data = train.images.index_select(0, index).to(device);
-      const torch::Tensor target = train.labels.index_select(0, index).to(device);
-
+    for (const auto& batch : *loader) {
+      const torch::Tensor data = batch.data.to(device);
+      const torch::Tensor target = batch.target.to(device);
       optimizer.zero_grad();
       const torch::Tensor loss = torch::nll_loss(ddp ? ddp->forward(data) : model->forward(data), target);
       epoch_loss += loss.item<double>();
@@ -507,11 +538,11 @@ void run_train(const Options& o) {
       if (!ddp) average_gradients(*model);
       optimizer.step();
     }
-    say("Rank ", rank, ", epoch ", epoch, ": loss ", fixed(epoch_loss / static_cast<double>(num_batches), 4));
+    say("Rank ", rank, ", epoch ", epoch, ": loss ", fixed(epoch_loss / static_cast<double>(loader->size()), 4));
   }
 
   check_replicas_identical(*model);
-  if (rank == 0) say("test accuracy ", fixed(100.0 * accuracy(*model, *test, device), 2), "%");
+  if (rank == 0) say("test accuracy ", fixed(100.0 * accuracy(*model, test, device), 2), "%");
   kd::barrier();  // the others wait while rank 0 evaluates, so nobody leaves the job early
 }
 

@@ -39,6 +39,34 @@ void seed_sample_rng(uint64_t seed, int64_t epoch, int64_t index) {
   sample_rng().seed(mixed);
 }
 
+Subset::Subset(std::shared_ptr<const Dataset> dataset, std::vector<int64_t> indices)
+    : dataset_(std::move(dataset)), indices_(std::move(indices)) {
+  KINDLING_CHECK(dataset_ != nullptr, "kindling::data::Subset: the dataset is null");
+  const int64_t n = dataset_->size();
+  for (std::size_t i = 0; i < indices_.size(); ++i) {
+    KINDLING_CHECK(indices_[i] >= 0 && indices_[i] < n, "kindling::data::Subset: index ", indices_[i], " (position ",
+                   i, ") is out of range for ", dataset_->name(), " of size ", n);
+  }
+}
+
+std::shared_ptr<Subset> Subset::first(std::shared_ptr<const Dataset> dataset, int64_t count) {
+  KINDLING_CHECK(dataset != nullptr, "kindling::data::Subset::first: the dataset is null");
+  const int64_t n = count < 0 ? dataset->size() : std::min(count, dataset->size());
+  std::vector<int64_t> indices(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) indices[static_cast<std::size_t>(i)] = i;
+  return std::make_shared<Subset>(std::move(dataset), std::move(indices));
+}
+
+Example Subset::get(int64_t index) const {
+  KINDLING_CHECK_T(UsageError, index >= 0 && index < size(), "kindling::data::Subset: index ", index,
+                   " is out of range for a subset of size ", size());
+  return dataset_->get(indices_[static_cast<std::size_t>(index)]);
+}
+
+std::string Subset::name() const {
+  return dataset_->name() + "[" + std::to_string(indices_.size()) + " of " + std::to_string(dataset_->size()) + "]";
+}
+
 std::string DataLoaderOptions::to_string() const {
   std::ostringstream out;
   out << "batch_size=" << batch_size_ << ", shuffle=" << (shuffle_ ? (*shuffle_ ? "true" : "false") : "unset")
@@ -49,7 +77,8 @@ std::string DataLoaderOptions::to_string() const {
   if (!sampler_) {
     out << "none";
   } else if (auto* d = dynamic_cast<const DistributedSampler*>(sampler_.get())) {
-    out << "DistributedSampler(num_replicas=" << d->num_replicas() << ", rank=" << d->rank() << ")";
+    out << "DistributedSampler(num_replicas=" << d->num_replicas() << ", rank=" << d->rank()
+        << ", shuffle=" << (d->shuffle() ? "true" : "false") << ")";
   } else if (auto* p = dynamic_cast<const DistributedProxySampler*>(sampler_.get())) {
     out << "DistributedProxySampler(num_replicas=" << p->num_replicas() << ", rank=" << p->rank() << ")";
   } else if (dynamic_cast<const RandomSampler*>(sampler_.get())) {

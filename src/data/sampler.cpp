@@ -80,6 +80,19 @@ std::vector<int64_t> RandomSampler::indices() const {
   return std::vector<int64_t>(perm.data_ptr<int64_t>(), perm.data_ptr<int64_t>() + size_);
 }
 
+SubsetRandomSampler::SubsetRandomSampler(std::vector<int64_t> indices, uint64_t seed)
+    : indices_(std::move(indices)), seed_(seed) {}
+
+std::vector<int64_t> SubsetRandomSampler::indices() const {
+  auto gen = at::detail::createCPUGenerator(seed_ + static_cast<uint64_t>(epoch_));
+  const auto n = static_cast<int64_t>(indices_.size());
+  at::Tensor perm = at::randperm(n, gen, at::TensorOptions().dtype(at::kLong));
+  std::vector<int64_t> out(indices_.size());
+  const int64_t* p = perm.data_ptr<int64_t>();
+  for (int64_t i = 0; i < n; ++i) out[static_cast<std::size_t>(i)] = indices_[static_cast<std::size_t>(p[i])];
+  return out;
+}
+
 DistributedProxySampler::DistributedProxySampler(std::shared_ptr<Sampler> sampler, std::optional<int> num_replicas,
                                                  std::optional<int> rank)
     : sampler_(std::move(sampler)),

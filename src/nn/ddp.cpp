@@ -146,6 +146,42 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
 
 namespace {
 
+/// Broadcasts `tensors` from `src` with one collective per (dtype, device) instead of one
+/// per tensor (ResNet-18 has 60 buffers: per-tensor broadcasts cost ~60 round trips per
+/// forward). Tensors are written in place.
+void broadcast_coalesced(const std::vector<at::Tensor>& tensors, int src, const dist::Group& group) {
+  std::vector<std::vector<std::size_t>> groups;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (!tensors[i].defined() || tensors[i].numel() == 0) continue;
+    bool placed = false;
+    for (auto& g : groups) {
+      const auto& first = tensors[g.front()];
+      if (first.scalar_type() == tensors[i].scalar_type() && first.device() == tensors[i].device()) {
+        g.push_back(i);
+        placed = true;
+        break;
+      }
+    }
+    if (!placed) groups.push_back({i});
+  }
+  for (const auto& g : groups) {
+    if (g.size() == 1) {
+      dist::broadcast(tensors[g.front()], src, group);
+      continue;
+    }
+    std::vector<at::Tensor> flat;
+    flat.reserve(g.size());
+    for (std::size_t i : g) flat.push_back(tensors[i].reshape({-1}));
+    at::Tensor packed = dist::broadcast(at::cat(flat), src, group);
+    int64_t offset = 0;
+    for (std::size_t i : g) {
+      at::Tensor t = tensors[i];
+      t.copy_(packed.narrow(0, offset, t.numel()).view(t.sizes()));
+      offset += t.numel();
+    }
+  }
+}
+
 class ReadyHook : public torch::autograd::FunctionPostHook {
  public:
   ReadyHook(std::weak_ptr<GradientReducer::State> state, std::size_t index) : state_(std::move(state)), index_(index) {}
@@ -193,8 +229,10 @@ GradientReducer::GradientReducer(const torch::nn::Module& module, DdpOptions opt
   }
   {
     at::NoGradGuard no_grad;
-    for (auto& p : s.params) dist::broadcast(p.detach(), s.src, group);
-    for (auto& b : s.buffers) dist::broadcast(b, s.src, group);
+    std::vector<at::Tensor> params;
+    for (auto& p : s.params) params.push_back(p.detach());
+    broadcast_coalesced(params, s.src, group);
+    broadcast_coalesced(s.buffers, s.src, group);
   }
 
   // Buckets: reverse registration order (gradients of the last layers come first in
@@ -253,7 +291,7 @@ void GradientReducer::before_forward() {
   auto& s = *state_;
   if (!s.options.broadcast_buffers() || s.buffers.empty()) return;
   at::NoGradGuard no_grad;
-  for (auto& b : s.buffers) dist::broadcast(b, s.src, s.options.group());
+  broadcast_coalesced(s.buffers, s.src, s.options.group());
 }
 
 void GradientReducer::set_sync(bool enabled) {

@@ -16,6 +16,7 @@
 #include <random>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "kindling/export.h"
 
@@ -65,6 +66,21 @@ class KINDLING_API TransformedDataset : public Dataset {
  private:
   std::shared_ptr<const Dataset> dataset_;
   Transform transform_;
+};
+
+/// The samples of `dataset` at `indices` (in that order): sample i is dataset[indices[i]].
+class KINDLING_API Subset : public Dataset {
+ public:
+  Subset(std::shared_ptr<const Dataset> dataset, std::vector<int64_t> indices);
+  /// The first `count` samples (all of them when count is negative or larger).
+  static std::shared_ptr<Subset> first(std::shared_ptr<const Dataset> dataset, int64_t count);
+  int64_t size() const override { return static_cast<int64_t>(indices_.size()); }
+  Example get(int64_t index) const override;
+  std::string name() const override;
+
+ private:
+  std::shared_ptr<const Dataset> dataset_;
+  std::vector<int64_t> indices_;
 };
 
 }  // namespace data

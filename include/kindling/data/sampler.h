@@ -55,6 +55,21 @@ class KINDLING_API RandomSampler : public Sampler {
   int64_t epoch_ = 0;
 };
 
+/// A permutation of the given indices, drawn like RandomSampler (seed + epoch): Python's
+/// SubsetRandomSampler with a seeded generator.
+class KINDLING_API SubsetRandomSampler : public Sampler {
+ public:
+  explicit SubsetRandomSampler(std::vector<int64_t> indices, uint64_t seed = 0);
+  std::vector<int64_t> indices() const override;
+  int64_t size() const override { return static_cast<int64_t>(indices_.size()); }
+  void set_epoch(int64_t epoch) override { epoch_ = epoch; }
+
+ private:
+  std::vector<int64_t> indices_;
+  uint64_t seed_;
+  int64_t epoch_ = 0;
+};
+
 /// Python's torch.utils.data.DistributedSampler, index for index.
 class KINDLING_API DistributedSampler : public Sampler {
  public:
@@ -74,6 +89,7 @@ class KINDLING_API DistributedSampler : public Sampler {
   int64_t total_size() const { return num_samples_ * num_replicas_; }
   int num_replicas() const { return num_replicas_; }
   int rank() const { return rank_; }
+  bool shuffle() const { return shuffle_; }
 
  private:
   int64_t size_;

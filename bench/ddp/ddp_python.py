@@ -1,0 +1,136 @@
+"""The Python peer of bench_ddp: the same training step with torch.nn.parallel.DistributedDataParallel
+(gloo), the same models (models.py), batch, threads and data; or the loader alone with
+torch.utils.data.DataLoader and the same transforms written with torch ops.
+
+  kindling-run --nproc_per_node 2 /usr/bin/python3 bench/ddp/ddp_python.py --model mlp --batch 64 --steps 200
+
+See bench/ddp/main.cpp for what is measured; the RESULT line has the same fields.
+"""
+import argparse
+import gzip
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import models  # noqa: E402
+
+MEAN, STD = 0.2860, 0.3530
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    ndim = raw[3]
+    dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
+    return torch.from_numpy(np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims).copy())
+
+
+class Transformed(torch.utils.data.Dataset):
+    """ToTensor, RandomCrop(28, padding=2), Normalize: what the C++ loader bench applies."""
+
+    def __init__(self, images, labels):
+        self.images, self.labels = images, labels
+
+    def __len__(self):
+        return len(self.labels)
+
+    def __getitem__(self, i):
+        x = self.images[i].unsqueeze(0).float() / 255.0
+        x = F.pad(x, (2, 2, 2, 2))
+        top, left = torch.randint(0, 5, (2,)).tolist()
+        x = x[:, top:top + 28, left:left + 28]
+        return (x - MEAN) / STD, int(self.labels[i])
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--mode", choices=["step", "loader"], default="step")
+    p.add_argument("--model", choices=["mlp", "resnet18"], default="mlp")
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--bucket-cap-mb", type=float, default=25)
+    p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1:
+        dist.init_process_group("gloo")
+    rank = dist.get_rank() if world > 1 else 0
+    images = read_idx(os.path.join(a.data_dir, "train-images-idx3-ubyte.gz"))
+    labels = read_idx(os.path.join(a.data_dir, "train-labels-idx1-ubyte.gz")).long()
+
+    if a.mode == "loader":
+        ds = Transformed(images, labels)
+        sampler = torch.utils.data.distributed.DistributedSampler(ds) if world > 1 else None
+        loader = torch.utils.data.DataLoader(ds, batch_size=a.batch, shuffle=sampler is None, sampler=sampler,
+                                             num_workers=a.workers, persistent_workers=False)
+        samples = 0
+        t0 = time.perf_counter()
+        for e in range(a.epochs):
+            if sampler is not None:
+                sampler.set_epoch(e)
+            for x, _ in loader:
+                samples += x.shape[0]
+        secs = time.perf_counter() - t0
+        if rank == 0:
+            print(f"RESULT impl=python mode=loader ranks={world} batch={a.batch} workers={a.workers} "
+                  f"samples={samples} seconds={secs:.4f} samples_per_s={samples / secs:.1f}", flush=True)
+        finish(world)
+
+    x_all = (images.unsqueeze(1).float() / 255.0 - MEAN) / STD
+    torch.manual_seed(0)
+    net = models.MLP() if a.model == "mlp" else models.resnet18(num_classes=10, in_channels=1)
+    model = torch.nn.parallel.DistributedDataParallel(net, bucket_cap_mb=a.bucket_cap_mb) if world > 1 else net
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    n = x_all.shape[0]
+
+    def step(s):
+        start = ((s * world + rank) * a.batch) % (n - a.batch)
+        x = x_all[start:start + a.batch]
+        y = labels[start:start + a.batch]
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    for s in range(a.warmup):
+        step(s)
+    if world > 1:
+        dist.barrier()
+    t0 = time.perf_counter()
+    for s in range(a.steps):
+        step(a.warmup + s)
+    secs = time.perf_counter() - t0
+    if world > 1:
+        t = torch.tensor([secs], dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        secs = t.item()
+    if rank == 0:
+        samples = a.steps * a.batch * world
+        print(f"RESULT impl=python mode=step model={a.model} ranks={world} batch={a.batch} threads={a.threads} "
+              f"steps={a.steps} seconds={secs:.4f} samples_per_s={samples / secs:.1f}", flush=True)
+    finish(world)
+
+
+def finish(world):
+    """Leaves without interpreter teardown: with Debian's torch 1.13 on Python 3.11 a rank
+    sometimes spins at 100% CPU forever after its work is done (seen in this bench's 2-rank
+    runs, after the RESULT line), so every rank waits for the others and exits at once."""
+    if world > 1:
+        dist.barrier()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

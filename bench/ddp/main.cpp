@@ -1,0 +1,176 @@
+// bench_ddp: samples/s of a data-parallel training step with kindling's auto_model, for the
+// peer comparison with Python's torch.nn.parallel.DistributedDataParallel (ddp_python.py
+// does the same work; scripts/bench-ddp.sh runs both in one go).
+//
+//   kindling-run --nproc_per_node 2 ./bench_ddp --model mlp --batch 64 --steps 200
+//   ./bench_ddp --mode loader --workers 2 --batch 128
+//
+// step mode: the model (mlp: 784-1024-1024-10; resnet18: torchvision's ResNet18 with 1 input
+// channel and 10 classes on 28x28) trains with SGD (lr 0.01, momentum 0.9) on Fashion-MNIST
+// held in memory; rank r's step s uses the batch starting at sample (s * world + r) * batch.
+// After `warmup` steps every rank times `steps` steps; the slowest rank's time gives
+// samples/s = steps * batch * world / seconds. One rank trains the plain model (no DDP).
+// loader mode: samples/s of auto_dataloader over Fashion-MNIST with ToTensor, RandomCrop(28,
+// padding 2) and Normalize, `workers` threads, for `epochs` epochs.
+#include <ATen/ATen.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/container/functional.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+
+#include <kindling/data/datasets.h>
+#include <kindling/data/loader.h>
+#include <kindling/data/transforms.h>
+#include <kindling/kindling.h>
+#include <kindling/models/resnet.h>
+#include <kindling/nn/ddp.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+namespace kd = kindling::dist;
+namespace data = kindling::data;
+
+namespace {
+
+struct Options {
+  std::string mode = "step";
+  std::string model = "mlp";
+  std::string backend = "gloo";
+  std::string data_dir = data::kFashionMnistRoot;
+  int64_t batch = 64;
+  int steps = 100;
+  int warmup = 10;
+  int threads = 1;
+  int64_t workers = 2;
+  int epochs = 1;
+  double bucket_cap_mb = 25;
+};
+
+[[noreturn]] void usage(const std::string& error) {
+  std::fprintf(stderr,
+               "bench_ddp: %s\n"
+               "usage: bench_ddp [--mode step|loader] [--model mlp|resnet18] [--backend gloo|mpi]\n"
+               "                 [--batch N] [--steps N] [--warmup N] [--threads N] [--bucket-cap-mb X]\n"
+               "                 [--workers N] [--epochs N] [--data-dir DIR]\n",
+               error.c_str());
+  std::exit(2);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) usage("missing value after " + flag);
+    const std::string v = argv[++i];
+    try {
+      if (flag == "--mode") o.mode = v;
+      else if (flag == "--model") o.model = v;
+      else if (flag == "--backend") o.backend = v;
+      else if (flag == "--data-dir") o.data_dir = v;
+      else if (flag == "--batch") o.batch = std::stoll(v);
+      else if (flag == "--steps") o.steps = std::stoi(v);
+      else if (flag == "--warmup") o.warmup = std::stoi(v);
+      else if (flag == "--threads") o.threads = std::stoi(v);
+      else if (flag == "--workers") o.workers = std::stoll(v);
+      else if (flag == "--epochs") o.epochs = std::stoi(v);
+      else if (flag == "--bucket-cap-mb") o.bucket_cap_mb = std::stod(v);
+      else usage("unknown option " + flag);
+    } catch (const std::logic_error&) {
+      usage("bad value '" + v + "' for " + flag);
+    }
+  }
+  if (o.mode != "step" && o.mode != "loader") usage("--mode must be step or loader");
+  if (o.model != "mlp" && o.model != "resnet18") usage("--model must be mlp or resnet18");
+  return o;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+template <class Module>
+double train(Module net, const Options& o, const at::Tensor& images, const at::Tensor& labels) {
+  auto model = kd::auto_model(net, kindling::nn::DdpOptions().bucket_cap_mb(o.bucket_cap_mb));
+  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  const int64_t n = images.size(0);
+  const int rank = kd::get_rank(), world = kd::get_world_size();
+  auto step = [&](int s) {
+    const int64_t start = ((static_cast<int64_t>(s) * world + rank) * o.batch) % (n - o.batch);
+    auto x = images.narrow(0, start, o.batch);
+    auto y = labels.narrow(0, start, o.batch);
+    opt.zero_grad();
+    auto loss = torch::nn::functional::cross_entropy(model(x), y);
+    loss.backward();
+    opt.step();
+  };
+  for (int s = 0; s < o.warmup; ++s) step(s);
+  kd::barrier();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int s = 0; s < o.steps; ++s) step(o.warmup + s);
+  return seconds_since(t0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  at::set_num_threads(o.threads);
+  try {
+    const bool distributed = std::getenv("WORLD_SIZE") && std::string(std::getenv("WORLD_SIZE")) != "1";
+    kd::initialize(distributed || o.backend == "mpi" ? o.backend : "serial");
+    const int world = kd::get_world_size();
+    data::FashionMNIST train_set(o.data_dir, true);
+    if (o.mode == "loader") {
+      auto ds = std::make_shared<data::TransformedDataset>(
+          std::make_shared<data::FashionMNIST>(train_set),
+          data::transforms::Compose({data::transforms::ToTensor(), data::transforms::RandomCrop(28, 2),
+                                     data::transforms::Normalize({0.2860}, {0.3530})}));
+      auto loader = kd::auto_dataloader(
+          ds, data::DataLoaderOptions().batch_size(o.batch * world).num_workers(o.workers * world).shuffle(true));
+      int64_t samples = 0;
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int e = 0; e < o.epochs; ++e) {
+        for (const auto& b : loader) samples += b.data.size(0);
+      }
+      const double secs = seconds_since(t0);
+      if (kd::get_rank() == 0) {
+        std::printf("RESULT impl=kindling mode=loader ranks=%d batch=%lld workers=%lld samples=%lld seconds=%.4f "
+                    "samples_per_s=%.1f\n",
+                    world, static_cast<long long>(o.batch), static_cast<long long>(o.workers),
+                    static_cast<long long>(samples), secs, samples / secs);
+      }
+      kd::finalize();
+      return 0;
+    }
+    const at::Tensor images = (train_set.images().to(at::kFloat) / 255.0 - 0.2860) / 0.3530;
+    const at::Tensor labels = train_set.targets();
+    at::manual_seed(0);
+    double secs = 0;
+    if (o.model == "mlp") {
+      torch::nn::Sequential net(torch::nn::Flatten(), torch::nn::Linear(784, 1024), torch::nn::ReLU(),
+                                torch::nn::Linear(1024, 1024), torch::nn::ReLU(), torch::nn::Linear(1024, 10));
+      secs = train(net, o, images, labels);
+    } else {
+      auto net = kindling::models::resnet18(kindling::models::ResNetOptions().num_classes(10).in_channels(1));
+      secs = train(net, o, images, labels);
+    }
+    secs = kd::all_reduce(secs, kd::ReduceOp::kMax);
+    if (kd::get_rank() == 0) {
+      const double samples = static_cast<double>(o.steps) * o.batch * world;
+      std::printf("RESULT impl=kindling mode=step model=%s ranks=%d batch=%lld threads=%d steps=%d seconds=%.4f "
+                  "samples_per_s=%.1f\n",
+                  o.model.c_str(), world, static_cast<long long>(o.batch), o.threads, o.steps, secs, samples / secs);
+    }
+    kd::finalize();
+  } catch (const std::exception& e) {
+    std::cerr << "bench_ddp: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
