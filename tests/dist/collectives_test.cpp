@@ -251,16 +251,6 @@ TEST_P(CollectivesTest, EveryCollectiveOnWorldAndSubsetGroup) {
   for (const auto& r : results) EXPECT_TRUE(r.ok()) << kindling::testing::describe(results);
 }
 
-std::vector<std::string> distributed_backends() {
-  std::vector<std::string> out;
-  for (const auto& b : kd::available_backends()) {
-    if (b != "serial" && b != "nccl") out.push_back(b);  // nccl needs GPUs (its own tests)
-  }
-  return out;
-}
-
 INSTANTIATE_TEST_SUITE_P(Backends, CollectivesTest,
-                         ::testing::Combine(::testing::ValuesIn(distributed_backends()), ::testing::Values(1, 2, 3)),
-                         [](const auto& info) {
-                           return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)) + "ranks";
-                         });
+                         ::testing::ValuesIn(kindling::testing::cpu_backend_world_sizes({1, 2, 3})),
+                         [](const auto& info) { return kindling::testing::backend_world_size_name(info.param); });

@@ -151,19 +151,8 @@ TEST_P(SyncBatchNormTest, MatchesOneProcessOnTheWholeBatch) {
   for (const auto& r : results) EXPECT_TRUE(r.ok()) << describe(results);
 }
 
-std::vector<std::tuple<std::string, int>> sync_bn_configurations() {
-  std::vector<std::tuple<std::string, int>> out;
-  for (const auto& b : kd::available_backends()) {
-    if (b == "serial" || b == "nccl") continue;
-    out.emplace_back(b, 2);
-    out.emplace_back(b, 3);
-  }
-  return out;
-}
-
-INSTANTIATE_TEST_SUITE_P(Backends, SyncBatchNormTest, ::testing::ValuesIn(sync_bn_configurations()),
-                         [](const auto& info) {
-                           return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)) + "ranks";
-                         });
+INSTANTIATE_TEST_SUITE_P(Backends, SyncBatchNormTest,
+                         ::testing::ValuesIn(kindling::testing::cpu_backend_world_sizes({2, 3})),
+                         [](const auto& info) { return kindling::testing::backend_world_size_name(info.param); });
 
 }  // namespace

@@ -184,19 +184,8 @@ TEST_P(DdpTest, UnusedParameterIsNamedWithoutFindUnused) { expect_ok("ddp_unused
 TEST_P(DdpTest, FindUnusedParameters) { expect_ok("ddp_find_unused"); }
 TEST_P(DdpTest, NoSyncAccumulates) { expect_ok("ddp_no_sync"); }
 
-std::vector<std::tuple<std::string, int>> configurations() {
-  std::vector<std::tuple<std::string, int>> out;
-  for (const auto& b : kd::available_backends()) {
-    if (b == "serial" || b == "nccl") continue;
-    out.emplace_back(b, 2);
-    out.emplace_back(b, 3);
-  }
-  return out;
-}
-
-INSTANTIATE_TEST_SUITE_P(Backends, DdpTest, ::testing::ValuesIn(configurations()), [](const auto& info) {
-  return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)) + "ranks";
-});
+INSTANTIATE_TEST_SUITE_P(Backends, DdpTest, ::testing::ValuesIn(kindling::testing::cpu_backend_world_sizes({2, 3})),
+                         [](const auto& info) { return kindling::testing::backend_world_size_name(info.param); });
 
 TEST(DdpSerial, AutoModelIsAPassThrough) {
   auto model = kd::auto_model(seeded_model());

@@ -1,5 +1,7 @@
 #include "support/multiprocess.h"
 
+#include <kindling/dist/dist.h>
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -78,6 +80,26 @@ int free_port() {
 std::string test_backend() {
   const char* b = std::getenv("KINDLING_TEST_BACKEND");
   return b ? b : "gloo";
+}
+
+std::vector<std::string> cpu_backends() {
+  std::vector<std::string> out;
+  for (const auto& b : kindling::dist::available_backends()) {
+    if (b != "serial" && b != "nccl") out.push_back(b);
+  }
+  return out;
+}
+
+std::vector<std::tuple<std::string, int>> cpu_backend_world_sizes(const std::vector<int>& sizes) {
+  std::vector<std::tuple<std::string, int>> out;
+  for (const auto& b : cpu_backends()) {
+    for (int n : sizes) out.emplace_back(b, n);
+  }
+  return out;
+}
+
+std::string backend_world_size_name(const std::tuple<std::string, int>& param) {
+  return std::get<0>(param) + "_" + std::to_string(std::get<1>(param)) + "ranks";
 }
 
 namespace {

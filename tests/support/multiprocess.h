@@ -9,6 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace kindling {
@@ -48,6 +49,14 @@ struct LaunchOptions {
 
 /// In a worker: the backend its test asked for (KINDLING_TEST_BACKEND, default "gloo").
 std::string test_backend();
+
+/// The backends of this build that multi-process CPU tests run on (not serial; not nccl,
+/// which needs GPUs and has its own tests).
+std::vector<std::string> cpu_backends();
+/// Every (cpu backend, world size) pair, for INSTANTIATE_TEST_SUITE_P.
+std::vector<std::tuple<std::string, int>> cpu_backend_world_sizes(const std::vector<int>& sizes);
+/// The gtest suffix of such a pair: "gloo_2ranks".
+std::string backend_world_size_name(const std::tuple<std::string, int>& param);
 
 int free_port();
 std::vector<RankResult> run_workers(const std::string& worker, const LaunchOptions& options);
