@@ -199,6 +199,39 @@ TEST(DistributedProxySampler, ShardsAnySamplerDisjointly) {
   EXPECT_THROW(data::DistributedProxySampler(base, 2, 2), kindling::Error);
 }
 
+TEST(Subset, MapsIndicesAndChecksThem) {
+  auto base = std::make_shared<Probe>(10);
+  data::Subset sub(base, {7, 2, 9});
+  EXPECT_EQ(sub.size(), 3);
+  EXPECT_EQ(sub.get(1).data[0].item<double>(), 2.0);
+  EXPECT_EQ(sub.name(), "Probe(10)[3 of 10]");
+  EXPECT_EQ(data::Subset::first(base, 4)->size(), 4);
+  EXPECT_EQ(data::Subset::first(base, -1)->size(), 10);
+  EXPECT_EQ(data::Subset::first(base, 99)->size(), 10);
+  try {
+    data::Subset(base, {1, 10});
+    ADD_FAILURE() << "index 10 accepted";
+  } catch (const kindling::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("index 10 (position 1) is out of range for Probe(10) of size 10"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(sub.get(3), kindling::UsageError);
+}
+
+TEST(SubsetRandomSampler, PermutesTheGivenIndicesPerEpoch) {
+  const std::vector<int64_t> given{3, 8, 11, 20, 21, 40};
+  data::SubsetRandomSampler s(given, 5);
+  auto e0 = s.indices();
+  auto sorted = e0;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, given);
+  EXPECT_EQ(s.indices(), e0) << "deterministic for an epoch";
+  s.set_epoch(1);
+  EXPECT_NE(s.indices(), e0);
+  EXPECT_EQ(s.size(), 6);
+}
+
 TEST(AutoDataloader, SerialChangesNothingButPinMemory) {
   auto loader = kd::auto_dataloader(std::make_shared<Probe>(10), data::DataLoaderOptions().batch_size(4).num_workers(3));
   EXPECT_EQ(loader.options().batch_size(), 4);
