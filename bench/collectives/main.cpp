@@ -61,7 +61,7 @@ double time_calls(int n, F&& f) {
 int main(int argc, char** argv) {
   int64_t begin = 4, end = 64 << 20;
   int factor = 4, iters = 100, warmup = 10, reps = 7;
-  std::string backend = "gloo";
+  std::string backend = "gloo", memory = "tensor";
   if (argc % 2 == 0) {
     std::fprintf(stderr, "bench_collectives: every option takes a value\n");
     return 2;
@@ -75,10 +75,16 @@ int main(int argc, char** argv) {
     else if (a == "-n") iters = std::stoi(v);
     else if (a == "-w") warmup = std::stoi(v);
     else if (a == "-r") reps = std::stoi(v);
+    else if (a == "-m" || a == "--memory") memory = v;
     else {
-      std::fprintf(stderr, "usage: bench_collectives [-B gloo|mpi] [-b 4] [-e 64M] [-f 4] [-n 100] [-w 10] [-r 7]\n");
+      std::fprintf(stderr, "usage: bench_collectives [-B gloo|mpi] [-m tensor|buffer] [-b 4] [-e 64M] [-f 4] [-n 100] "
+                           "[-w 10] [-r 7]\n");
       return 2;
     }
+  }
+  if (memory != "tensor" && memory != "buffer") {
+    std::fprintf(stderr, "bench_collectives: -m takes tensor (at::full) or buffer (kindling::dist::empty_comm_buffer)\n");
+    return 2;
   }
   if (backend != "gloo" && backend != "mpi") {
     std::fprintf(stderr, "bench_collectives: -B takes gloo or mpi, got '%s'\n", backend.c_str());
@@ -112,8 +118,9 @@ int main(int argc, char** argv) {
   const char* peer = mpi ? "MPI" : "c10d";
 
   if (rank == 0) {
-    std::printf("# kindling (%s) vs raw %s, all_reduce SUM float, %d ranks, %d iters x %d rounds (median)\n",
-                backend.c_str(), mpi ? "MPI_Allreduce" : "c10d ProcessGroupGloo", ws, iters, reps);
+    std::printf("# kindling (%s) vs raw %s, all_reduce SUM float, %d ranks, %d iters x %d rounds (median), both on %s\n",
+                backend.c_str(), mpi ? "MPI_Allreduce" : "c10d ProcessGroupGloo", ws, iters, reps,
+                memory == "buffer" ? "kindling::dist::empty_comm_buffer memory" : "ordinary tensors");
     std::printf("# %10s %10s %6s %6s %12s %9s %9s %10s(us) %9s %7s%s\n", "size(B)", "count", "type", "redop",
                 "kindling(us)", "algbw", "busbw", peer, "busbw", "ratio", mpi ? "  memcpy(GB/s) busbw/memcpy" : "");
   }
@@ -123,8 +130,12 @@ int main(int argc, char** argv) {
   int rows = 0;
   for (int64_t bytes = begin; bytes <= end; bytes *= factor) {
     const int64_t count = std::max<int64_t>(1, bytes / 4);
-    auto t = at::full({count}, 1.0f);
-    std::vector<at::Tensor> raw{at::full({count}, 1.0f)};
+    // -m buffer: both sides reduce memory from empty_comm_buffer (on mpi, the shared window).
+    auto make = [&] {
+      return memory == "buffer" ? kd::empty_comm_buffer({count}, at::kFloat).fill_(1.0f) : at::full({count}, 1.0f);
+    };
+    auto t = make();
+    std::vector<at::Tensor> raw{make()};
     const int n = bytes >= (16 << 20) ? std::max(5, iters / 10) : iters;
     auto run_kindling = [&] { kd::all_reduce(t); };
     auto run_raw = [&] {
@@ -164,7 +175,8 @@ int main(int argc, char** argv) {
     // memcpy of the same number of bytes, same rounds (mpi only): shared memory's bound.
     double copy_bw = 0;
     if (mpi) {
-      std::vector<char> src(static_cast<std::size_t>(count * 4), 1), dst(static_cast<std::size_t>(count * 4));
+      std::vector<char> src(static_cast<std::size_t>(count * 4), 1), dst(static_cast<std::size_t>(count * 4), 2);
+      kd::barrier();  // no rank is still busy-polling in a collective
       std::vector<double> tm;
       for (int r = 0; r < reps; ++r) tm.push_back(time_calls(n, [&] { std::memcpy(dst.data(), src.data(), src.size()); }));
       copy_bw = static_cast<double>(count * 4) / median(tm) / 1e9;

@@ -445,6 +445,17 @@ class DoneOp : public PendingOp {
 }  // namespace
 }  // namespace detail
 
+at::Tensor detail::Communicator::empty_buffer(at::IntArrayRef sizes, const at::TensorOptions& options) {
+  return at::empty(sizes, options);
+}
+
+at::Tensor empty_comm_buffer(at::IntArrayRef sizes, const at::TensorOptions& options, const Group& group) {
+  auto g = participant(group, "empty_comm_buffer");
+  const auto opts = options.device_opt().has_value() ? options : options.device(device());
+  if (!g || opts.device() != device()) return at::empty(sizes, opts);
+  return g->comm->empty_buffer(sizes, opts);
+}
+
 Work all_reduce_async(const at::Tensor& tensor, ReduceOp op, const Group& group) {
   const char* name = "all_reduce_async";
   KINDLING_CHECK(tensor.defined(), "kindling::dist::all_reduce_async: the tensor is undefined; pass a tensor with data");

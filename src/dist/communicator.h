@@ -62,6 +62,8 @@ class Communicator {
   virtual OpPtr send(at::Tensor& tensor, int dst, int tag) = 0;
   /// src = -1 receives from any member.
   virtual OpPtr recv(at::Tensor& tensor, int src, int tag) = 0;
+  /// Memory this engine reduces fastest from (see kindling::dist::empty_comm_buffer).
+  virtual at::Tensor empty_buffer(at::IntArrayRef sizes, const at::TensorOptions& options);
 };
 
 /// Shared state of a group (world or new_group) on this rank.

@@ -271,7 +271,8 @@ GradientReducer::GradientReducer(const torch::nn::Module& module, DdpOptions opt
       numel += s.params[i].numel();
     }
     const auto& first = s.params[bucket.members.front()];
-    bucket.flat = at::zeros({numel}, first.options().requires_grad(false));
+    // In the backend's fastest memory for all-reduce (the mpi backend's shared window).
+    bucket.flat = dist::empty_comm_buffer({numel}, first.options().requires_grad(false), s.options.group()).zero_();
     bucket.pending = bucket.members.size();
     s.buckets.push_back(std::move(bucket));
   }

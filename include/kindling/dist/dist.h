@@ -228,6 +228,16 @@ KINDLING_API Work isend(const at::Tensor& tensor, int dst, int tag = 0, const Gr
 /// and on device(), and stay alive and untouched until then. In the serial model, or on a
 /// rank outside `group`, the Work is already complete and the tensor unchanged.
 KINDLING_API Work all_reduce_async(const at::Tensor& tensor, ReduceOp op = ReduceOp::kSum, const Group& group = Group());
+/// An uninitialized tensor meant to be all-reduced many times on `group` (DDP's gradient
+/// buckets use it). On the mpi backend, when every member of the group runs on this node,
+/// its memory lies in the group's MPI-3 shared-memory window, and all_reduce on it reads and
+/// writes the ranks' tensors where they are instead of staging them through copies (the
+/// README's performance section has the figures). Elsewhere, or when the window's heap
+/// (KINDLING_MPI_SHM_HEAP_MB per rank, default 256) is full, it is at::empty(sizes,
+/// options). Local, not collective; usable until finalize(). Non-members and the serial
+/// model get at::empty too.
+KINDLING_API at::Tensor empty_comm_buffer(at::IntArrayRef sizes, const at::TensorOptions& options = {},
+                                          const Group& group = Group());
 /// Non-blocking receive into `tensor` (src = -1: any rank).
 KINDLING_API Work irecv(const at::Tensor& tensor, int src = -1, int tag = 0, const Group& group = Group());
 

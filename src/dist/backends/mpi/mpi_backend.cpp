@@ -4,6 +4,7 @@
 // MPI_Isend / MPI_Irecv polled with MPI_Testall until done or timed out. MPI errors are
 // returned (MPI_ERRORS_RETURN), not fatal, and become kindling errors naming the MPI call.
 #include "dist/backends/mpi/mpi_backend.h"
+#include "dist/backends/mpi/shm_allreduce.h"
 
 // The C API only: Open MPI's deprecated C++ bindings would need libmpi_cxx.
 #define OMPI_SKIP_MPICXX 1
@@ -154,6 +155,8 @@ class MpiOp : public PendingOp {
       : call_(call), keep_(std::move(keep)), on_done_(std::move(on_done)) {}
 
   void defer(std::function<int()> blocking) { blocking_ = std::move(blocking); }
+  // A deferred operation that keeps its own time (throws on timeout): no watchdog.
+  void defer_timed(std::function<void(std::chrono::milliseconds)> timed) { timed_ = std::move(timed); }
 
   MPI_Request* add_request() {
     requests_.emplace_back(MPI_REQUEST_NULL);
@@ -161,6 +164,13 @@ class MpiOp : public PendingOp {
   }
 
   void wait(std::chrono::milliseconds timeout) override {
+    if (timed_) {
+      if (done_) return;
+      timed_(timeout);
+      done_ = true;
+      if (on_done_) on_done_();
+      return;
+    }
     if (blocking_) {
       if (done_) return;
       Watchdog::get().arm(call_, timeout);
@@ -190,7 +200,7 @@ class MpiOp : public PendingOp {
     }
   }
 
-  bool is_completed() override { return blocking_ ? done_ : test(); }
+  bool is_completed() override { return (blocking_ || timed_) ? done_ : test(); }
   int source_rank() override { return source_; }
 
  private:
@@ -210,6 +220,7 @@ class MpiOp : public PendingOp {
   std::vector<at::Tensor> keep_;
   std::function<void()> on_done_;
   std::function<int()> blocking_;
+  std::function<void(std::chrono::milliseconds)> timed_;
   std::vector<MPI_Request> requests_;
   int source_ = -1;
   bool done_ = false;
@@ -234,14 +245,23 @@ class MpiCommunicator : public Communicator {
   explicit MpiCommunicator(MPI_Comm comm) : comm_(comm) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    shm_ = ShmAllreduce::create(comm_);
   }
   ~MpiCommunicator() override {
+    shm_.reset();
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
   }
 
   OpPtr all_reduce(at::Tensor& t, ReduceOp op) override {
+    if (shm_ && shm_->handles(t, op)) {
+      auto p = std::make_unique<MpiOp>("all_reduce (shared memory)", std::vector<at::Tensor>{t});
+      ShmAllreduce* shm = shm_.get();
+      at::Tensor target = t;
+      p->defer_timed([shm, target, op](std::chrono::milliseconds timeout) mutable { shm->run(target, op, timeout); });
+      return p;
+    }
     auto p = std::make_unique<MpiOp>("MPI_Allreduce", std::vector<at::Tensor>{t});
     const auto type = mpi_type(t.scalar_type(), true);
     const auto mop = mpi_op(op, t.scalar_type());
@@ -366,6 +386,10 @@ class MpiCommunicator : public Communicator {
     return p;
   }
 
+  at::Tensor empty_buffer(at::IntArrayRef sizes, const at::TensorOptions& options) override {
+    return shm_ && options.device().is_cpu() ? shm_->empty(sizes, options) : at::empty(sizes, options);
+  }
+
   OpPtr send(at::Tensor& t, int dst, int tag) override {
     auto p = std::make_unique<MpiOp>("MPI_Isend", std::vector<at::Tensor>{t});
     check(MPI_Isend(t.data_ptr(), count_of(t), mpi_type(t.scalar_type(), false), dst, tag, comm_, p->add_request()),
@@ -385,6 +409,7 @@ class MpiCommunicator : public Communicator {
   MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
+  std::unique_ptr<ShmAllreduce> shm_;  // null when the members span nodes
 };
 
 class MpiBackend : public Backend {
