@@ -362,9 +362,9 @@ void ShmAllreduce::wait_for(int q, int which, std::int64_t value, const char* ph
     }
     if ((spins & 63) == 0 && std::chrono::steady_clock::now() >= deadline) {
       broken_ = true;
-      throw std::runtime_error("timed out: group rank " + std::to_string(q) + " did not " + phase + " within " +
-                               std::to_string(timeout.count()) + " ms (shared-memory all_reduce, group rank " +
-                               std::to_string(rank_) + " waiting)");
+      throw std::runtime_error("timed out: group rank " + std::to_string(q) + " did not " + phase +
+                               " within the timeout (shared-memory all_reduce, group rank " + std::to_string(rank_) +
+                               " waiting)");
     }
     sched_yield();  // ranks may outnumber cores
   }
