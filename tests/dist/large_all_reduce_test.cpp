@@ -65,7 +65,7 @@ void check_all(const kd::Group& g, const std::vector<int>& members, bool big) {
   if (kindling::testing::test_backend() != "gloo") types.push_back(at::kShort);  // gloo has no int16
   for (auto dtype : types) {
     const int64_t elem = static_cast<int64_t>(c10::elementSize(dtype));
-    // Below the shared-memory threshold (32 KiB), just above it with an odd count, and over
+    // Below the shared-memory threshold (8 KiB), just above it with an odd count, and over
     // one 4 MiB segment (two dtypes, on the world only, to keep the test short).
     std::vector<int64_t> sizes{1000, (40 << 10) / elem + 3};
     if (big && (dtype == at::kFloat || dtype == at::kChar)) sizes.push_back((4 << 20) / elem + 1029);
