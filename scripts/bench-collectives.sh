@@ -14,5 +14,9 @@ for r in 0 1; do RANK=$r MASTER_PORT=$((MASTER_PORT + 10)) /usr/bin/python3 benc
 wait
 # The mpi backend against raw MPI_Allreduce (and memcpy), under a real mpirun.
 if [ -x ./build/bench/collectives/bench_collectives ] && command -v mpirun >/dev/null; then
-  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 ./build/bench/collectives/bench_collectives -B mpi "${args[@]}" || true
+  # Ordinary tensors (staged through the shared window), then empty_comm_buffer memory.
+  for m in tensor buffer; do
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 ./build/bench/collectives/bench_collectives \
+      -B mpi -m "$m" "${args[@]}" || true
+  done
 fi
