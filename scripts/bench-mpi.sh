@@ -11,14 +11,16 @@ RUNS=${1:-3}
 BENCH=${BUILD:-build}/bench/collectives/bench_collectives
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 OUT=$(mktemp)
-trap 'rm -f "$OUT"' EXIT
+RAW=$(mktemp)
+trap 'rm -f "$OUT" "$RAW"' EXIT
 for ((i = 1; i <= RUNS; i++)); do
   for m in tensor buffer; do
     echo "# run $i, -m $m"
-    timeout 600 mpirun -np 2 "$BENCH" -B mpi -m "$m" -b 4 -e 64M -f 4 -n 200 -w 20 -r 7 | tee /dev/stderr |
-      awk -v m="$m" '$1 ~ /^[0-9]+$/ { print m, $1, $5, $8, $12, $11 }' >>"$OUT"
+    timeout 600 mpirun -np 2 "$BENCH" -B mpi -m "$m" -b 4 -e 64M -f 4 -n 200 -w 20 -r 7 >"$RAW"
+    cat "$RAW"
+    awk -v m="$m" '$1 ~ /^[0-9]+$/ { print m, $1, $5, $8, $12, $11 }' "$RAW" >>"$OUT"
   done
-done 2>&1
+done
 /usr/bin/python3 - "$OUT" <<'EOF'
 import statistics, sys
 rows = {}

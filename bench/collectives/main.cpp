@@ -2,6 +2,8 @@
 // measured in the same run, in the style of nccl-tests: on gloo the peer is a raw c10d
 // ProcessGroupGloo, on mpi (-B mpi, under mpirun) a raw MPI_Allreduce. The mpi run also
 // measures this machine's memcpy bandwidth at each size, the bound for shared memory.
+// -m buffer makes both sides reduce kindling::dist::empty_comm_buffer memory (on mpi: the
+// shared window, reduced in place) instead of ordinary tensors (-m tensor, the default).
 //
 //   export WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29600
 //   for r in 0 1; do RANK=$r ./bench_collectives -b 4 -e 64M -f 4 -n 200 -w 20 & done; wait
