@@ -61,8 +61,8 @@ at::Tensor make(const std::string& mode, int group_rank, int64_t numel, at::Scal
 void check_all(const kd::Group& g, const std::vector<int>& members, bool big) {
   const int r = kd::get_rank();
   const int gi = g.rank();
-  std::vector<at::ScalarType> types{at::kFloat, at::kDouble, at::kLong, at::kInt, at::kChar, at::kByte, at::kBool};
-  if (kindling::testing::test_backend() != "gloo") types.push_back(at::kShort);  // gloo has no int16
+  const std::vector<at::ScalarType> types{at::kFloat, at::kDouble, at::kLong,  at::kInt,
+                                          at::kShort, at::kChar,   at::kByte, at::kBool};
   for (auto dtype : types) {
     const int64_t elem = static_cast<int64_t>(c10::elementSize(dtype));
     // Below the shared-memory threshold (8 KiB), just above it with an odd count, and over
@@ -131,6 +131,57 @@ TEST_P(LargeAllReduceTest, EveryDtypeOpAndMemoryKindMatchesTheRankOrderFold) {
 INSTANTIATE_TEST_SUITE_P(Backends, LargeAllReduceTest,
                          ::testing::ValuesIn(kindling::testing::cpu_backend_world_sizes({2, 3})),
                          [](const auto& info) { return kindling::testing::backend_world_size_name(info.param); });
+
+// Every dtype LibTorch has moves through broadcast, all_gather, all_to_all and send/recv,
+// including those Gloo has no kernels for (int16, bfloat16, bool, complex: moved as bytes
+// of the same size); on gloo int16 and bfloat16 also reduce (in a wider type).
+KINDLING_WORKER(every_dtype_moves) {
+  kd::initialize(kindling::testing::test_backend());
+  const int r = kd::get_rank(), n = kd::get_world_size();
+  const bool gloo = kd::backend() == "gloo";
+  auto value = [](int q, at::ScalarType dt) {
+    auto a = at::arange(6, at::kLong).add(q * 10);
+    return dt == at::kBool ? a.remainder(q + 2).eq(0) : a.to(dt);
+  };
+  for (auto dt : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16, at::kChar, at::kByte, at::kShort, at::kInt, at::kLong,
+                  at::kBool, at::kComplexFloat, at::kComplexDouble}) {
+    const std::string name = c10::toString(dt);
+    at::Tensor b = value(r, dt);
+    kd::broadcast(b, n - 1);
+    WCHECK(at::equal(b, value(n - 1, dt)), << "broadcast " << name << ": " << b);
+    at::Tensor all = kd::all_gather(value(r, dt));
+    for (int q = 0; q < n; ++q) WCHECK(at::equal(all.slice(0, 6 * q, 6 * q + 6), value(q, dt)), << "all_gather " << name);
+    std::vector<at::Tensor> parts;
+    for (int q = 0; q < n; ++q) parts.push_back(value(r, dt).slice(0, q, q + 1));  // element q goes to rank q
+    auto got = kd::all_to_all(parts);
+    for (int q = 0; q < n; ++q) WCHECK(at::equal(got[q], value(q, dt).slice(0, r, r + 1)), << "all_to_all " << name);
+    if (r == 0) kd::send(value(0, dt), 1, 7);
+    if (r == 1) {
+      at::Tensor in = at::zeros({6}, dt);
+      kd::recv(in, 0, 7);
+      WCHECK(at::equal(in, value(0, dt)), << "recv " << name);
+    }
+    if (gloo && (dt == at::kShort || dt == at::kBFloat16)) {
+      at::Tensor expected = value(0, dt);
+      for (int q = 1; q < n; ++q) expected = expected.add(value(q, dt));
+      at::Tensor t = value(r, dt);
+      kd::all_reduce(t);
+      WCHECK(at::equal(t, expected), << "all_reduce " << name << ": " << t);
+      at::Tensor m = value(r, dt);
+      kd::reduce(m, 0, kd::ReduceOp::kMax);
+      if (r == 0) WCHECK(at::equal(m, value(n - 1, dt)), << "reduce max " << name << ": " << m);
+    }
+  }
+  kd::finalize();
+}
+
+TEST_P(LargeAllReduceTest, EveryDtypeMovesAndGlooReducesInt16AndBFloat16) {
+  LaunchOptions opts;
+  opts.backend = std::get<0>(GetParam());
+  opts.world_size = std::get<1>(GetParam());
+  auto results = run_workers("every_dtype_moves", opts);
+  for (const auto& r : results) EXPECT_TRUE(r.ok()) << describe(results);
+}
 
 #if KINDLING_HAS_MPI
 namespace {

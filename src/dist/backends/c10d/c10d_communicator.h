@@ -13,7 +13,7 @@ class C10dCommunicator : public Communicator {
  public:
   /// `wait_slack`: extra time given to Work::wait beyond the group timeout, so that the
   /// engine's own timeout (which carries more detail) normally fires first.
-  explicit C10dCommunicator(c10::intrusive_ptr<c10d::ProcessGroup> pg) : pg_(std::move(pg)) {}
+  explicit C10dCommunicator(c10::intrusive_ptr<c10d::ProcessGroup> pg);
   const c10::intrusive_ptr<c10d::ProcessGroup>& process_group() const { return pg_; }
 
   OpPtr all_reduce(at::Tensor& tensor, ReduceOp op) override;
@@ -30,6 +30,7 @@ class C10dCommunicator : public Communicator {
 
  private:
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;
+  bool gloo_ = false;  // Gloo lacks some dtypes: they are moved as bytes or reduced in a wider type
 };
 
 /// Python torch.distributed's store-based barrier (distributed_c10d.py::_store_based_barrier):
