@@ -50,6 +50,16 @@ at::ScalarType reducible(at::ScalarType t) {
   }
 }
 
+// The tensor a reduction runs on: `t` itself, or a widened copy that `copy_back` writes
+// into `t` once the operation completes.
+at::Tensor reducible_form(const at::Tensor& t, bool gloo, std::function<void()>& copy_back) {
+  const auto as = gloo ? reducible(t.scalar_type()) : t.scalar_type();
+  if (as == t.scalar_type()) return t;
+  at::Tensor wide = t.to(as);
+  copy_back = [dst = t, wide]() mutable { dst.copy_(wide); };
+  return wide;
+}
+
 // Holds the c10d work and keeps the tensor lists it references alive until it is done.
 class C10dOp : public PendingOp {
  public:
@@ -102,13 +112,11 @@ C10dCommunicator::C10dCommunicator(c10::intrusive_ptr<c10d::ProcessGroup> pg) : 
 }
 
 OpPtr C10dCommunicator::all_reduce(at::Tensor& tensor, ReduceOp op) {
-  const auto as = gloo_ ? reducible(tensor.scalar_type()) : tensor.scalar_type();
-  std::vector<at::Tensor> tensors{as == tensor.scalar_type() ? tensor : tensor.to(as)};
+  std::function<void()> back;
+  std::vector<at::Tensor> tensors{reducible_form(tensor, gloo_, back)};
   c10d::AllreduceOptions opts;
   opts.reduceOp = to_c10d(op);
   auto work = pg_->allreduce(tensors, opts);
-  std::function<void()> back;
-  if (as != tensor.scalar_type()) back = [dst = tensor, src = tensors[0]]() mutable { dst.copy_(src); };
   return wrap(std::move(work), std::move(tensors), {}, std::move(back));
 }
 
@@ -128,14 +136,12 @@ OpPtr C10dCommunicator::all_gather(std::vector<at::Tensor>& outputs, at::Tensor&
 }
 
 OpPtr C10dCommunicator::reduce(at::Tensor& tensor, int root, ReduceOp op) {
-  const auto as = gloo_ ? reducible(tensor.scalar_type()) : tensor.scalar_type();
-  std::vector<at::Tensor> tensors{as == tensor.scalar_type() ? tensor : tensor.to(as)};
+  std::function<void()> back;
+  std::vector<at::Tensor> tensors{reducible_form(tensor, gloo_, back)};
   c10d::ReduceOptions opts;
   opts.rootRank = root;
   opts.reduceOp = to_c10d(op);
   auto work = pg_->reduce(tensors, opts);
-  std::function<void()> back;
-  if (as != tensor.scalar_type()) back = [dst = tensor, src = tensors[0]]() mutable { dst.copy_(src); };
   return wrap(std::move(work), std::move(tensors), {}, std::move(back));
 }
 
