@@ -2,6 +2,7 @@
 // include/kindling/data/datasets.h.
 #include "kindling/data/datasets.h"
 
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -9,7 +10,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 #include <sstream>
 #include <system_error>
@@ -22,7 +22,6 @@ namespace kindling {
 namespace data {
 namespace {
 
-namespace fs = std::filesystem;
 
 constexpr const char* kMnistHint =
     "; for Fashion-MNIST install the Debian package dataset-fashion-mnist (apt-get install "
@@ -51,23 +50,45 @@ void check_index(int64_t index, const Dataset& dataset) {
                  " is out of range; it must be in [0, ", dataset.size(), ")");
 }
 
+// File queries go through stat(2), not std::filesystem: pip's LibTorch 2.x exports a copy
+// of libstdc++'s std::filesystem functions that programs then bind to (on the GPU machine
+// std::filesystem::remove_all jumped to address 0).
+struct PathInfo {
+  bool exists = false;
+  bool dir = false;
+  bool file = false;
+  uint64_t size = 0;
+  int error = 0;  // errno of a failed stat
+};
+
+PathInfo path_info(const std::string& path) {
+  struct stat st {};
+  PathInfo info;
+  if (::stat(path.c_str(), &st) != 0) {
+    info.error = errno;
+    return info;
+  }
+  info.exists = true;
+  info.dir = S_ISDIR(st.st_mode);
+  info.file = S_ISREG(st.st_mode);
+  info.size = static_cast<uint64_t>(st.st_size);
+  return info;
+}
+
+std::string join_path(const std::string& dir, const std::string& name) {
+  return dir.empty() || dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
 // Checks that `dir` is an existing directory; `who` names the dataset in the message.
 void check_directory(const std::string& dir, const std::string& who, const char* hint) {
-  std::error_code ec;
-  const fs::file_status status = fs::status(dir, ec);
-  KINDLING_CHECK_T(Error, fs::exists(status), who, ": the directory ", dir, " does not exist", hint);
-  KINDLING_CHECK_T(Error, fs::is_directory(status), who, ": ", dir, " is not a directory", hint);
+  const PathInfo info = path_info(dir);
+  KINDLING_CHECK_T(Error, info.exists, who, ": the directory ", dir, " does not exist", hint);
+  KINDLING_CHECK_T(Error, info.dir, who, ": ", dir, " is not a directory", hint);
 }
 
-bool is_file(const fs::path& path) {
-  std::error_code ec;
-  return fs::is_regular_file(path, ec);
-}
+bool is_file(const std::string& path) { return path_info(path).file; }
 
-bool is_dir(const fs::path& path) {
-  std::error_code ec;
-  return fs::is_directory(path, ec);
-}
+bool is_dir(const std::string& path) { return path_info(path).dir; }
 
 // ---- gzip-or-plain reading with zlib ----
 
@@ -235,11 +256,11 @@ IdxFile read_idx(const std::string& path, const std::string& who, uint32_t expec
 
 // root/base.gz if it exists (zlib checks its CRC), else root/base; throws when neither does.
 std::string find_idx_file(const std::string& root, const std::string& base, const std::string& who) {
-  const fs::path plain = fs::path(root) / base;
-  const fs::path gz = fs::path(root) / (base + ".gz");
-  if (is_file(gz)) return gz.string();
-  if (is_file(plain)) return plain.string();
-  KINDLING_CHECK_T(Error, false, who, ": cannot find ", gz.string(), " (nor the uncompressed ", plain.string(), ")",
+  const std::string plain = join_path(root, base);
+  const std::string gz = plain + ".gz";
+  if (is_file(gz)) return gz;
+  if (is_file(plain)) return plain;
+  KINDLING_CHECK_T(Error, false, who, ": cannot find ", gz, " (nor the uncompressed ", plain, ")",
                    kMnistHint);
   return {};
 }
@@ -318,36 +339,35 @@ CIFAR10::CIFAR10(const std::string& root, bool train) : train_(train) {
   } else {
     names.push_back("test_batch.bin");
   }
-  fs::path dir(root);
-  const fs::path nested = dir / "cifar-10-batches-bin";
-  if (!is_file(dir / names[0]) && is_dir(nested)) dir = nested;
+  std::string dir = root;
+  const std::string nested = join_path(root, "cifar-10-batches-bin");
+  if (!is_file(join_path(dir, names[0])) && is_dir(nested)) dir = nested;
 
   std::vector<std::string> paths;
   std::vector<int64_t> records;
   int64_t total = 0;
   for (const std::string& name : names) {
-    const fs::path path = dir / name;
-    if (!is_file(path)) {
+    const std::string path = join_path(dir, name);
+    const PathInfo info = path_info(path);
+    if (!info.file) {
       std::string also;
-      if (dir == fs::path(root)) also = " (nor " + (nested / name).string() + ")";
-      const bool python_version =
-          is_file(dir / (name.substr(0, name.size() - 4))) || is_dir(fs::path(root) / "cifar-10-batches-py");
-      KINDLING_CHECK_T(Error, false, who, ": cannot find ", path.string(), also,
+      if (dir == root) also = " (nor " + join_path(nested, name) + ")";
+      const bool python_version = is_file(join_path(dir, name.substr(0, name.size() - 4))) ||
+                                  is_dir(join_path(root, "cifar-10-batches-py"));
+      KINDLING_CHECK_T(Error, false, who, ": cannot find ", path, also,
                        python_version ? "; the directory seems to hold CIFAR-10's Python version, but kindling reads "
                                         "the binary version"
                                       : "",
                        kCifarHint);
     }
-    std::error_code ec;
-    const uintmax_t bytes = fs::file_size(path, ec);
-    KINDLING_CHECK_T(Error, !ec, who, ": cannot read the size of ", path.string(), " (", ec.message(), ")");
-    KINDLING_CHECK_T(Error, bytes > 0, who, ": ", path.string(), " is empty; download and extract it again");
-    KINDLING_CHECK_T(Error, bytes % kCifarRecord == 0, who, ": ", path.string(), " is ", bytes,
+    const uint64_t bytes = info.size;
+    KINDLING_CHECK_T(Error, bytes > 0, who, ": ", path, " is empty; download and extract it again");
+    KINDLING_CHECK_T(Error, bytes % kCifarRecord == 0, who, ": ", path, " is ", bytes,
                      " bytes, not a multiple of the 3073-byte CIFAR-10 record (1 label byte and 3072 pixel bytes); "
                      "the file is truncated or is not from CIFAR-10's binary version",
                      bytes % 3074 == 0 ? " (3074-byte records are CIFAR-100's)" : "",
                      "; download and extract it again");
-    paths.push_back(path.string());
+    paths.push_back(path);
     records.push_back(static_cast<int64_t>(bytes / kCifarRecord));
     total += records.back();
   }

@@ -22,7 +22,8 @@ std::string DataLoaderOptions::to_string() const {
   out << "batch_size=" << batch_size_ << ", shuffle=" << (shuffle_ ? (*shuffle_ ? "true" : "false") : "unset")
       << ", num_workers=" << num_workers_ << ", prefetch_factor=" << prefetch_factor_
       << ", drop_last=" << (drop_last_ ? "true" : "false")
-      << ", pin_memory=" << (pin_memory_ ? (*pin_memory_ ? "true" : "false") : "unset") << ", seed=" << seed_
+      << ", pin_memory=" << (pin_memory_ ? (*pin_memory_ ? "true" : "false") : "unset")
+      << ", device=" << (device_ ? device_->str() : std::string("unset")) << ", seed=" << seed_
       << ", sampler=";
   if (!sampler_) {
     out << "none";
@@ -62,6 +63,7 @@ struct EpochRun {
   uint64_t seed = 0;
   int64_t epoch = 0;
   bool pin = false;
+  std::optional<c10::Device> device;  // where batches are handed out
   int64_t window = 0;  // batches that may be loaded ahead of the consumer
   bool threaded = false;
 
@@ -148,8 +150,17 @@ struct EpochRun {
     }
   }
 
-  /// Makes batch `b` current (waits for the workers when there are any).
+  /// Makes batch `b` current (waits for the workers when there are any), on `device`.
   void advance_to(int64_t b) {
+    take(b);
+    if (device && current.data.device() != *device) {
+      current.data = current.data.to(*device, /*non_blocking=*/true);
+      current.target = current.target.to(*device, /*non_blocking=*/true);
+    }
+  }
+
+  // Makes batch `b` current as the loader produced it.
+  void take(int64_t b) {
     position = b;
     if (!threaded) {
       consumed = b + 1;
@@ -238,6 +249,7 @@ DataLoader::Iterator DataLoader::begin() {
   run->seed = options_.seed();
   run->epoch = next_epoch_;
   run->pin = pin_;
+  run->device = options_.device();
   sampler_->set_epoch(next_epoch_);
   ++next_epoch_;
   const std::vector<int64_t> order = sampler_->indices();
@@ -322,6 +334,7 @@ data::DataLoader auto_dataloader(std::shared_ptr<const data::Dataset> dataset, d
     }
   }
   if (!options.pin_memory()) options.pin_memory(device().is_cuda());
+  if (!options.device() && device().is_cuda()) options.device(device());
   if (rank == 0) {
     std::cerr << "kindling::dist::auto_dataloader: " << dataset->name() << ": " << options.to_string() << "\n";
   }

@@ -124,6 +124,7 @@ class Backend {
 struct WorldConfig {
   int rank = 0;
   int world_size = 1;
+  std::optional<int> local_rank;  // from the launcher's environment, when it says
   std::string init_method;  // env://, tcp://..., file://...
   std::string master_addr;
   int master_port = 0;

@@ -5,6 +5,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <ATen/Context.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <unistd.h>
 
@@ -16,8 +18,8 @@
 #include "common/env.h"
 #include "dist/backends/gloo/gloo_backend.h"
 #include "dist/backends/mpi/mpi_backend.h"
+#include "dist/backends/nccl/nccl_backend.h"
 #include "kindling/config.h"
-#include "kindling/dist/c10d.h"
 #include "kindling/dist/launch_env.h"
 #include "kindling/error.h"
 
@@ -188,10 +190,14 @@ std::vector<std::string> available_backends() {
 
 void initialize(const std::string& backend, const InitOptions& options) {
   auto& rt = runtime();
+  // ignite's check, first: on a machine without CUDA the build's nccl support is moot.
+  KINDLING_CHECK(backend != "nccl" || at::hasCUDA(),
+                 "kindling::dist::initialize(\"nccl\"): nccl backend is required but no cuda capable devices were "
+                 "found (this LibTorch has no CUDA, or no GPU is visible); use the gloo backend on CPU");
   auto backends = available_backends();
   if (std::find(backends.begin(), backends.end(), backend) == backends.end()) {
     std::string hint;
-    if (backend == "nccl") hint = " (nccl needs a CUDA build of LibTorch and -DKINDLING_WITH_NCCL=ON)";
+    if (backend == "nccl") hint = " (this kindling was built without nccl: configure a CUDA LibTorch with -DKINDLING_WITH_NCCL=ON)";
     if (backend == "mpi") hint = " (mpi needs Open MPI and -DKINDLING_WITH_MPI=ON)";
     if (backend == "gloo") hint = " (gloo needs -DKINDLING_WITH_GLOO=ON)";
     KINDLING_CHECK(false, "kindling::dist::initialize: unknown or unavailable backend '", backend, "'", hint,
@@ -275,8 +281,12 @@ void initialize(const std::string& backend, const InitOptions& options) {
     set_env("MASTER_PORT", std::to_string(cfg.master_port));
   }
 
+  cfg.local_rank = local_rank;
   std::unique_ptr<detail::Backend> impl;
   try {
+#if KINDLING_HAS_NCCL
+    if (backend == "nccl") impl = detail::make_nccl_backend(cfg);
+#endif
 #if KINDLING_HAS_GLOO
     if (backend == "gloo") impl = detail::make_gloo_backend(cfg);
 #endif
@@ -291,6 +301,8 @@ void initialize(const std::string& backend, const InitOptions& options) {
   }
   rt.env_snapshot = std::move(snapshot);
   set_env("LOCAL_RANK", std::to_string(rt.local_rank));
+  // As idist does for every backend: this rank's GPU becomes the current CUDA device.
+  if (at::hasCUDA()) c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->setDevice(device());
 }
 
 void finalize() {
@@ -318,37 +330,6 @@ void finalize() {
     ::kindling::detail::restore_env(*rt.env_snapshot);
     rt.env_snapshot.reset();
   }
-  rt.need_sync = true;
-}
-
-void sync() {
-  auto& rt = runtime();
-  if (rt.world != nullptr || !rt.external_pg) {
-    rt.need_sync = rt.world == nullptr && !rt.external_pg;
-    return;
-  }
-  auto pg = rt.external_pg;
-  auto store = rt.external_store;
-  const int rank = pg->getRank();
-  const int size = pg->getSize();
-  std::optional<int> local = get_env_int("LOCAL_RANK");
-  const auto timeout = rt.external_timeout;
-  detail::install_model(detail::make_external_c10d_backend(pg, store, rt.external_backend, timeout), rank, size,
-                        timeout, local);
-}
-
-void use_process_group(c10::intrusive_ptr<::c10d::ProcessGroup> pg, c10::intrusive_ptr<::c10d::Store> store,
-                             std::string backend, std::chrono::milliseconds timeout) {
-  auto& rt = runtime();
-  KINDLING_CHECK(pg, "kindling::dist::use_process_group: the process group is null");
-  KINDLING_CHECK(rt.world == nullptr, "kindling::dist::use_process_group: kindling is already initialized with "
-                                      "backend '", rt.backend_name, "'; call finalize() first");
-  KINDLING_CHECK(timeout.count() > 0, "kindling::dist::use_process_group: timeout must be positive, got ",
-                 timeout.count(), " ms");
-  rt.external_timeout = timeout;
-  rt.external_pg = std::move(pg);
-  rt.external_store = std::move(store);
-  rt.external_backend = std::move(backend);
   rt.need_sync = true;
 }
 
@@ -404,7 +385,11 @@ std::string hostname() {
 c10::Device device() {
   detail::maybe_sync();
   if (at::hasCUDA()) {
-    return c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(runtime().world ? runtime().local_rank : 0));
+    // Ranks of one node take GPUs in local-rank order and share them round-robin when
+    // there are more ranks than GPUs (gloo allows that; nccl refused it at initialize).
+    const int gpus = std::max(1, static_cast<int>(at::detail::getCUDAHooks().getNumGPUs()));
+    const int local = runtime().world ? runtime().local_rank : 0;
+    return c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(local % gpus));
   }
   return c10::Device(c10::DeviceType::CPU);
 }

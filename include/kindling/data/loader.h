@@ -54,6 +54,11 @@ struct KINDLING_API DataLoaderOptions {
   /// kindling::dist::device() is a CUDA device. Ignored with a warning where LibTorch has
   /// no CUDA.
   DataLoaderOptions& pin_memory(bool v) { pin_memory_ = v; return *this; }
+  /// Hand out batches on this device: the consumer's thread copies each batch there as it
+  /// becomes current, non-blocking (asynchronous from pinned memory on the current CUDA
+  /// stream, so later work on that stream sees the data). Unset: batches stay on the CPU;
+  /// auto_dataloader sets kindling::dist::device() when that is a CUDA device.
+  DataLoaderOptions& device(c10::Device v) { device_ = v; return *this; }
   /// Seed of the shuffle and of sample_rng() (random transforms).
   DataLoaderOptions& seed(uint64_t v) { seed_ = v; return *this; }
   /// A sampler that decides the order (instead of shuffle).
@@ -65,6 +70,7 @@ struct KINDLING_API DataLoaderOptions {
   int64_t prefetch_factor() const { return prefetch_factor_; }
   bool drop_last() const { return drop_last_; }
   std::optional<bool> pin_memory() const { return pin_memory_; }
+  std::optional<c10::Device> device() const { return device_; }
   uint64_t seed() const { return seed_; }
   const std::shared_ptr<Sampler>& sampler() const { return sampler_; }
   /// "batch_size=64, shuffle=unset, num_workers=2, ..." (for logs).
@@ -77,6 +83,7 @@ struct KINDLING_API DataLoaderOptions {
   int64_t prefetch_factor_ = 2;
   bool drop_last_ = false;
   std::optional<bool> pin_memory_;
+  std::optional<c10::Device> device_;
   uint64_t seed_ = 0;
   std::shared_ptr<Sampler> sampler_;
 };
@@ -150,7 +157,8 @@ namespace dist {
 /// - no sampler: a DistributedSampler(shuffle = options.shuffle() or true, seed);
 ///   a DistributedSampler: kept, with a warning if its rank or replicas disagree with the
 ///   run; any other sampler: wrapped in a DistributedProxySampler.
-/// In every run pin_memory defaults to "device() is CUDA". Rank 0 prints the options used.
+/// In every run pin_memory defaults to "device() is CUDA", and so does the batches'
+/// device (DataLoaderOptions::device). Rank 0 prints the options used.
 KINDLING_API data::DataLoader auto_dataloader(std::shared_ptr<const data::Dataset> dataset,
                                               data::DataLoaderOptions options = data::DataLoaderOptions());
 

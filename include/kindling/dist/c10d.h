@@ -9,9 +9,11 @@
 /// \endcode
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/version.h>
 
 #include <chrono>
 #include <string>
+#include <type_traits>
 
 #include "kindling/export.h"
 
@@ -24,6 +26,25 @@ namespace dist {
 KINDLING_API void use_process_group(c10::intrusive_ptr<::c10d::ProcessGroup> pg,
                                     c10::intrusive_ptr<::c10d::Store> store = {}, std::string backend = "gloo",
                                     std::chrono::milliseconds timeout = std::chrono::minutes(30));
+
+#if TORCH_VERSION_MAJOR >= 2
+/// LibTorch 2.x, where an engine such as c10d::ProcessGroupGloo is a c10d::Backend rather
+/// than a process group: kindling wraps `engine` in a c10d::ProcessGroup that serves CPU
+/// and CUDA tensors ("gloo") or CUDA tensors ("nccl"), as torch.distributed does, then
+/// behaves as the overload above.
+KINDLING_API void use_process_group(c10::intrusive_ptr<::c10d::Backend> engine,
+                                    c10::intrusive_ptr<::c10d::Store> store = {}, std::string backend = "gloo",
+                                    std::chrono::milliseconds timeout = std::chrono::minutes(30));
+
+/// The same for a pointer to a concrete engine (c10d::ProcessGroupGloo, ...): intrusive_ptr
+/// converts to both overloads' types, so this picks the c10d::Backend one.
+template <typename Engine, std::enable_if_t<std::is_base_of<::c10d::Backend, Engine>::value, int> = 0>
+void use_process_group(c10::intrusive_ptr<Engine> engine, c10::intrusive_ptr<::c10d::Store> store = {},
+                       std::string backend = "gloo", std::chrono::milliseconds timeout = std::chrono::minutes(30)) {
+  use_process_group(c10::intrusive_ptr<::c10d::Backend>(std::move(engine)), std::move(store), std::move(backend),
+                    timeout);
+}
+#endif
 
 }  // namespace dist
 }  // namespace kindling

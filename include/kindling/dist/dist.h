@@ -131,7 +131,10 @@ KINDLING_API int get_nnodes();
 KINDLING_API int get_node_rank();
 /// This machine's host name.
 KINDLING_API std::string hostname();
-/// The device this rank computes on: cuda:<local_rank> when CUDA is available, else cpu.
+/// The device this rank computes on: when LibTorch sees CUDA devices, cuda:<local_rank
+/// modulo the number of visible GPUs (ranks beyond the GPU count share them; the nccl
+/// backend refuses that at initialize), else cpu. initialize() makes it the current CUDA
+/// device. Any rank may call it; it never communicates.
 KINDLING_API c10::Device device();
 /// Logs the configuration (model, backend, device, host, sizes, ranks) on rank 0 to
 /// stderr, one "key: value" line each, and returns the same text on every rank.

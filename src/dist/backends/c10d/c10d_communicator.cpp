@@ -1,8 +1,8 @@
 #include "dist/backends/c10d/c10d_communicator.h"
 
 #include <functional>
-#include <thread>
 
+#include "dist/backends/c10d/c10d_compat.h"
 #include "kindling/error.h"
 
 namespace kindling {
@@ -103,7 +103,17 @@ std::vector<at::Tensor> movable(const std::vector<at::Tensor>& ts, bool gloo) {
 
 }  // namespace
 
-C10dCommunicator::C10dCommunicator(c10::intrusive_ptr<c10d::ProcessGroup> pg) : pg_(std::move(pg)) {
+C10dCommunicator::~C10dCommunicator() {
+  if (!owned_) return;
+  try {
+    shutdown_process_group(*pg_);
+  } catch (const std::exception&) {
+    // Nothing useful to do while tearing down; the engine reported its own problem earlier.
+  }
+}
+
+C10dCommunicator::C10dCommunicator(c10::intrusive_ptr<c10d::ProcessGroup> pg, bool owned)
+    : pg_(std::move(pg)), owned_(owned) {
   try {
     gloo_ = pg_->getBackendName() == "gloo";
   } catch (const std::exception&) {
@@ -192,40 +202,6 @@ OpPtr C10dCommunicator::recv(at::Tensor& tensor, int src, int tag) {
   std::vector<at::Tensor> tensors{as_movable(tensor, gloo_)};
   auto work = src < 0 ? pg_->recvAnysource(tensors, tag) : pg_->recv(tensors, src, tag);
   return wrap(std::move(work), std::move(tensors));
-}
-
-std::string missing_joiners(c10d::Store& store, int index, int world_size) {
-  std::string out;
-  try {
-    for (int r = 0; r < world_size; ++r) {
-      if (!store.check({"kindling/joined/" + std::to_string(index) + "/" + std::to_string(r)})) {
-        out += (out.empty() ? "" : ", ") + std::to_string(r);
-      }
-    }
-  } catch (const std::exception& e) {
-    return std::string("unknown (the store could not be read: ") + e.what() + ")";
-  }
-  return out.empty() ? std::string("none") : out;
-}
-
-void store_based_barrier(c10d::Store& store, int index, int rank, int world_size, std::chrono::milliseconds timeout,
-                         const std::string& what) {
-  const std::string key = "store_based_barrier_key:" + std::to_string(index);
-  store.set("kindling/joined/" + std::to_string(index) + "/" + std::to_string(rank), std::vector<uint8_t>{'1'});
-  store.add(key, 1);
-  const auto start = std::chrono::steady_clock::now();
-  auto delay = std::chrono::microseconds(200);
-  int64_t count = 0;
-  while ((count = store.add(key, 0)) != world_size) {
-    if (std::chrono::steady_clock::now() - start > timeout) {
-      throw TimeoutError(::kindling::detail::rank_prefix() + what + ": timed out after " + std::to_string(timeout.count()) +
-                         " ms waiting for all ranks: " + std::to_string(count) + " of " + std::to_string(world_size) +
-                         " arrived; ranks that did not arrive: " + missing_joiners(store, index, world_size) +
-                         ". Start every rank with the same WORLD_SIZE and rendezvous address, or raise the timeout.");
-    }
-    std::this_thread::sleep_for(delay);
-    if (delay < std::chrono::milliseconds(10)) delay *= 2;
-  }
 }
 
 }  // namespace detail

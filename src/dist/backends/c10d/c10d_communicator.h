@@ -11,9 +11,10 @@ namespace detail {
 
 class C10dCommunicator : public Communicator {
  public:
-  /// `wait_slack`: extra time given to Work::wait beyond the group timeout, so that the
-  /// engine's own timeout (which carries more detail) normally fires first.
-  explicit C10dCommunicator(c10::intrusive_ptr<c10d::ProcessGroup> pg);
+  /// `owned`: kindling made `pg` and shuts it down when the communicator goes (finalize);
+  /// a process group handed over by the user stays as it is.
+  explicit C10dCommunicator(c10::intrusive_ptr<c10d::ProcessGroup> pg, bool owned = true);
+  ~C10dCommunicator() override;
   const c10::intrusive_ptr<c10d::ProcessGroup>& process_group() const { return pg_; }
 
   OpPtr all_reduce(at::Tensor& tensor, ReduceOp op) override;
@@ -30,18 +31,9 @@ class C10dCommunicator : public Communicator {
 
  private:
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;
+  bool owned_ = true;
   bool gloo_ = false;  // Gloo lacks some dtypes: they are moved as bytes or reduced in a wider type
 };
-
-/// Python torch.distributed's store-based barrier (distributed_c10d.py::_store_based_barrier):
-/// every rank adds 1 to "store_based_barrier_key:<index>" and waits until the count equals
-/// `world_size`. kindling also sets "kindling/joined/<index>/<rank>" so that a timeout can
-/// name the ranks that are missing. Throws kindling::TimeoutError.
-void store_based_barrier(c10d::Store& store, int index, int rank, int world_size, std::chrono::milliseconds timeout,
-                         const std::string& what);
-
-/// Names the ranks in [0, world_size) that did not set "kindling/joined/<index>/<rank>".
-std::string missing_joiners(c10d::Store& store, int index, int world_size);
 
 }  // namespace detail
 }  // namespace dist

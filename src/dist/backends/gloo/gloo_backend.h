@@ -1,4 +1,6 @@
 #pragma once
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
 #include <memory>
 
 #include "dist/communicator.h"

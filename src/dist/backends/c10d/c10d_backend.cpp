@@ -1,0 +1,97 @@
+#include "dist/backends/c10d/c10d_backend.h"
+
+#include <thread>
+
+#include "dist/backends/c10d/c10d_communicator.h"
+#include "dist/backends/c10d/c10d_compat.h"
+#include "kindling/error.h"
+
+namespace kindling {
+namespace dist {
+namespace detail {
+namespace {
+
+std::string joined_key(int group_index, int rank) {
+  return "kindling/joined/" + std::to_string(group_index + 1) + "/" + std::to_string(rank);
+}
+
+}  // namespace
+
+C10dBackend::C10dBackend(std::string name, c10::intrusive_ptr<c10d::Store> store, int rank, int world_size,
+                         std::chrono::milliseconds timeout, ProcessGroupFactory factory)
+    : name_(std::move(name)), store_(std::move(store)), rank_(rank), world_size_(world_size), timeout_(timeout),
+      factory_(std::move(factory)) {}
+
+void C10dBackend::create_world() { world_ = create_group(0, {}, rank_); }
+
+void C10dBackend::adopt_world(c10::intrusive_ptr<c10d::ProcessGroup> pg) {
+  world_ = std::make_shared<C10dCommunicator>(std::move(pg), /*owned=*/false);
+}
+
+std::shared_ptr<Communicator> C10dBackend::create_group(int group_index, const std::vector<int>& ranks,
+                                                        int group_rank) {
+  KINDLING_CHECK(store_, "kindling::dist::new_group: the process group handed to kindling came without a store, "
+                         "so kindling cannot create new groups; pass the store to use_process_group()");
+  const int size = group_index == 0 ? world_size_ : static_cast<int>(ranks.size());
+  std::shared_ptr<C10dCommunicator> comm;
+  const std::string what = group_index == 0 ? std::string("kindling::dist::initialize (") + name_ + " rendezvous)"
+                                            : "kindling::dist::new_group #" + std::to_string(group_index);
+  // Announce this rank first, so that a timeout anywhere below can name who is missing.
+  store_->set(joined_key(group_index, rank_), std::vector<uint8_t>{'1'});
+  if (group_rank >= 0) {
+    const std::string group_name = std::to_string(group_index);
+    auto pg_store = group_store(store_, group_name);
+    try {
+      comm = std::make_shared<C10dCommunicator>(factory_(pg_store, group_rank, size, group_name));
+    } catch (const kindling::Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw TimeoutError(::kindling::detail::rank_prefix() + what + ": connecting to the other ranks failed within " +
+                         std::to_string(timeout_.count()) + " ms: " + engine_message(e) +
+                         " Ranks that have not joined yet: " + missing_joiners(*store_, group_index, world_size_) +
+                         ". Start every rank with the same WORLD_SIZE and rendezvous address.");
+    }
+  }
+  if (group_index != 0 || world_store_barrier()) {
+    store_based_barrier(*store_, group_index, rank_, world_size_, timeout_, what);
+  }
+  if (comm) comm->process_group()->setSequenceNumberForGroup();
+  return comm;
+}
+
+std::string missing_joiners(c10d::Store& store, int group_index, int world_size) {
+  std::string out;
+  try {
+    for (int r = 0; r < world_size; ++r) {
+      if (!store.check({joined_key(group_index, r)})) out += (out.empty() ? "" : ", ") + std::to_string(r);
+    }
+  } catch (const std::exception& e) {
+    return std::string("unknown (the store could not be read: ") + e.what() + ")";
+  }
+  return out.empty() ? std::string("none") : out;
+}
+
+void store_based_barrier(c10d::Store& store, int group_index, int rank, int world_size,
+                         std::chrono::milliseconds timeout, const std::string& what) {
+  const std::string key = store_barrier_key(group_index);
+  store.set(joined_key(group_index, rank), std::vector<uint8_t>{'1'});
+  // A Python 2.x rank waits for "<key>:last_worker", set by whoever completes the count.
+  if (store.add(key, 1) == world_size) store.set(key + ":last_worker", std::vector<uint8_t>{'1'});
+  const auto start = std::chrono::steady_clock::now();
+  auto delay = std::chrono::microseconds(200);
+  int64_t count = 0;
+  while ((count = store.add(key, 0)) < world_size) {
+    if (std::chrono::steady_clock::now() - start > timeout) {
+      throw TimeoutError(::kindling::detail::rank_prefix() + what + ": timed out after " + std::to_string(timeout.count()) +
+                         " ms waiting for all ranks: " + std::to_string(count) + " of " + std::to_string(world_size) +
+                         " arrived; ranks that did not arrive: " + missing_joiners(store, group_index, world_size) +
+                         ". Start every rank with the same WORLD_SIZE and rendezvous address, or raise the timeout.");
+    }
+    std::this_thread::sleep_for(delay);
+    if (delay < std::chrono::milliseconds(10)) delay *= 2;
+  }
+}
+
+}  // namespace detail
+}  // namespace dist
+}  // namespace kindling

@@ -1,0 +1,67 @@
+#pragma once
+// The Backend of the engines kindling reaches through LibTorch's c10d (gloo, nccl): group
+// creation in torch.distributed's order and store layout, so that kindling and Python ranks
+// can form one job.
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/communicator.h"
+
+namespace kindling {
+namespace dist {
+namespace detail {
+
+/// Makes the process group of one group from its store (c10d_compat.h's group_store),
+/// the member's group rank, the group size and the group's name ("0" world, "<k>" k-th
+/// new_group).
+using ProcessGroupFactory = std::function<c10::intrusive_ptr<c10d::ProcessGroup>(
+    c10::intrusive_ptr<c10d::Store> store, int group_rank, int group_size, const std::string& group_name)>;
+
+/// Group creation mirrors torch.distributed: the world's process group lives under the
+/// store prefix "0", the k-th new_group under "<k>"; after each creation every rank of the
+/// world passes the store-based barrier (for the world only where the LibTorch version's
+/// Python does, c10d_compat.h), then the members agree on a sequence number.
+class C10dBackend : public Backend {
+ public:
+  C10dBackend(std::string name, c10::intrusive_ptr<c10d::Store> store, int rank, int world_size,
+              std::chrono::milliseconds timeout, ProcessGroupFactory factory);
+
+  /// Creates the world group through the factory (collective over all ranks).
+  void create_world();
+  /// Uses a process group made elsewhere as the world (kindling/dist/c10d.h).
+  void adopt_world(c10::intrusive_ptr<c10d::ProcessGroup> pg);
+
+  std::string name() const override { return name_; }
+  std::shared_ptr<Communicator> world() override { return world_; }
+  c10::intrusive_ptr<c10d::Store> store() override { return store_; }
+  std::shared_ptr<Communicator> create_group(int group_index, const std::vector<int>& ranks, int group_rank) override;
+
+ private:
+  std::string name_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  int rank_, world_size_;
+  std::chrono::milliseconds timeout_;
+  ProcessGroupFactory factory_;
+  std::shared_ptr<Communicator> world_;
+};
+
+/// Python torch.distributed's store-based barrier after creating group `group_index`
+/// (0 = world): every rank adds 1 to the version's barrier key (c10d_compat.h), the rank
+/// that completes the count sets "<key>:last_worker", all wait until the count equals
+/// `world_size`. kindling also sets "kindling/joined/<group_index + 1>/<rank>" so that a
+/// timeout can name the ranks that are missing. Throws kindling::TimeoutError.
+void store_based_barrier(c10d::Store& store, int group_index, int rank, int world_size,
+                         std::chrono::milliseconds timeout, const std::string& what);
+
+/// Names the ranks in [0, world_size) that did not set "kindling/joined/<group_index + 1>/<rank>".
+std::string missing_joiners(c10d::Store& store, int group_index, int world_size);
+
+}  // namespace detail
+}  // namespace dist
+}  // namespace kindling

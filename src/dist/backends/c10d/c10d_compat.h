@@ -1,0 +1,132 @@
+#pragma once
+// The one place where kindling's c10d code differs between LibTorch 1.13 and 2.x.
+//
+// 1.13: an engine (ProcessGroupGloo, ProcessGroupNCCL) *is* a c10d::ProcessGroup.
+// 2.x:  an engine is a c10d::Backend; a c10d::ProcessGroup holds one backend per device
+//       type and dispatches each call by the tensors' device (what torch.distributed's
+//       _new_process_group_helper builds).
+// Everything else kindling calls (collectives, Work, stores, Options) has the same
+// signature in both.
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/version.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+
+namespace kindling {
+namespace dist {
+namespace detail {
+
+#if TORCH_VERSION_MAJOR >= 2
+/// The type of a c10d engine instance (ProcessGroupGloo, ProcessGroupNCCL).
+using C10dEngine = ::c10d::Backend;
+#else
+using C10dEngine = ::c10d::ProcessGroup;
+#endif
+
+/// The store of group `group_name` ("0" world, "<k>" k-th new_group) under the job's
+/// store, with torch.distributed's prefix: "<name>" in 1.13, "<name>/" in 2.x.
+inline c10::intrusive_ptr<::c10d::Store> group_store(const c10::intrusive_ptr<::c10d::Store>& store,
+                                                      const std::string& group_name) {
+#if TORCH_VERSION_MAJOR >= 2
+  return c10::make_intrusive<::c10d::PrefixStore>(group_name + "/", store);
+#else
+  return c10::make_intrusive<::c10d::PrefixStore>(group_name, store);
+#endif
+}
+
+/// The store an engine of a group uses: 2.x gives each engine "<device>/" under the group's
+/// store, named after the first device type it serves ("cpu" for gloo, "cuda" for nccl);
+/// 1.13 uses the group's store itself.
+inline c10::intrusive_ptr<::c10d::Store> engine_store(const c10::intrusive_ptr<::c10d::Store>& group,
+                                                       const std::string& device) {
+#if TORCH_VERSION_MAJOR >= 2
+  return c10::make_intrusive<::c10d::PrefixStore>(device + "/", group);
+#else
+  (void)device;
+  return group;
+#endif
+}
+
+/// Where an engine serves tensors: CPU, CUDA or both (gloo serves both, nccl CUDA only).
+struct EngineDevices {
+  bool cpu = true;
+  bool cuda = false;
+};
+
+/// The process group through which kindling calls `engine` (named "gloo" or "nccl"):
+/// in 1.13 the engine itself; in 2.x a ProcessGroup over `store` that routes the device
+/// types in `devices` to it, with `group_name` as torch.distributed names its groups
+/// ("0" for the world, "<k>" for the k-th new_group). `bound_device` (2.x) tells the
+/// engine which GPU this rank uses, as torch.distributed's device_id does.
+inline c10::intrusive_ptr<::c10d::ProcessGroup> as_process_group(
+    c10::intrusive_ptr<C10dEngine> engine, const c10::intrusive_ptr<::c10d::Store>& store, const std::string& name,
+    EngineDevices devices, const std::string& group_name, std::optional<c10::Device> bound_device = std::nullopt) {
+#if TORCH_VERSION_MAJOR >= 2
+  using PG = ::c10d::ProcessGroup;
+  const PG::BackendType type = name == "nccl" ? PG::BackendType::NCCL : PG::BackendType::GLOO;
+  auto pg = c10::make_intrusive<PG>(store, engine->getRank(), engine->getSize());
+  pg->setDefaultBackend(type);
+  if (bound_device) pg->setBoundDeviceId(bound_device);
+  if (devices.cpu) pg->setBackend(c10::DeviceType::CPU, type, engine);
+  if (devices.cuda) pg->setBackend(c10::DeviceType::CUDA, type, engine);
+  pg->setGroupName(group_name);
+  return pg;
+#else
+  (void)store, (void)name, (void)devices, (void)group_name, (void)bound_device;
+  return engine;
+#endif
+}
+
+/// Whether torch.distributed of this LibTorch version passes a store-based barrier right
+/// after creating the world group: always in 1.13; in 2.x only with
+/// TORCH_DIST_INIT_BARRIER=1. kindling does the same so that mixed C++/Python jobs agree.
+inline bool world_store_barrier() {
+#if TORCH_VERSION_MAJOR >= 2
+  const char* v = std::getenv("TORCH_DIST_INIT_BARRIER");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+#else
+  return true;
+#endif
+}
+
+/// Releases the engines of a process group kindling made, before it is destroyed (2.x's
+/// ProcessGroup::shutdown; destroying a ProcessGroupNCCL without it leaks its resources
+/// and warns). 1.13 has nothing to call.
+inline void shutdown_process_group(::c10d::ProcessGroup& pg) {
+#if TORCH_VERSION_MAJOR >= 2
+  pg.shutdown();
+#else
+  (void)pg;
+#endif
+}
+
+/// Makes c10d's NCCL watchdog abort a failed or timed-out communicator and hand the
+/// error to the waiting rank as an exception (2.x: TORCH_NCCL_ASYNC_ERROR_HANDLING=2,
+/// "clean up only"; 1.13 knows only NCCL_ASYNC_ERROR_HANDLING=1, which also ends the
+/// process). A value the user set is kept.
+inline void enable_nccl_async_errors() {
+#if TORCH_VERSION_MAJOR >= 2
+  ::setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "2", 0);
+#else
+  ::setenv("NCCL_ASYNC_ERROR_HANDLING", "1", 0);
+#endif
+}
+
+/// The store key of torch.distributed's store-based barrier after creating group
+/// `group_index` (0 = world): 1.13 counts groups from 1, 2.x uses the group's name.
+inline std::string store_barrier_key(int group_index) {
+#if TORCH_VERSION_MAJOR >= 2
+  return "store_based_barrier_key:" + std::to_string(group_index);
+#else
+  return "store_based_barrier_key:" + std::to_string(group_index + 1);
+#endif
+}
+
+}  // namespace detail
+}  // namespace dist
+}  // namespace kindling
