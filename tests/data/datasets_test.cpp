@@ -6,13 +6,15 @@
 #include <kindling/data/datasets.h>
 #include <kindling/data/transforms.h>
 #include <kindling/error.h>
+#include <ftw.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <array>
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <initializer_list>
@@ -24,7 +26,6 @@
 
 namespace {
 
-namespace fs = std::filesystem;
 using kindling::data::CIFAR10;
 using kindling::data::FashionMNIST;
 using kindling::data::MNIST;
@@ -32,6 +33,36 @@ using kindling::data::Transform;
 namespace tf = kindling::data::transforms;
 
 using Bytes = std::vector<uint8_t>;
+
+// Files through POSIX calls, not std::filesystem: pip's LibTorch 2.x exports its own copy of
+// libstdc++'s std::filesystem functions, and a test binary's calls bind to it
+// (std::filesystem::remove_all crashed there).
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+uint64_t file_size(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw std::runtime_error("cannot stat " + path);
+  return static_cast<uint64_t>(st.st_size);
+}
+
+std::string parent_of(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
+}
+
+void make_directories(const std::string& dir) {
+  for (std::size_t pos = 1; pos <= dir.size(); ++pos) {
+    if (pos == dir.size() || dir[pos] == '/') ::mkdir(dir.substr(0, pos).c_str(), 0755);  // EEXIST is fine
+  }
+}
+
+void remove_tree(const std::string& dir) {
+  ::nftw(dir.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16,
+         FTW_DEPTH | FTW_PHYS);
+}
 
 class TempDir {
  public:
@@ -41,28 +72,25 @@ class TempDir {
     if (made == nullptr) throw std::runtime_error("mkdtemp failed");
     path_ = made;
   }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
+  ~TempDir() { remove_tree(path_); }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-  std::string str() const { return path_.string(); }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+  std::string str() const { return path_; }
 
  private:
-  fs::path path_;
+  std::string path_;
 };
 
 void write_file(const std::string& path, const Bytes& bytes) {
-  fs::create_directories(fs::path(path).parent_path());
+  make_directories(parent_of(path));
   std::ofstream out(path, std::ios::binary);
   out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   ASSERT_TRUE(out.good()) << path;
 }
 
 void write_gz(const std::string& path, const Bytes& bytes) {
-  fs::create_directories(fs::path(path).parent_path());
+  make_directories(parent_of(path));
   gzFile file = gzopen(path.c_str(), "wb");
   ASSERT_NE(file, nullptr) << path;
   if (!bytes.empty()) {
@@ -201,7 +229,7 @@ TEST(CIFAR10, Errors) {
   // A missing training file among the five.
   const std::string missing = tmp / "missing";
   write_cifar(missing);
-  fs::remove(missing + "/data_batch_3.bin");
+  ::unlink((missing + "/data_batch_3.bin").c_str());
   expect_contains(error_of([&] { CIFAR10 dataset(missing, true); }), {"cannot find", "data_batch_3.bin"});
   EXPECT_EQ(CIFAR10(missing, false).size(), 3);
 
@@ -399,8 +427,8 @@ TEST(MNIST, Errors) {
   const std::string gz = tmp / "truncated-gz";
   write_gz(gz + "/train-images-idx3-ubyte.gz", mnist_images(3, 0));
   write_gz(gz + "/train-labels-idx1-ubyte.gz", mnist_labels({1, 2, 3}));
-  const auto gz_size = fs::file_size(gz + "/train-images-idx3-ubyte.gz");
-  fs::resize_file(gz + "/train-images-idx3-ubyte.gz", gz_size / 2);
+  const auto gz_size = file_size(gz + "/train-images-idx3-ubyte.gz");
+  ASSERT_EQ(::truncate((gz + "/train-images-idx3-ubyte.gz").c_str(), static_cast<off_t>(gz_size / 2)), 0);
   const std::string message = error_of([&] { MNIST dataset(gz); });
   expect_contains(message, {gz + "/train-images-idx3-ubyte.gz"});
   EXPECT_TRUE(message.find("truncated") != std::string::npos || message.find("decompress") != std::string::npos)
@@ -409,7 +437,7 @@ TEST(MNIST, Errors) {
 
 TEST(FashionMNIST, RealData) {
   const std::string root = kindling::data::kFashionMnistRoot;
-  if (!fs::exists(root + "/train-images-idx3-ubyte.gz") && !fs::exists(root + "/train-images-idx3-ubyte")) {
+  if (!exists(root + "/train-images-idx3-ubyte.gz") && !exists(root + "/train-images-idx3-ubyte")) {
     GTEST_SKIP() << "Fashion-MNIST is not installed in " << root << " (Debian package dataset-fashion-mnist)";
   }
   FashionMNIST train(root, true);

@@ -39,7 +39,7 @@ TEST(DistributedSampler, SameIndicesAsPython) {
   const std::string dir = ::mkdtemp(tmpl);
   std::ofstream(dir + "/in.txt") << input.str();
   auto r = kindling::testing::run_command(
-      {"/bin/sh", "-c", "/usr/bin/python3 '" KINDLING_SOURCE_DIR "/tests/python/sampler_indices.py' < '" + dir + "/in.txt'"},
+      {"/bin/sh", "-c", KINDLING_PYTHON " '" KINDLING_SOURCE_DIR "/tests/python/sampler_indices.py' < '" + dir + "/in.txt'"},
       {}, std::chrono::seconds(120));
   std::system(("rm -rf '" + dir + "'").c_str());
   ASSERT_TRUE(r.ok()) << kindling::testing::describe({r});

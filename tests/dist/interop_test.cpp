@@ -51,7 +51,7 @@ TEST_P(PythonInteropTest, KindlingAndPythonRanksAllReduceTogether) {
   opts.deadline = std::chrono::seconds(90);
   opts.set_dist_env = std::string(c.mode) == "env";
   opts.env = {{"KINDLING_INTEROP_MODE", c.mode}, {"LOCAL_WORLD_SIZE", "2"}};
-  opts.commands[c.python_rank] = {"/usr/bin/python3", KINDLING_SOURCE_DIR "/tests/python/interop_peer.py", c.mode};
+  opts.commands[c.python_rank] = {KINDLING_PYTHON, KINDLING_SOURCE_DIR "/tests/python/interop_peer.py", c.mode};
   auto results = run_workers("interop_cpp", opts);
   for (const auto& r : results) EXPECT_TRUE(r.ok()) << describe(results);
   EXPECT_NE(results[c.python_rank].out.find("all_reduce=[3.0, 3.0, 3.0, 3.0]"), std::string::npos) << describe(results);

@@ -209,7 +209,7 @@ TEST(KindlingRun, BadFlagsAreRejectedWithExitCodeTwo) {
 // ---- torchrun (Debian's python3-torch) ----------------------------------------------
 
 Strings torchrun(const Strings& args) {
-  Strings argv = {"/usr/bin/python3", kSource + "/tests/launch/torchrun_compat.py", "--monitor_interval", "0.2"};
+  Strings argv = {KINDLING_PYTHON, kSource + "/tests/launch/torchrun_compat.py", "--monitor_interval", "0.2"};
   argv.insert(argv.end(), args.begin(), args.end());
   return argv;
 }

@@ -10,6 +10,7 @@
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
 
+#include "support/models.h"
 #include "support/multiprocess.h"
 
 namespace kd = kindling::dist;
@@ -85,15 +86,7 @@ int64_t offset_of(int rank) {
   return o;
 }
 
-struct Net : torch::nn::Module {
-  Net() {
-    conv = register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 4, 3).bias(false)));
-    bn = register_module("bn", knn::BatchNorm2d(4));
-  }
-  torch::Tensor forward(const torch::Tensor& x) { return bn(conv(x)); }
-  torch::nn::Conv2d conv{nullptr};
-  knn::BatchNorm2d bn{nullptr};
-};
+using Net = kindling::testing::ConvBn;
 
 KINDLING_WORKER(sync_batchnorm_matches_full_batch) {
   kd::initialize(kindling::testing::test_backend(), kd::InitOptions().timeout(std::chrono::seconds(60)));

@@ -1,0 +1,276 @@
+// GPU tests: every name ends in _CUDA (select them with --gtest_filter='*_CUDA' or
+// ctest -R _CUDA). Where LibTorch sees no CUDA device they are skipped with the reason.
+// nccl at world size 1 (one GPU allows no more); several ranks on CUDA tensors with gloo,
+// which lets ranks share one GPU; DDP, SyncBatchNorm and the data loader on the GPU.
+#include <ATen/ATen.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <gtest/gtest.h>
+#include <kindling/kindling.h>
+#include <kindling/data/loader.h>
+#include <kindling/nn/batchnorm.h>
+#include <kindling/nn/ddp.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+
+#include "support/models.h"
+#include "support/multiprocess.h"
+
+namespace kd = kindling::dist;
+namespace knn = kindling::nn;
+using kindling::testing::describe;
+using kindling::testing::LaunchOptions;
+using kindling::testing::run_workers;
+
+namespace {
+
+#define SKIP_WITHOUT_CUDA() \
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device: this LibTorch has no CUDA or sees no GPU"
+
+#define SKIP_WITHOUT_NCCL()                                                                   \
+  SKIP_WITHOUT_CUDA();                                                                        \
+  if (!KINDLING_HAS_NCCL) GTEST_SKIP() << "kindling was built without nccl (KINDLING_WITH_NCCL=OFF)"
+
+const at::TensorOptions kGpuFloat = at::TensorOptions().dtype(at::kFloat).device(at::kCUDA);
+
+bool same(const at::Tensor& a, const at::Tensor& b) { return a.sizes() == b.sizes() && at::equal(a.cpu(), b.cpu()); }
+
+void run_ranks(const std::string& worker, const std::string& backend, int world_size) {
+  LaunchOptions opts;
+  opts.backend = backend;
+  opts.world_size = world_size;
+  opts.deadline = std::chrono::seconds(180);
+  auto results = run_workers(worker, opts);
+  for (const auto& r : results) EXPECT_TRUE(r.ok()) << describe(results);
+}
+
+// Every collective of the API on CUDA tensors of the current backend; values computed
+// from the rank so that each result is checked exactly.
+KINDLING_WORKER(cuda_collectives) {
+  kd::initialize(kindling::testing::test_backend(), kd::InitOptions().timeout(std::chrono::seconds(60)));
+  const int r = kd::get_rank(), n = kd::get_world_size();
+  const auto dev = kd::device();
+  WCHECK(dev.is_cuda(), << dev);
+  WCHECK(dev.index() == kd::get_local_rank() % static_cast<int>(at::detail::getCUDAHooks().getNumGPUs()), << dev);
+  const double sum = n * (n + 1) / 2.0;
+
+  auto t = at::full({5}, r + 1.0, kGpuFloat.device(dev));
+  WCHECK(kd::all_reduce(t).is_same(t), << "in place on the GPU");
+  WCHECK(same(t, at::full({5}, sum, kGpuFloat)), << t);
+  for (auto op : {kd::ReduceOp::kProduct, kd::ReduceOp::kMin, kd::ReduceOp::kMax}) {
+    auto u = kd::all_reduce(at::full({3}, r + 1.0, kGpuFloat.device(dev)), op);
+    double want = op == kd::ReduceOp::kMin ? 1 : n;  // max: n
+    if (op == kd::ReduceOp::kProduct) {
+      want = 1;
+      for (int i = 1; i <= n; ++i) want *= i;
+    }
+    WCHECK(same(u, at::full({3}, want, kGpuFloat)), << kd::to_string(op) << " " << u);
+  }
+  auto half = kd::all_reduce(at::full({4}, r + 1.0, kGpuFloat.dtype(at::kHalf).device(dev)));
+  WCHECK(same(half, at::full({4}, sum, kGpuFloat.dtype(at::kHalf))), << half);
+  auto ints = kd::all_reduce(at::full({4}, int64_t{r + 1}, at::TensorOptions().dtype(at::kLong).device(dev)));
+  WCHECK(ints[0].item<int64_t>() == static_cast<int64_t>(sum), << ints);
+  // A CPU tensor is reduced on the device and comes back on the CPU.
+  auto cpu = kd::all_reduce(at::full({2}, r + 1.0));
+  WCHECK(cpu.device().is_cpu() && cpu[0].item<double>() == sum, << cpu);
+
+  auto b = kd::broadcast(at::full({3}, r == n - 1 ? 7.0 : 0.0, kGpuFloat.device(dev)), n - 1);
+  WCHECK(same(b, at::full({3}, 7.0, kGpuFloat)), << b);
+  auto g = kd::all_gather(at::full({2}, r * 1.0, kGpuFloat.device(dev)));
+  WCHECK(g.device() == dev && g.size(0) == 2 * n, << g.sizes());
+  for (int i = 0; i < n; ++i) WCHECK(g[2 * i].item<float>() == i);
+  auto red = kd::reduce(at::full({2}, r + 1.0, kGpuFloat.device(dev)), 0);
+  if (r == 0) WCHECK(red[0].item<float>() == sum, << red);
+  auto gathered = kd::gather(at::full({1}, r * 3.0, kGpuFloat.device(dev)), 0);
+  if (r == 0) {
+    WCHECK(static_cast<int>(gathered.size()) == n);
+    for (int i = 0; i < n; ++i) WCHECK(gathered[i].item<float>() == i * 3);
+  }
+  std::vector<at::Tensor> chunks;
+  if (r == 0) for (int i = 0; i < n; ++i) chunks.push_back(at::full({2}, i * 10.0, kGpuFloat.device(dev)));
+  auto sc = kd::scatter(at::empty({2}, kGpuFloat.device(dev)), chunks, 0);
+  WCHECK(sc[1].item<float>() == r * 10, << sc);
+  std::vector<at::Tensor> to_all;
+  for (int i = 0; i < n; ++i) to_all.push_back(at::full({i + 1}, r * 100.0 + i, kGpuFloat.device(dev)));
+  auto from_all = kd::all_to_all(to_all);
+  for (int i = 0; i < n; ++i) {
+    WCHECK(from_all[i].size(0) == r + 1 && from_all[i][0].item<float>() == i * 100 + r, << from_all[i]);
+  }
+  auto w = kd::all_reduce_async(at::ones({1024}, kGpuFloat.device(dev)));
+  w.wait();
+  kd::barrier();
+
+  // Objects and strings travel as byte tensors on the device.
+  auto names = kd::all_gather(std::string("rank-") + std::to_string(r));
+  WCHECK(static_cast<int>(names.size()) == n && names.back() == "rank-" + std::to_string(n - 1));
+  WCHECK(kd::broadcast(std::string(r == 0 ? "from zero" : ""), 0) == "from zero");
+  WCHECK(kd::all_reduce(r + 1) == static_cast<int>(sum));
+  auto objs = kd::all_gather_object(std::vector<double>{r * 0.5, 1.0});
+  WCHECK(static_cast<int>(objs.size()) == n && objs.back()[0] == (n - 1) * 0.5);
+
+  auto sub = kd::new_group({0});
+  auto s = kd::all_reduce(at::full({1}, 2.0, kGpuFloat.device(dev)), kd::ReduceOp::kSum, sub);
+  WCHECK(s.item<float>() == 2.0f, << "a one-member group returns its own value");
+  kd::finalize();
+}
+
+TEST(NcclTest, EveryCollectiveAtWorldSizeOne_CUDA) {
+  SKIP_WITHOUT_NCCL();
+  run_ranks("cuda_collectives", "nccl", 1);
+}
+
+TEST(GlooOnCudaTest, EveryCollectiveTwoRanks_CUDA) {
+  SKIP_WITHOUT_CUDA();
+  run_ranks("cuda_collectives", "gloo", 2);
+}
+
+TEST(GlooOnCudaTest, EveryCollectiveThreeRanks_CUDA) {
+  SKIP_WITHOUT_CUDA();
+  run_ranks("cuda_collectives", "gloo", 3);
+}
+
+KINDLING_WORKER(nccl_more_ranks_than_gpus) {
+  std::string what;
+  try {
+    kd::initialize("nccl", kd::InitOptions().timeout(std::chrono::seconds(30)));
+  } catch (const kindling::Error& e) {
+    what = e.what();
+  }
+  const int gpus = static_cast<int>(at::detail::getCUDAHooks().getNumGPUs());
+  if (kd::get_rank() < gpus && what.empty()) return;  // this rank had a GPU of its own
+  WCHECK(what.find("CUDA device(s)") != std::string::npos && what.find("use gloo") != std::string::npos, << what);
+}
+
+// NCCL cannot give two ranks one GPU: the rank without a GPU of its own says so instead of
+// failing inside NCCL. (With as many GPUs as ranks this initializes and passes.)
+TEST(NcclTest, RefusesMoreRanksThanGpus_CUDA) {
+  SKIP_WITHOUT_NCCL();
+  const int gpus = static_cast<int>(at::detail::getCUDAHooks().getNumGPUs());
+  if (gpus > 1) GTEST_SKIP() << "needs a node with one GPU, this one has " << gpus;
+  LaunchOptions opts;
+  opts.world_size = 2;
+  opts.backend = "nccl";
+  auto results = run_workers("nccl_more_ranks_than_gpus", opts);
+  EXPECT_TRUE(results.at(1).ok()) << describe(results);
+}
+
+struct Mlp : torch::nn::Module {
+  Mlp() {
+    fc1 = register_module("fc1", torch::nn::Linear(20, 64));
+    fc2 = register_module("fc2", torch::nn::Linear(64, 5));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return fc2(torch::relu(fc1(x))); }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+};
+
+// auto_model on the GPU: the module moves to device(), gradients are averaged in buckets on
+// the GPU and equal one process's full-batch gradients; replicas stay identical.
+KINDLING_WORKER(cuda_ddp) {
+  kd::initialize(kindling::testing::test_backend(), kd::InitOptions().timeout(std::chrono::seconds(60)));
+  const int r = kd::get_rank(), n = kd::get_world_size();
+  torch::manual_seed(3);
+  auto model = kd::auto_model(std::make_shared<Mlp>(), knn::DdpOptions().bucket_cap_mb(0.002));
+  torch::manual_seed(3);
+  auto reference = std::make_shared<Mlp>();
+  reference->to(kd::device());
+  for (const auto& p : model->parameters()) WCHECK(p.device() == kd::device(), << p.device());
+  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  torch::optim::SGD ref_opt(reference->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  for (int step = 0; step < 4; ++step) {
+    torch::manual_seed(50 + step);
+    auto x = torch::randn({8 * n, 20}).to(kd::device());
+    auto y = torch::randn({8 * n, 5}).to(kd::device());
+    opt.zero_grad();
+    ref_opt.zero_grad();
+    torch::mse_loss(model(x.narrow(0, 8 * r, 8)), y.narrow(0, 8 * r, 8)).backward();
+    torch::mse_loss(reference->forward(x), y).backward();
+    auto q = reference->named_parameters();
+    for (const auto& item : model->named_parameters()) {
+      const auto& a = item.value().grad();
+      const auto& b = q[item.key()].grad();
+      WCHECK(a.is_cuda() && torch::allclose(a, b, 1e-4, 1e-5), << item.key() << " " << (a - b).abs().max().item<double>());
+    }
+    opt.step();
+    ref_opt.step();
+  }
+  for (const auto& p : model->parameters()) {
+    WCHECK(torch::equal(kd::all_reduce(p.detach().clone(), kd::ReduceOp::kMax), p.detach()), << "replicas differ");
+  }
+  kd::finalize();
+}
+
+TEST(DdpOnCudaTest, GradientsMatchOneProcess_CUDA) {
+  SKIP_WITHOUT_CUDA();
+  run_ranks("cuda_ddp", "gloo", 2);
+}
+
+TEST(DdpOnCudaTest, NcclWorldSizeOne_CUDA) {
+  SKIP_WITHOUT_NCCL();
+  run_ranks("cuda_ddp", "nccl", 1);
+}
+
+using kindling::testing::ConvBn;
+
+// SyncBatchNorm on the GPU: each rank's slice of the output equals one process's output on
+// the whole batch, and so do the running statistics.
+KINDLING_WORKER(cuda_sync_batchnorm) {
+  kd::initialize(kindling::testing::test_backend(), kd::InitOptions().timeout(std::chrono::seconds(60)));
+  const int r = kd::get_rank(), n = kd::get_world_size();
+  torch::manual_seed(9);
+  auto model = kd::auto_model(std::make_shared<ConvBn>(), knn::DdpOptions().sync_batchnorm(true));
+  torch::manual_seed(9);
+  auto reference = std::make_shared<ConvBn>();
+  reference->to(kd::device());
+  WCHECK(model->bn->sync());
+  for (int step = 0; step < 3; ++step) {
+    torch::manual_seed(70 + step);
+    auto x = (torch::randn({4 * n, 3, 6, 6}) * 2 + 0.5).to(kd::device());
+    auto y = model(x.narrow(0, 4 * r, 4));
+    auto y_ref = reference->forward(x).narrow(0, 4 * r, 4);
+    WCHECK(y.is_cuda() && torch::allclose(y, y_ref, 1e-4, 1e-5), << (y - y_ref).abs().max().item<double>());
+    y.sum().backward();
+  }
+  WCHECK(torch::allclose(model->bn->running_mean, reference->bn->running_mean, 1e-5, 1e-6));
+  WCHECK(torch::allclose(model->bn->running_var, reference->bn->running_var, 1e-4, 1e-5));
+  kd::finalize();
+}
+
+TEST(SyncBatchNormOnCudaTest, MatchesOneProcess_CUDA) {
+  SKIP_WITHOUT_CUDA();
+  run_ranks("cuda_sync_batchnorm", "gloo", 2);
+}
+
+class Squares : public kindling::data::Dataset {
+ public:
+  int64_t size() const override { return 37; }
+  kindling::data::Example get(int64_t i) const override {
+    return {at::full({2, 3}, static_cast<float>(i)), at::full({}, i * i, at::kLong)};
+  }
+};
+
+// auto_dataloader with a CUDA device(): pinned batches, handed out on the GPU with the
+// same values as a CPU loader's.
+TEST(LoaderOnCudaTest, AutoDataloaderPinsAndDelivers_CUDA) {
+  SKIP_WITHOUT_CUDA();
+  auto data = std::make_shared<Squares>();
+  auto options = kindling::data::DataLoaderOptions().batch_size(8).num_workers(2);
+  auto loader = kd::auto_dataloader(data, options);
+  kindling::data::DataLoader cpu_loader(data, kindling::data::DataLoaderOptions().batch_size(8).device(at::kCPU));
+  auto expected = cpu_loader.begin();
+  int64_t batches = 0;
+  for (const auto& batch : loader) {
+    EXPECT_EQ(batch.data.device(), kd::device());
+    EXPECT_EQ(batch.target.device(), kd::device());
+    EXPECT_TRUE(same(batch.data, expected->data)) << "batch " << batches;
+    EXPECT_TRUE(same(batch.target, expected->target)) << "batch " << batches;
+    ++expected;
+    ++batches;
+  }
+  EXPECT_EQ(batches, 5);
+  // Pinning itself, without the copy to the device.
+  kindling::data::DataLoader pinned(data, kindling::data::DataLoaderOptions().batch_size(8).pin_memory(true));
+  EXPECT_TRUE(pinned.begin()->data.is_pinned());
+}
+
+}  // namespace
