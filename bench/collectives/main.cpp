@@ -1,6 +1,9 @@
 // bench_collectives: all_reduce latency and bandwidth of kindling vs its raw engine,
 // measured in the same run, in the style of nccl-tests: on gloo the peer is a raw c10d
-// ProcessGroupGloo, on mpi (-B mpi, under mpirun) a raw MPI_Allreduce. The mpi run also
+// ProcessGroupGloo, on nccl (-B nccl) a raw c10d ProcessGroupNCCL, on mpi (-B mpi, under
+// mpirun) a raw MPI_Allreduce. Tensors live on kindling::dist::device(): where CUDA is
+// visible that is the GPU, so gloo then reduces CUDA tensors; both sides wait for each
+// call to complete on the host (a Work::wait with a timeout). The mpi run also
 // measures this machine's memcpy bandwidth at each size, the bound for shared memory.
 // -m buffer makes both sides reduce kindling::dist::empty_comm_buffer memory (on mpi: the
 // shared window, reduced in place) instead of ordinary tensors (-m tensor, the default).
@@ -16,6 +19,9 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#if KINDLING_BENCH_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
 
 #include <kindling/kindling.h>
 
@@ -29,6 +35,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -88,8 +95,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_collectives: -m takes tensor (at::full) or buffer (kindling::dist::empty_comm_buffer)\n");
     return 2;
   }
-  if (backend != "gloo" && backend != "mpi") {
-    std::fprintf(stderr, "bench_collectives: -B takes gloo or mpi, got '%s'\n", backend.c_str());
+  if (backend != "gloo" && backend != "mpi" && backend != "nccl") {
+    std::fprintf(stderr, "bench_collectives: -B takes gloo, nccl or mpi, got '%s'\n", backend.c_str());
     return 2;
   }
 #if !KINDLING_BENCH_MPI
@@ -102,8 +109,8 @@ int main(int argc, char** argv) {
   const int rank = kd::get_rank(), ws = kd::get_world_size();
   const bool mpi = backend == "mpi";
 
-  // The peer on gloo: a raw c10d ProcessGroupGloo on its own store (next port), same options.
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+  // The peer on gloo / nccl: a raw c10d engine on its own store (next port), same options.
+  std::function<void(std::vector<at::Tensor>&)> raw_all_reduce;
   if (!mpi) {
     c10d::TCPStoreOptions so;
     so.port = static_cast<std::uint16_t>(std::atoi(std::getenv("MASTER_PORT")) + 1);
@@ -112,17 +119,34 @@ int main(int argc, char** argv) {
     so.waitWorkers = rank != 0;
     so.timeout = std::chrono::seconds(60);
     c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::TCPStore>(std::getenv("MASTER_ADDR"), so);
-    auto opts = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(60));
-    opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-    opts->threads = 2;
-    pg = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>("raw", store), rank, ws, opts);
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("raw", store);
+    const std::chrono::milliseconds wait_limit = std::chrono::seconds(60);
+    if (backend == "gloo") {
+      auto opts = c10d::ProcessGroupGloo::Options::create(wait_limit);
+      opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+      opts->threads = 2;
+      auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, ws, opts);
+      raw_all_reduce = [pg, wait_limit](std::vector<at::Tensor>& t) { pg->allreduce(t)->wait(wait_limit); };
+    } else {
+#if KINDLING_BENCH_NCCL
+      auto opts = c10d::ProcessGroupNCCL::Options::create();
+      opts->timeout = wait_limit;
+      auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, rank, ws, opts);
+      raw_all_reduce = [pg, wait_limit](std::vector<at::Tensor>& t) { pg->allreduce(t)->wait(wait_limit); };
+#else
+      std::fprintf(stderr, "bench_collectives: this build has no nccl backend (a CUDA LibTorch, -DKINDLING_WITH_NCCL=ON)\n");
+      return 2;
+#endif
+    }
   }
+  const auto dev = kd::device();
   const char* peer = mpi ? "MPI" : "c10d";
+  const char* engine = mpi ? "MPI_Allreduce" : backend == "nccl" ? "c10d ProcessGroupNCCL" : "c10d ProcessGroupGloo";
 
   if (rank == 0) {
-    std::printf("# kindling (%s) vs raw %s, all_reduce SUM float, %d ranks, %d iters x %d rounds (median), both on %s\n",
-                backend.c_str(), mpi ? "MPI_Allreduce" : "c10d ProcessGroupGloo", ws, iters, reps,
-                memory == "buffer" ? "kindling::dist::empty_comm_buffer memory" : "ordinary tensors");
+    std::printf("# kindling (%s) vs raw %s, all_reduce SUM float, %d ranks, %d iters x %d rounds (median), both on %s %s\n",
+                backend.c_str(), engine, ws, iters, reps,
+                memory == "buffer" ? "kindling::dist::empty_comm_buffer memory" : "ordinary tensors", dev.str().c_str());
     std::printf("# %10s %10s %6s %6s %12s %9s %9s %10s(us) %9s %7s%s\n", "size(B)", "count", "type", "redop",
                 "kindling(us)", "algbw", "busbw", peer, "busbw", "ratio", mpi ? "  memcpy(GB/s) busbw/memcpy" : "");
   }
@@ -134,7 +158,8 @@ int main(int argc, char** argv) {
     const int64_t count = std::max<int64_t>(1, bytes / 4);
     // -m buffer: both sides reduce memory from empty_comm_buffer (on mpi, the shared window).
     auto make = [&] {
-      return memory == "buffer" ? kd::empty_comm_buffer({count}, at::kFloat).fill_(1.0f) : at::full({count}, 1.0f);
+      return memory == "buffer" ? kd::empty_comm_buffer({count}, at::kFloat).fill_(1.0f)
+                                : at::full({count}, 1.0f, at::TensorOptions().device(dev));
     };
     auto t = make();
     std::vector<at::Tensor> raw{make()};
@@ -147,7 +172,7 @@ int main(int argc, char** argv) {
         return;
       }
 #endif
-      pg->allreduce(raw)->wait();
+      raw_all_reduce(raw);
     };
     for (int i = 0; i < warmup; ++i) {
       run_kindling();
