@@ -291,6 +291,9 @@ GradientReducer::~GradientReducer() = default;
 void GradientReducer::before_forward() {
   auto& s = *state_;
   if (!s.options.broadcast_buffers() || s.buffers.empty()) return;
+  // As torch's DDP: only a forward that will be followed by a synchronised backward
+  // communicates, so evaluation under no-grad (or inside no_sync) stays local.
+  if (!at::GradMode::is_enabled() || !sync_enabled()) return;
   at::NoGradGuard no_grad;
   broadcast_coalesced(s.buffers, s.src, s.options.group());
 }

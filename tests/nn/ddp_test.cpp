@@ -167,6 +167,44 @@ KINDLING_WORKER(ddp_no_sync) {
   kd::finalize();
 }
 
+// A linear layer scaled by a buffer: a model with a buffer whose output does not depend on
+// batch statistics, so local gradients average to the full batch's.
+struct ScaledImpl : torch::nn::Module {
+  ScaledImpl() {
+    fc = register_module("fc", torch::nn::Linear(20, 5));
+    scale = register_buffer("scale", torch::full({5}, 2.0));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return fc(x) * scale; }
+  torch::nn::Linear fc{nullptr};
+  torch::Tensor scale;
+};
+TORCH_MODULE(Scaled);
+
+// As torch's DDP: a forward without gradients does not communicate, so rank 0 can evaluate
+// alone through the wrapper while the other ranks wait; a training forward still broadcasts
+// the buffers from rank 0 and training still gives one process's full-batch gradients.
+KINDLING_WORKER(ddp_no_grad_forward_is_local) {
+  initialize();
+  const int rank = kd::get_rank(), world = kd::get_world_size();
+  torch::manual_seed(4);
+  auto model = kd::auto_model(Scaled());
+  if (rank == 0) {
+    torch::NoGradGuard no_grad;
+    for (int i = 0; i < 3; ++i) WCHECK(model(torch::randn({2, 20})).size(0) == 2);
+  }
+  kd::barrier();
+  if (rank != 0) model->scale.fill_(-1.0);  // a training forward must restore rank 0's buffer
+  torch::manual_seed(4);
+  Scaled reference;
+  auto [x, y] = global_batch(world, 21);
+  torch::mse_loss(model(rows(x, rank)), rows(y, rank)).backward();
+  torch::mse_loss(reference(x), y).backward();
+  WCHECK(torch::equal(model->scale, reference->scale), << "buffer not broadcast: " << model->scale);
+  auto q = reference->named_parameters();
+  for (const auto& item : model->named_parameters()) expect_close(item.value().grad(), q[item.key()].grad(), item.key());
+  kd::finalize();
+}
+
 class DdpTest : public ::testing::TestWithParam<std::tuple<std::string, int>> {
  protected:
   void expect_ok(const std::string& worker) {
@@ -183,6 +221,7 @@ TEST_P(DdpTest, GradientsEqualFullBatchAndReplicasStayIdentical) { expect_ok("dd
 TEST_P(DdpTest, UnusedParameterIsNamedWithoutFindUnused) { expect_ok("ddp_unused_parameter_error"); }
 TEST_P(DdpTest, FindUnusedParameters) { expect_ok("ddp_find_unused"); }
 TEST_P(DdpTest, NoSyncAccumulates) { expect_ok("ddp_no_sync"); }
+TEST_P(DdpTest, NoGradForwardDoesNotCommunicate) { expect_ok("ddp_no_grad_forward_is_local"); }
 
 INSTANTIATE_TEST_SUITE_P(Backends, DdpTest, ::testing::ValuesIn(kindling::testing::cpu_backend_world_sizes({2, 3})),
                          [](const auto& info) { return kindling::testing::backend_world_size_name(info.param); });

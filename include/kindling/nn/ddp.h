@@ -82,7 +82,10 @@ class KINDLING_API GradientReducer {
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
 
-  /// Called before each forward: broadcasts buffers when enabled.
+  /// Called before each forward: broadcasts the buffers from the source rank when
+  /// broadcast_buffers is on, gradients are enabled and sync is on (as torch's DDP; a
+  /// no-grad or no_sync forward does not communicate). All ranks of the group call it
+  /// together in that case.
   void before_forward();
   /// While false (see no_sync()), backward accumulates gradients locally without
   /// communication; the next synchronised backward averages the accumulated gradients.
