@@ -349,7 +349,19 @@ LaunchEnvironment detect_launch_environment(const EnvMap& env) {
       return single;
     }
   }
-  if (lookup(env, "RANK") || lookup(env, "WORLD_SIZE")) return from_torch_env(env);
+  const auto rank = lookup(env, "RANK"), world_size = lookup(env, "WORLD_SIZE");
+  if (rank && world_size) return from_torch_env(env);
+  if ((rank || world_size) && (inner_horovod || inner_mpi)) {
+    // Half of torch's pair, left in the shell, under a launcher that gives every rank its
+    // own numbers: the launcher wins, and the user hears about the stray variable.
+    LaunchEnvironment e = inner_horovod ? from_horovod(env) : from_open_mpi(env);
+    e.warnings.push_back(std::string(rank ? "RANK=" + *rank : "WORLD_SIZE=" + *world_size) +
+                         " is set without " + (rank ? "WORLD_SIZE" : "RANK") + " and ignored: the ranks come from " +
+                         e.launcher + " (rank " + std::to_string(e.rank) + " of " + std::to_string(e.world_size) +
+                         "); unset it, or set both RANK and WORLD_SIZE to override " + e.launcher);
+    return e;
+  }
+  if (rank || world_size) return from_torch_env(env);
   if (inner_horovod || lookup(env, "HOROVOD_SIZE")) return from_horovod(env);
   if (inner_mpi || lookup(env, "OMPI_COMM_WORLD_SIZE")) return from_open_mpi(env);
   if (lookup(env, "PMIX_RANK")) return from_pmix(env);

@@ -203,6 +203,26 @@ TEST(DetectOpenMpi, ReadsOmpiVariablesAndDerivesAPort) {
   EXPECT_NE(error_of({{"OMPI_COMM_WORLD_RANK", "0"}}).find("missing OMPI_COMM_WORLD_SIZE"), std::string::npos);
 }
 
+// Half of torch's pair left in the shell under mpirun: mpirun's numbers win, with a warning;
+// both RANK and WORLD_SIZE set still override mpirun.
+TEST(DetectOpenMpi, StrayWorldSizeOrRankIsIgnoredWithAWarning) {
+  kd::EnvMap env{{"OMPI_COMM_WORLD_RANK", "1"},       {"OMPI_COMM_WORLD_SIZE", "2"},
+                 {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                 {"OMPI_MCA_ess_base_jobid", "1571160065"}, {"WORLD_SIZE", "2"}};
+  auto e = kd::detect_launch_environment(env);
+  EXPECT_EQ(e.launcher, "mpirun");
+  EXPECT_EQ(e.rank, 1);
+  ASSERT_EQ(e.warnings.size(), 1u);
+  EXPECT_NE(e.warnings[0].find("WORLD_SIZE=2 is set without RANK and ignored: the ranks come from mpirun (rank 1 of 2)"),
+            std::string::npos)
+      << e.warnings[0];
+  env.erase("WORLD_SIZE");
+  env["RANK"] = "0";
+  EXPECT_NE(kd::detect_launch_environment(env).warnings.at(0).find("RANK=0 is set without WORLD_SIZE"), std::string::npos);
+  env["WORLD_SIZE"] = "2";
+  EXPECT_EQ(kd::detect_launch_environment(env).launcher, "env") << "both set: torch's variables win";
+}
+
 TEST(DetectPmix, NeedsASize) {
   auto e = kd::detect_launch_environment({{"PMIX_RANK", "1"}, {"OMPI_APP_CTX_NUM_PROCS", "2"}});
   EXPECT_EQ(e.launcher, "pmix");
