@@ -1,22 +1,36 @@
 #!/usr/bin/env bash
 # Runs bench/collectives with 2 local ranks (kindling and raw c10d in the same run), then the
-# Python torch.distributed script on the same sizes. Extra arguments go to both.
+# Python torch.distributed script on the same sizes, then (where mpirun exists) the mpi
+# backend against raw MPI. Extra arguments go to every part. Any part that fails stops the
+# script with its exit status.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/build.sh >/dev/null
 args=("$@")
 [ ${#args[@]} -eq 0 ] && args=(-b 4 -e 64M -f 4 -n 200 -w 20 -r 9)
-export WORLD_SIZE=2 MASTER_ADDR=127.0.0.1
 MASTER_PORT=${MASTER_PORT:-29600}
-for r in 0 1; do RANK=$r LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_PORT=$MASTER_PORT ./build/bench/collectives/bench_collectives "${args[@]}" & done
-wait
-for r in 0 1; do RANK=$r MASTER_PORT=$((MASTER_PORT + 10)) /usr/bin/python3 bench/collectives/torch_collectives.py "${args[@]}" & done
-wait
-# The mpi backend against raw MPI_Allreduce (and memcpy), under a real mpirun.
-if [ -x ./build/bench/collectives/bench_collectives ] && command -v mpirun >/dev/null; then
-  # Ordinary tensors (staged through the shared window), then empty_comm_buffer memory.
-  for m in tensor buffer; do
-    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 ./build/bench/collectives/bench_collectives \
-      -B mpi -m "$m" "${args[@]}" || true
+BENCH=./build/bench/collectives/bench_collectives
+
+# Starts "$@" as ranks 0 and 1 (env:// variables for this command only) and fails when either rank fails.
+two_ranks() {
+  local port=$1 pids=() status=0
+  shift
+  for r in 0 1; do
+    RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$@" &
+    pids+=($!)
   done
+  for p in "${pids[@]}"; do wait "$p" || status=$?; done
+  if [ "$status" -ne 0 ]; then echo "bench-collectives: '$*' failed (exit $status)" >&2; exit "$status"; fi
+}
+
+two_ranks "$MASTER_PORT" "$BENCH" "${args[@]}"
+two_ranks $((MASTER_PORT + 10)) /usr/bin/python3 bench/collectives/torch_collectives.py "${args[@]}"
+# The mpi backend against raw MPI_Allreduce (and memcpy), under a real mpirun: ordinary
+# tensors (staged through the shared window), then empty_comm_buffer memory.
+if command -v mpirun >/dev/null; then
+  for m in tensor buffer; do
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 "$BENCH" -B mpi -m "$m" "${args[@]}"
+  done
+else
+  echo "bench-collectives: mpirun not found: the mpi part was not run" >&2
 fi

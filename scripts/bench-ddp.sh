@@ -63,6 +63,6 @@ EOF
 echo
 echo "# loader alone: Fashion-MNIST, ToTensor + RandomCrop(28, padding 2) + Normalize, batch 128, 1 rank"
 for w in 0 2; do
-  timeout 300 "$BENCH" --mode loader --batch 128 --workers "$w" --epochs 1 2>/dev/null | grep RESULT || true
-  timeout 300 $PY --mode loader --batch 128 --workers "$w" --epochs 1 2>/dev/null | grep RESULT || true
+  timeout 300 "$BENCH" --mode loader --batch 128 --workers "$w" --epochs 1 | grep RESULT
+  timeout 300 $PY --mode loader --batch 128 --workers "$w" --epochs 1 | grep RESULT
 done
