@@ -6,3 +6,4 @@
 #include "kindling/dist/launch_env.h"
 #include "kindling/dist/parallel.h"
 #include "kindling/error.h"
+#include "kindling/log.h"

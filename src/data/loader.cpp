@@ -13,6 +13,7 @@
 
 #include "kindling/dist/dist.h"
 #include "kindling/error.h"
+#include "kindling/log.h"
 
 namespace kindling {
 namespace data {
@@ -217,8 +218,7 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   bool pin = options_.pin_memory().value_or(dist::device().is_cuda());
   if (pin && !at::hasCUDA()) {
     if (options_.pin_memory().value_or(false)) {
-      std::cerr << ::kindling::detail::rank_prefix()
-                << "kindling::data::DataLoader: warning: pin_memory=true ignored: this LibTorch has no CUDA\n";
+      log(LogLevel::kWarning, "kindling::data::DataLoader: warning: pin_memory=true ignored: this LibTorch has no CUDA");
     }
     pin = false;
   }
@@ -297,7 +297,7 @@ data::DataLoader auto_dataloader(std::shared_ptr<const data::Dataset> dataset, d
   const int rank = get_rank();
   const int ws = get_world_size();
   auto warn = [&](const std::string& text) {
-    if (rank == 0) std::cerr << "kindling::dist::auto_dataloader: warning: " << text << "\n";
+    if (rank == 0) log(LogLevel::kWarning, "kindling::dist::auto_dataloader: warning: " + text);
   };
   if (ws > 1) {
     const int64_t bs = options.batch_size();
@@ -336,7 +336,7 @@ data::DataLoader auto_dataloader(std::shared_ptr<const data::Dataset> dataset, d
   if (!options.pin_memory()) options.pin_memory(device().is_cuda());
   if (!options.device() && device().is_cuda()) options.device(device());
   if (rank == 0) {
-    std::cerr << "kindling::dist::auto_dataloader: " << dataset->name() << ": " << options.to_string() << "\n";
+    log(LogLevel::kInfo, "kindling::dist::auto_dataloader: " + dataset->name() + ": " + options.to_string());
   }
   return data::DataLoader(std::move(dataset), std::move(options));
 }

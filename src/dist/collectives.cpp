@@ -10,6 +10,7 @@
 #include "dist/runtime.h"
 #include "kindling/dist/dist.h"
 #include "kindling/error.h"
+#include "kindling/log.h"
 
 namespace kindling {
 namespace dist {
@@ -521,7 +522,7 @@ Work& Work::operator=(Work&& other) noexcept {
     try {
       if (state_ && !state_->waited) wait();
     } catch (const std::exception& e) {
-      std::cerr << e.what() << "\n";
+      log(LogLevel::kError, e.what());
     }
     state_ = std::move(other.state_);
   }
@@ -533,7 +534,7 @@ Work::~Work() {
     try {
       wait();
     } catch (const std::exception& e) {
-      std::cerr << "kindling::dist::Work destroyed without wait(); its operation failed: " << e.what() << "\n";
+      log(LogLevel::kError, std::string("kindling::dist::Work destroyed without wait(); its operation failed: ") + e.what());
     }
   }
 }

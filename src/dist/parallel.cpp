@@ -17,6 +17,7 @@
 #include "kindling/dist/dist.h"
 #include "kindling/dist/launch_env.h"
 #include "kindling/error.h"
+#include "kindling/log.h"
 #include "launch/supervisor.h"
 
 namespace kindling {
@@ -166,8 +167,8 @@ Parallel::Parallel(ParallelOptions options) : options_(std::move(options)), inde
   initialize(*o.backend(), init);
   initialized_here_ = true;
   if (get_rank() == 0) {
-    std::cerr << where << "initialized process group with backend '" << *o.backend() << "' (" << get_world_size()
-              << " processes, launcher: " << launch.launcher << ")" << std::endl;
+    log(LogLevel::kInfo, where + "initialized process group with backend '" + *o.backend() + "' (" +
+                             std::to_string(get_world_size()) + " processes, launcher: " + launch.launcher + ")");
   }
 }
 
@@ -176,7 +177,7 @@ Parallel::~Parallel() {
     try {
       finalize();
     } catch (const std::exception& e) {
-      std::cerr << "kindling::dist::Parallel: finalize failed: " << e.what() << std::endl;
+      log(LogLevel::kError, std::string("kindling::dist::Parallel: finalize failed: ") + e.what());
     }
   }
 }
@@ -199,8 +200,7 @@ void Parallel::run_impl(const std::function<void(int)>& fn) {
     try {
       fn(get_local_rank());
     } catch (const std::exception& e) {
-      std::cerr << ::kindling::detail::rank_prefix() << "kindling::dist::Parallel: the function failed: " << e.what()
-                << std::endl;
+      log(LogLevel::kError, std::string("kindling::dist::Parallel: the function failed: ") + e.what());
       rc = 1;
     }
     std::fflush(stdout);
@@ -249,8 +249,7 @@ void Parallel::run_impl(const std::function<void(int)>& fn) {
           fn(local);
           finalize();
         } catch (const std::exception& e) {
-          std::cerr << ::kindling::detail::rank_prefix() << "kindling::dist::Parallel: the function failed: " << e.what()
-                    << std::endl;
+          log(LogLevel::kError, std::string("kindling::dist::Parallel: the function failed: ") + e.what());
           return 1;
         }
         return 0;
@@ -258,10 +257,11 @@ void Parallel::run_impl(const std::function<void(int)>& fn) {
     }
     specs.push_back(std::move(spec));
   }
-  std::cerr << "kindling::dist::Parallel: starting " << nproc << " processes (backend '" << *o.backend() << "', ranks "
-            << node_rank * nproc << ".." << node_rank * nproc + nproc - 1 << " of " << world << ", "
-            << (o.start_method() == StartMethod::kExec ? "exec" : "fork") << ", rendezvous "
-            << (o.init_method() ? *o.init_method() : addr + ":" + std::to_string(port)) << ")" << std::endl;
+  log(LogLevel::kInfo, "kindling::dist::Parallel: starting " + std::to_string(nproc) + " processes (backend '" +
+                           *o.backend() + "', ranks " + std::to_string(node_rank * nproc) + ".." +
+                           std::to_string(node_rank * nproc + nproc - 1) + " of " + std::to_string(world) + ", " +
+                           (o.start_method() == StartMethod::kExec ? "exec" : "fork") + ", rendezvous " +
+                           (o.init_method() ? *o.init_method() : addr + ":" + std::to_string(port)) + ")");
   launch::SupervisorOptions sup;
   sup.prefix_output = false;
   sup.grace_period = o.grace_period();

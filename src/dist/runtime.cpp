@@ -22,6 +22,7 @@
 #include "kindling/config.h"
 #include "kindling/dist/launch_env.h"
 #include "kindling/error.h"
+#include "kindling/log.h"
 
 namespace kindling {
 namespace dist {
@@ -123,9 +124,9 @@ void compute_layout(Runtime& rt, std::optional<int> env_local_rank) {
   rt.nproc_per_node = *nproc;
   rt.nnodes = std::max(1, ws / *nproc);
   if (ws % *nproc != 0) {
-    std::cerr << ::kindling::detail::rank_prefix() << "kindling::dist: warning: world size " << ws
-              << " is not a multiple of " << *nproc
-              << " processes per node; kindling assumes equal nodes, so node counts are approximate\n";
+    log(LogLevel::kWarning, "kindling::dist: warning: world size " + std::to_string(ws) + " is not a multiple of " +
+                                std::to_string(*nproc) +
+                                " processes per node; kindling assumes equal nodes, so node counts are approximate");
   }
   if (!node_rank) {
     node_rank = get_env_int("GROUP_RANK");
@@ -227,7 +228,7 @@ void initialize(const std::string& backend, const InitOptions& options) {
   // Who started us (launch_env.h): Slurm, torchrun / kindling-run, horovodrun, mpirun, PMIx
   // or nobody. A launcher's values win over InitOptions::rank/world_size.
   const LaunchEnvironment launch = detect_launch_environment();
-  for (const auto& w : launch.warnings) std::cerr << "kindling::dist::initialize: warning: " << w << "\n";
+  for (const auto& w : launch.warnings) log(LogLevel::kWarning, "kindling::dist::initialize: warning: " + w);
   const bool env_method = method.rfind("env://", 0) == 0;
   KINDLING_CHECK(launch.launcher != "slurm" || (!options.rank() && !options.world_size()),
                  "kindling::dist::initialize: InitOptions rank/world_size must not be given under Slurm (SLURM_JOB_ID=",
@@ -239,8 +240,9 @@ void initialize(const std::string& backend, const InitOptions& options) {
     cfg.rank = launch.rank;
     cfg.world_size = launch.world_size;
     if ((options.rank() && *options.rank() != cfg.rank) || (options.world_size() && *options.world_size() != cfg.world_size)) {
-      std::cerr << "kindling::dist::initialize: warning: InitOptions rank/world_size ignored; the " << launch.launcher
-                << " environment says rank " << cfg.rank << " of " << cfg.world_size << "\n";
+      log(LogLevel::kWarning, "kindling::dist::initialize: warning: InitOptions rank/world_size ignored; the " +
+                                  launch.launcher + " environment says rank " + std::to_string(cfg.rank) + " of " +
+                                  std::to_string(cfg.world_size));
     }
   } else {
     KINDLING_CHECK(options.rank().has_value() == options.world_size().has_value(),
@@ -406,7 +408,10 @@ std::string show_config() {
       << "num processes per_node: " << get_nproc_per_node() << "\n"
       << "num nodes: " << get_nnodes() << "\n"
       << "node rank: " << get_node_rank() << "\n";
-  if (get_rank() == 0) std::cerr << out.str();
+  if (get_rank() == 0) {
+    std::istringstream lines(out.str());
+    for (std::string line; std::getline(lines, line);) log(LogLevel::kInfo, line);
+  }
   return out.str();
 }
 

@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "kindling/error.h"
+#include "kindling/log.h"
 
 namespace kindling {
 namespace dist {
@@ -125,16 +126,11 @@ class Watchdog {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       std::lock_guard<std::mutex> lock(mu_);
       if (!armed_ || std::chrono::steady_clock::now() < deadline_) continue;
-      int rank = -1, size = 0;
-      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-      MPI_Comm_size(MPI_COMM_WORLD, &size);
-      std::fprintf(stderr,
-                   "[rank %d/%d] kindling::dist (mpi backend): %s did not complete within the timeout of %lld ms. "
-                   "A blocking MPI collective cannot be cancelled, so kindling ends the job (MPI_Abort). Every rank "
-                   "must call the same collectives in the same order; look for a rank that skipped this one or "
-                   "failed earlier, or raise InitOptions::timeout if a rank is only slow.\n",
-                   rank, size, call_, static_cast<long long>(timeout_.count()));
-      std::fflush(stderr);
+      log(LogLevel::kCritical,
+          std::string("kindling::dist (mpi backend): ") + call_ + " did not complete within the timeout of " + std::to_string(timeout_.count()) +
+              " ms. A blocking MPI collective cannot be cancelled, so kindling ends the job (MPI_Abort). Every rank "
+              "must call the same collectives in the same order; look for a rank that skipped this one or failed "
+              "earlier, or raise InitOptions::timeout if a rank is only slow.");
       MPI_Abort(MPI_COMM_WORLD, 124);
       std::_Exit(124);
     }

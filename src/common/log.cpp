@@ -1,0 +1,117 @@
+// kindling's log on spdlog: a private logger (not in spdlog's global registry, so a
+// program's own spdlog set-up is untouched) writing to stderr, pattern "%v" with the rank
+// tag added here, flushed after every line.
+#include "kindling/log.h"
+
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cstdlib>
+#include <memory>
+
+#include "common/env.h"
+#include "kindling/error.h"
+
+namespace kindling {
+namespace {
+
+spdlog::level::level_enum to_spdlog(LogLevel level) {
+  switch (level) {
+    case LogLevel::kTrace: return spdlog::level::trace;
+    case LogLevel::kDebug: return spdlog::level::debug;
+    case LogLevel::kInfo: return spdlog::level::info;
+    case LogLevel::kWarning: return spdlog::level::warn;
+    case LogLevel::kError: return spdlog::level::err;
+    case LogLevel::kCritical: return spdlog::level::critical;
+    case LogLevel::kOff: return spdlog::level::off;
+  }
+  return spdlog::level::info;
+}
+
+LogLevel level_from_environment() {
+  const auto text = detail::get_env("KINDLING_LOG_LEVEL");
+  if (!text || text->empty()) return LogLevel::kInfo;
+  try {
+    return log_level_from_string(*text);
+  } catch (const UsageError& e) {
+    throw UsageError(std::string("KINDLING_LOG_LEVEL: ") + e.what());
+  }
+}
+
+// -1 until the first use reads KINDLING_LOG_LEVEL.
+std::atomic<int> g_level{-1};
+
+spdlog::logger& logger() {
+  static const std::shared_ptr<spdlog::logger> instance = [] {
+    auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+    auto made = std::make_shared<spdlog::logger>("kindling", std::move(sink));
+    made->set_pattern("%v");
+    made->set_level(spdlog::level::trace);  // filtering happens in log() against g_level
+    made->flush_on(spdlog::level::trace);
+    return made;
+  }();
+  return *instance;
+}
+
+// "[rank r/w] " from the distributed model, else from RANK / WORLD_SIZE, else "".
+std::string rank_tag() {
+  std::string tag = detail::rank_prefix();
+  if (!tag.empty()) return tag;
+  const auto rank = detail::get_env("RANK"), world = detail::get_env("WORLD_SIZE");
+  if (rank && world) return "[rank " + *rank + "/" + *world + "] ";
+  return {};
+}
+
+}  // namespace
+
+LogLevel log_level() {
+  int v = g_level.load(std::memory_order_relaxed);
+  if (v < 0) {
+    v = static_cast<int>(level_from_environment());
+    int expected = -1;
+    if (!g_level.compare_exchange_strong(expected, v)) v = expected;
+  }
+  return static_cast<LogLevel>(v);
+}
+
+void set_log_level(LogLevel level) { g_level.store(static_cast<int>(level), std::memory_order_relaxed); }
+
+LogLevel log_level_from_string(const std::string& name) {
+  std::string lower = name;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (lower == "trace") return LogLevel::kTrace;
+  if (lower == "debug") return LogLevel::kDebug;
+  if (lower == "info") return LogLevel::kInfo;
+  if (lower == "warning" || lower == "warn") return LogLevel::kWarning;
+  if (lower == "error") return LogLevel::kError;
+  if (lower == "critical") return LogLevel::kCritical;
+  if (lower == "off") return LogLevel::kOff;
+  throw UsageError("'" + name + "' is not a log level; use trace, debug, info, warning, error, critical or off");
+}
+
+const char* to_string(LogLevel level) {
+  switch (level) {
+    case LogLevel::kTrace: return "trace";
+    case LogLevel::kDebug: return "debug";
+    case LogLevel::kInfo: return "info";
+    case LogLevel::kWarning: return "warning";
+    case LogLevel::kError: return "error";
+    case LogLevel::kCritical: return "critical";
+    case LogLevel::kOff: return "off";
+  }
+  return "info";
+}
+
+void log(LogLevel level, const std::string& message) {
+  if (level == LogLevel::kOff || level < log_level()) return;
+  try {
+    logger().log(to_spdlog(level), "{}{}", rank_tag(), message);
+  } catch (const std::exception&) {
+    // Logging must not take the program down (a closed stderr, say).
+  }
+}
+
+}  // namespace kindling
