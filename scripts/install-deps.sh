@@ -9,7 +9,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   slurm-wlm munge
   libgtest-dev libgmock-dev googletest libbenchmark-dev
-  dataset-fashion-mnist zlib1g-dev libspdlog-dev
+  dataset-fashion-mnist zlib1g-dev libspdlog-dev libcli11-dev
 )
 
 missing=()

@@ -8,7 +8,7 @@
 // -m buffer makes both sides reduce kindling::dist::empty_comm_buffer memory (on mpi: the
 // shared window, reduced in place) instead of ordinary tensors (-m tensor, the default).
 //
-//   export WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29600
+//   export WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29600   (unset: 127.0.0.1 and 15000, initialize's defaults)
 //   for r in 0 1; do RANK=$r ./bench_collectives -b 4 -e 64M -f 4 -n 200 -w 20 & done; wait
 //   mpirun -np 2 ./bench_collectives -B mpi -b 4 -e 64M -f 4 -n 200 -w 20
 //
@@ -24,6 +24,8 @@
 #endif
 
 #include <kindling/kindling.h>
+
+#include "cli/cli.h"
 
 #if KINDLING_BENCH_MPI
 #define OMPI_SKIP_MPICXX 1
@@ -44,13 +46,10 @@ namespace kd = kindling::dist;
 
 namespace {
 
-int64_t parse_size(const std::string& s) {
-  int64_t v = std::stoll(s);
-  char unit = s.empty() ? 0 : s.back();
-  if (unit == 'K' || unit == 'k') v <<= 10;
-  if (unit == 'M' || unit == 'm') v <<= 20;
-  if (unit == 'G' || unit == 'g') v <<= 30;
-  return v;
+// The environment variable `name`, or `fallback` (kindling's own defaults) when unset.
+std::string kindling_env(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : fallback;
 }
 
 double median(std::vector<double> v) {
@@ -71,34 +70,25 @@ int main(int argc, char** argv) {
   int64_t begin = 4, end = 64 << 20;
   int factor = 4, iters = 100, warmup = 10, reps = 7;
   std::string backend = "gloo", memory = "tensor";
-  if (argc % 2 == 0) {
-    std::fprintf(stderr, "bench_collectives: every option takes a value\n");
-    return 2;
-  }
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i], v = argv[i + 1];
-    if (a == "-B" || a == "--backend") backend = v;
-    else if (a == "-b") begin = parse_size(v);
-    else if (a == "-e") end = parse_size(v);
-    else if (a == "-f") factor = std::stoi(v);
-    else if (a == "-n") iters = std::stoi(v);
-    else if (a == "-w") warmup = std::stoi(v);
-    else if (a == "-r") reps = std::stoi(v);
-    else if (a == "-m" || a == "--memory") memory = v;
-    else {
-      std::fprintf(stderr, "usage: bench_collectives [-B gloo|mpi] [-m tensor|buffer] [-b 4] [-e 64M] [-f 4] [-n 100] "
-                           "[-w 10] [-r 7]\n");
-      return 2;
-    }
-  }
-  if (memory != "tensor" && memory != "buffer") {
-    std::fprintf(stderr, "bench_collectives: -m takes tensor (at::full) or buffer (kindling::dist::empty_comm_buffer)\n");
-    return 2;
-  }
-  if (backend != "gloo" && backend != "mpi" && backend != "nccl") {
-    std::fprintf(stderr, "bench_collectives: -B takes gloo, nccl or mpi, got '%s'\n", backend.c_str());
-    return 2;
-  }
+  // Short flags as nccl-tests spells them (-b -e -f -n -w), long ones as the other programs.
+  CLI::App app{"all_reduce latency and bandwidth, kindling vs its raw engine in the same run", "bench_collectives"};
+  app.add_option("-B,--backend", backend, "gloo, nccl or mpi (mpi under mpirun)")
+      ->check(CLI::IsMember({"gloo", "nccl", "mpi"}))
+      ->capture_default_str();
+  app.add_option("-m,--memory", memory, "tensor (at::full) or buffer (kindling::dist::empty_comm_buffer)")
+      ->check(CLI::IsMember({"tensor", "buffer"}))
+      ->capture_default_str();
+  app.add_option("-b,--begin", begin, "Smallest size in bytes (K, M, G suffixes are powers of 1024)")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 34));
+  app.add_option("-e,--end", end, "Largest size in bytes")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 34));
+  app.add_option("-f,--factor", factor, "Size multiplier between rows")->check(CLI::Range(2, 1024))->capture_default_str();
+  app.add_option("-n,--iters", iters, "Timed calls per round")->check(CLI::Range(1, 1000000))->capture_default_str();
+  app.add_option("-w,--warmup", warmup, "Untimed calls first")->check(CLI::Range(0, 1000000))->capture_default_str();
+  app.add_option("-r,--reps", reps, "Rounds; the median is reported")->check(CLI::Range(1, 1000))->capture_default_str();
+  if (const int rc = kindling::cli::parse(app, argc, argv); rc >= 0) return rc;
 #if !KINDLING_BENCH_MPI
   if (backend == "mpi") {
     std::fprintf(stderr, "bench_collectives: this build has no mpi backend (-DKINDLING_WITH_MPI=ON)\n");
@@ -113,12 +103,13 @@ int main(int argc, char** argv) {
   std::function<void(std::vector<at::Tensor>&)> raw_all_reduce;
   if (!mpi) {
     c10d::TCPStoreOptions so;
-    so.port = static_cast<std::uint16_t>(std::atoi(std::getenv("MASTER_PORT")) + 1);
+    so.port = static_cast<std::uint16_t>(std::stoi(kindling_env("MASTER_PORT", "15000")) + 1);
     so.isServer = rank == 0;
     so.numWorkers = ws;
     so.waitWorkers = rank != 0;
     so.timeout = std::chrono::seconds(60);
-    c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::TCPStore>(std::getenv("MASTER_ADDR"), so);
+    c10::intrusive_ptr<c10d::Store> store =
+        c10::make_intrusive<c10d::TCPStore>(kindling_env("MASTER_ADDR", "127.0.0.1"), so);
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>("raw", store);
     const std::chrono::milliseconds wait_limit = std::chrono::seconds(60);
     if (backend == "gloo") {

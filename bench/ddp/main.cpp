@@ -27,6 +27,8 @@
 #include <kindling/models/resnet.h>
 #include <kindling/nn/ddp.h>
 
+#include "cli/cli.h"
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -52,42 +54,23 @@ struct Options {
   double bucket_cap_mb = 25;
 };
 
-[[noreturn]] void usage(const std::string& error) {
-  std::fprintf(stderr,
-               "bench_ddp: %s\n"
-               "usage: bench_ddp [--mode step|loader] [--model mlp|resnet18] [--backend gloo|mpi]\n"
-               "                 [--batch N] [--steps N] [--warmup N] [--threads N] [--bucket-cap-mb X]\n"
-               "                 [--workers N] [--epochs N] [--data-dir DIR]\n",
-               error.c_str());
-  std::exit(2);
-}
-
-Options parse(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) usage("missing value after " + flag);
-    const std::string v = argv[++i];
-    try {
-      if (flag == "--mode") o.mode = v;
-      else if (flag == "--model") o.model = v;
-      else if (flag == "--backend") o.backend = v;
-      else if (flag == "--data-dir") o.data_dir = v;
-      else if (flag == "--batch") o.batch = std::stoll(v);
-      else if (flag == "--steps") o.steps = std::stoi(v);
-      else if (flag == "--warmup") o.warmup = std::stoi(v);
-      else if (flag == "--threads") o.threads = std::stoi(v);
-      else if (flag == "--workers") o.workers = std::stoll(v);
-      else if (flag == "--epochs") o.epochs = std::stoi(v);
-      else if (flag == "--bucket-cap-mb") o.bucket_cap_mb = std::stod(v);
-      else usage("unknown option " + flag);
-    } catch (const std::logic_error&) {
-      usage("bad value '" + v + "' for " + flag);
-    }
-  }
-  if (o.mode != "step" && o.mode != "loader") usage("--mode must be step or loader");
-  if (o.model != "mlp" && o.model != "resnet18") usage("--model must be mlp or resnet18");
-  return o;
+// Binds every option to `o` (tools/cli/cli.h gives --help and the errors).
+void describe_options(CLI::App& app, Options& o) {
+  app.add_option("--mode", o.mode, "step (a training step) or loader (auto_dataloader alone)")
+      ->check(CLI::IsMember({"step", "loader"}))
+      ->capture_default_str();
+  app.add_option("--model", o.model, "mlp or resnet18")->check(CLI::IsMember({"mlp", "resnet18"}))->capture_default_str();
+  app.add_option("--backend", o.backend, "gloo or mpi")->capture_default_str();
+  app.add_option("--data-dir", o.data_dir, "Fashion-MNIST directory")->capture_default_str();
+  app.add_option("--batch", o.batch, "Samples per rank and step")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  app.add_option("--steps", o.steps, "Timed steps")->check(CLI::Range(1, 1000000))->capture_default_str();
+  app.add_option("--warmup", o.warmup, "Untimed steps first")->check(CLI::Range(0, 1000000))->capture_default_str();
+  app.add_option("--threads", o.threads, "Intra-op threads per rank")->check(CLI::Range(1, 1024))->capture_default_str();
+  app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "DDP bucket size")
+      ->check(CLI::Range(0.001, 1e6))
+      ->capture_default_str();
+  app.add_option("--workers", o.workers, "loader: worker threads")->check(CLI::Range(0, 1024))->capture_default_str();
+  app.add_option("--epochs", o.epochs, "loader: epochs")->check(CLI::Range(1, 100000))->capture_default_str();
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -119,7 +102,10 @@ double train(Module net, const Options& o, const at::Tensor& images, const at::T
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Options o = parse(argc, argv);
+  Options o;
+  CLI::App app{"samples/s of a data-parallel training step (or of the loader) through kindling", "bench_ddp"};
+  describe_options(app, o);
+  if (const int rc = kindling::cli::parse(app, argc, argv); rc >= 0) return rc;
   at::set_num_threads(o.threads);
   try {
     const bool distributed = std::getenv("WORLD_SIZE") && std::string(std::getenv("WORLD_SIZE")) != "1";

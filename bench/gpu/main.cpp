@@ -23,6 +23,8 @@
 #include <kindling/models/resnet.h>
 #include <kindling/nn/ddp.h>
 
+#include "cli/cli.h"
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -39,28 +41,14 @@ struct Options {
   bool amp = false;
 };
 
-[[noreturn]] void usage(const std::string& error) {
-  std::fprintf(stderr, "bench_resnet_gpu: %s\nusage: bench_resnet_gpu [--images N] [--batch N] [--epochs N] [--amp 0|1]\n",
-               error.c_str());
-  std::exit(2);
-}
-
-Options parse(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) usage("missing value after " + flag);
-    char* end = nullptr;
-    const long long v = std::strtoll(argv[i + 1], &end, 10);
-    if (*end != '\0' || v < 0) usage("bad value '" + std::string(argv[i + 1]) + "' for " + flag);
-    if (flag == "--images") o.images = v;
-    else if (flag == "--batch") o.batch = v;
-    else if (flag == "--epochs") o.epochs = static_cast<int>(v);
-    else if (flag == "--amp") o.amp = v != 0;
-    else usage("unknown option " + flag);
-  }
-  if (o.batch < 1 || o.images < o.batch || o.epochs < 2) usage("need batch >= 1, images >= batch, epochs >= 2");
-  return o;
+// Binds every option to `o` (tools/cli/cli.h gives --help and the errors).
+void describe_options(CLI::App& app, Options& o) {
+  app.add_option("--images", o.images, "Images in the epoch (made on the GPU)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
+      ->capture_default_str();
+  app.add_option("--batch", o.batch, "Images per step")->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
+  app.add_option("--epochs", o.epochs, "Epochs; the first is warm-up")->check(CLI::Range(2, 100000))->capture_default_str();
+  app.add_option("--amp", o.amp, "1: float16 autocast with dynamic loss scaling")->capture_default_str();
 }
 
 void set_autocast(bool on) {
@@ -93,7 +81,15 @@ struct LossScaler {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Options o = parse(argc, argv);
+  Options o;
+  CLI::App app{"one ResNet18 epoch on CIFAR-shaped data through kindling", "bench_resnet_gpu"};
+  describe_options(app, o);
+  if (const int rc = kindling::cli::parse(app, argc, argv); rc >= 0) return rc;
+  if (o.images < o.batch) {
+    std::fprintf(stderr, "bench_resnet_gpu: error: --images (%lld) must be at least --batch (%lld)\n",
+                 static_cast<long long>(o.images), static_cast<long long>(o.batch));
+    return 2;
+  }
   if (!at::hasCUDA()) {
     std::fprintf(stderr, "bench_resnet_gpu: no CUDA device visible; this benchmark needs a GPU\n");
     return 1;

@@ -48,44 +48,13 @@
 #include <string>
 #include <vector>
 
+#include "cli/cli.h"
 #include "ring_all_reduce.h"
 
 namespace kd = kindling::dist;
 namespace kdata = kindling::data;
 
 namespace {
-
-constexpr const char kUsage[] = R"(usage: dist_tutorial [COMMAND] [OPTIONS]
-
-The programs of PyTorch's "Writing Distributed Applications" tutorial on kindling::dist.
-
-commands:
-  p2p               blocking send/recv, then non-blocking isend/irecv + wait (>= 2 ranks)
-  group-allreduce   all_reduce over the group of ranks {0, 1} (>= 2 ranks)
-  ring-allreduce    the tutorial's ring all-reduce and a chunked ring all-reduce, checked
-                    against and timed with kindling::dist::all_reduce
-  train             synchronous SGD with gradient averaging on Fashion-MNIST
-  all               all of the above, in this order (the default)
-
-options:
-  --backend NAME        gloo (default), serial, nccl or mpi
-  --nproc-per-node N    processes to start on this node (default 2); under a launcher
-                        (kindling-run, torchrun, mpirun, srun) leave it out, the launcher
-                        decides, or give the number it starts on each node
-  --master-port PORT    rendezvous port when this program starts the processes
-                        (default: a free port)
-  --numel N             ring-allreduce: floats per tensor (default 1048576)
-  --iters N             ring-allreduce: timed calls per implementation (default 10)
-  --epochs N            train: number of epochs (default 3)
-  --data-dir DIR        train: directory of the Fashion-MNIST *-ubyte.gz files
-                        (default /usr/share/datasets/fashion-mnist)
-  --limit N             train: use only the first N training samples (default: all 60000)
-  --sync ddp|manual     train: gradients averaged by kindling's DistributedDataParallel
-                        (auto_model, overlapped with backward; default) or by the
-                        tutorial's average_gradients after backward
-  --seed N              seed of the model initialization and random inputs (default 1234)
-  -h, --help            print this help
-)";
 
 constexpr int kDefaultNprocPerNode = 2;
 
@@ -96,7 +65,7 @@ struct Options {
   std::string command = "all";
   std::string backend = "gloo";
   std::optional<int> nproc_per_node;  // unset: kDefaultNprocPerNode, or the launcher's layout
-  std::optional<int> master_port;
+  std::optional<int> master_port;     // unset: a free port
   int64_t numel = int64_t{1} << 20;
   int iters = 10;
   int epochs = 3;
@@ -104,94 +73,48 @@ struct Options {
   int64_t limit = -1;  // -1: every training sample
   uint64_t seed = 1234;
   std::string sync = "ddp";  // train: "ddp" (kindling::dist::auto_model) or "manual" (the tutorial's average_gradients)
-  bool help = false;
 };
 
 // ---------------------------------------------------------------------------------------
 // Command line
 // ---------------------------------------------------------------------------------------
 
-/// A malformed command line: main prints the message and the usage text.
-struct CliError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-int64_t parse_int(const std::string& option, const std::string& text, int64_t min,
-                  int64_t max = std::numeric_limits<int64_t>::max()) {
-  std::size_t used = 0;
-  int64_t value = 0;
-  try {
-    value = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (text.empty() || used != text.size() || value < min || value > max) {
-    std::string range = ">= " + std::to_string(min);
-    if (max != std::numeric_limits<int64_t>::max()) range += " and <= " + std::to_string(max);
-    throw CliError("option " + option + " expects an integer " + range + ", got '" + text + "'");
-  }
-  return value;
-}
-
-Options parse_args(int argc, char** argv) {
-  Options o;
-  bool have_command = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "-h" || arg == "--help") {
-      o.help = true;
-      continue;
-    }
-    if (arg.empty() || arg[0] != '-') {
-      if (std::find(std::begin(kCommands), std::end(kCommands), arg) == std::end(kCommands)) {
-        throw CliError("unknown command '" + arg + "'");
-      }
-      if (have_command) throw CliError("two commands given ('" + o.command + "' and '" + arg + "'); give one");
-      o.command = arg;
-      have_command = true;
-      continue;
-    }
-    // "--name value" or "--name=value".
-    std::string name = arg;
-    std::string inline_value;
-    const auto eq = arg.find('=');
-    const bool has_inline_value = eq != std::string::npos;
-    if (has_inline_value) {
-      name = arg.substr(0, eq);
-      inline_value = arg.substr(eq + 1);
-    }
-    auto value = [&]() -> std::string {
-      if (has_inline_value) return inline_value;
-      if (i + 1 >= argc) throw CliError("option " + name + " needs a value");
-      return argv[++i];
-    };
-    if (name == "--backend") {
-      o.backend = value();
-      if (o.backend.empty()) throw CliError("option --backend needs a backend name such as gloo");
-    } else if (name == "--nproc-per-node") {
-      o.nproc_per_node = static_cast<int>(parse_int(name, value(), 1, 1024));
-    } else if (name == "--master-port") {
-      o.master_port = static_cast<int>(parse_int(name, value(), 1, 65535));
-    } else if (name == "--numel") {
-      o.numel = parse_int(name, value(), 1);
-    } else if (name == "--iters") {
-      o.iters = static_cast<int>(parse_int(name, value(), 1, std::numeric_limits<int>::max()));
-    } else if (name == "--epochs") {
-      o.epochs = static_cast<int>(parse_int(name, value(), 1, std::numeric_limits<int>::max()));
-    } else if (name == "--data-dir") {
-      o.data_dir = value();
-    } else if (name == "--limit") {
-      o.limit = parse_int(name, value(), 1);
-    } else if (name == "--sync") {
-      o.sync = value();
-      if (o.sync != "ddp" && o.sync != "manual") throw CliError("option --sync takes ddp or manual, got '" + o.sync + "'");
-    } else if (name == "--seed") {
-      o.seed = static_cast<uint64_t>(parse_int(name, value(), 0));
-    } else {
-      throw CliError("unknown option '" + name + "'");
-    }
-  }
-  return o;
+/// Binds every option of the program to `o` (tools/cli/cli.h gives --help and the errors).
+void describe_options(CLI::App& app, Options& o) {
+  app.description(
+      "The programs of PyTorch's \"Writing Distributed Applications\" tutorial on kindling::dist.\n"
+      "Commands: p2p (blocking send/recv, then isend/irecv + wait; >= 2 ranks), group-allreduce\n"
+      "(all_reduce over the group {0, 1}; >= 2 ranks), ring-allreduce (the tutorial's ring all-reduce\n"
+      "and a chunked one, checked against and timed with kindling::dist::all_reduce), train\n"
+      "(synchronous SGD with gradient averaging on Fashion-MNIST), all (all of them, in this order).");
+  app.add_option("command", o.command, "What to run (default: all)")
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(kCommands), std::end(kCommands))));
+  app.add_option("--backend", o.backend, "gloo (default), serial, nccl or mpi");
+  app.add_option("--nproc-per-node", o.nproc_per_node,
+                 "Processes to start on this node (default 2); under a launcher (kindling-run, torchrun, mpirun, "
+                 "srun) leave it out, or give the number the launcher starts on each node")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--master-port", o.master_port,
+                 "Rendezvous port when this program starts the processes (default: a free port, so that two jobs "
+                 "on one machine do not collide; under a launcher the launcher's port is used)")
+      ->check(CLI::Range(1, 65535));
+  app.add_option("--numel", o.numel, "ring-allreduce: floats per tensor")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->capture_default_str();
+  app.add_option("--iters", o.iters, "ring-allreduce: timed calls per implementation")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  app.add_option("--epochs", o.epochs, "train: number of epochs")->check(CLI::Range(1, 100000))->capture_default_str();
+  app.add_option("--data-dir", o.data_dir, "train: directory of the Fashion-MNIST *-ubyte.gz files")
+      ->capture_default_str();
+  app.add_option("--limit", o.limit, "train: use only the first N training samples (default: all 60000)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  app.add_option("--sync", o.sync,
+                 "train: gradients averaged by kindling's DistributedDataParallel (ddp: auto_model, overlapped "
+                 "with backward) or by the tutorial's average_gradients after backward (manual)")
+      ->check(CLI::IsMember({"ddp", "manual"}))
+      ->capture_default_str();
+  app.add_option("--seed", o.seed, "Seed of the model initialization and random inputs")->capture_default_str();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -581,16 +504,9 @@ kd::ParallelOptions parallel_options(const Options& o) {
 
 int main(int argc, char** argv) {
   Options options;
-  try {
-    options = parse_args(argc, argv);
-  } catch (const CliError& e) {
-    std::cerr << "dist_tutorial: error: " << e.what() << "\n\n" << kUsage;
-    return 2;
-  }
-  if (options.help) {
-    std::cout << kUsage;
-    return 0;
-  }
+  CLI::App app{"", "dist_tutorial"};
+  describe_options(app, options);
+  if (const int rc = kindling::cli::parse(app, argc, argv); rc >= 0) return rc;
   try {
     // Started directly, this spawns --nproc-per-node copies of the program (each one
     // re-executes main and runs run_command); under a launcher it only initializes.

@@ -7,23 +7,18 @@
 //   rank=1 local_rank=1 world_size=2 backend=gloo all_reduce=3
 #include <kindling/kindling.h>
 
+#include "cli/cli.h"
+
 #include <cstdlib>
 #include <iostream>
 #include <string>
 
 int main(int argc, char** argv) {
   std::string backend;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--backend" && i + 1 < argc) {
-      backend = argv[++i];
-    } else if (arg.rfind("--backend=", 0) == 0) {
-      backend = arg.substr(10);
-    } else {
-      std::cerr << "usage: hello_dist [--backend serial|gloo|...]\n";
-      return 2;
-    }
-  }
+  CLI::App app{"Every rank prints one line: its rank, the world size and an all_reduce of rank + 1.", "hello_dist"};
+  app.add_option("--backend", backend,
+                 "serial, gloo, nccl or mpi (default: gloo when a launcher started several processes, else serial)");
+  if (const int rc = kindling::cli::parse(app, argc, argv); rc >= 0) return rc;
   try {
     // Default: gloo when a launcher (kindling-run, torchrun, mpirun, srun, ...) started
     // several processes, serial otherwise.

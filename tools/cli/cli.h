@@ -1,0 +1,31 @@
+#pragma once
+// Command-line handling shared by kindling's example and benchmark programs, on CLI11
+// (Debian's libcli11-dev): --help prints the help on stdout and exits 0; a bad value, a
+// missing value or an unknown flag prints "<program>: error: <what>" and a hint on stderr
+// and exits 2. Flags are spelled --words-with-dashes. (kindling-run keeps its own parser:
+// it follows torchrun's spellings and stops at the program's own arguments.)
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+namespace kindling {
+namespace cli {
+
+/// Parses argv into `app`'s bindings. Returns -1 when the program should go on, else the
+/// exit code main should return (0 after --help, 2 after a usage error).
+inline int parse(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+    return -1;
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::cerr << app.get_name() << ": error: " << e.what() << "\nRun " << app.get_name()
+              << " --help for the options.\n";
+    return 2;
+  }
+}
+
+}  // namespace cli
+}  // namespace kindling
