@@ -20,6 +20,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 
+#include <kindling/dist/auto.h>
 #include <kindling/data/datasets.h>
 #include <kindling/data/loader.h>
 #include <kindling/data/transforms.h>

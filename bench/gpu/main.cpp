@@ -19,6 +19,7 @@
 #include <torch/optim/sgd.h>
 #include <torch/version.h>
 
+#include <kindling/dist/auto.h>
 #include <kindling/kindling.h>
 #include <kindling/models/resnet.h>
 #include <kindling/nn/ddp.h>

@@ -23,6 +23,7 @@
 // epoch, then "test accuracy <pct>%" from rank 0.
 #include <torch/torch.h>
 
+#include <kindling/dist/auto.h>
 #include <kindling/dist/launch_env.h>
 #include <kindling/dist/parallel.h>
 #include <kindling/kindling.h>

@@ -1,9 +1,28 @@
 #pragma once
 /// \file
-/// Umbrella header: everything of kindling's public API.
+/// Umbrella header: every public header of kindling. Start here:
+/// - kindling/dist/dist.h      initialize / finalize, ranks, device(), collectives, groups
+/// - kindling/dist/auto.h      auto_model, auto_optim, auto_dataloader
+/// - kindling/dist/parallel.h  Parallel: start or join a distributed run from main()
+/// - kindling/nn/ddp.h         DistributedDataParallel (what auto_model returns)
+/// - kindling/data/*.h         datasets, transforms, samplers, DataLoader
+/// - kindling/log.h, error.h   the log and the exceptions kindling throws
+/// Narrower includes compile faster; this one pulls in LibTorch's nn and c10d headers.
 #include "kindling/config.h"
+#include "kindling/data/dataset.h"
+#include "kindling/data/datasets.h"
+#include "kindling/data/loader.h"
+#include "kindling/data/sampler.h"
+#include "kindling/data/transforms.h"
+#include "kindling/dist/auto.h"
+#include "kindling/dist/c10d.h"
 #include "kindling/dist/dist.h"
+#include "kindling/dist/group.h"
 #include "kindling/dist/launch_env.h"
 #include "kindling/dist/parallel.h"
+#include "kindling/dist/serialize.h"
 #include "kindling/error.h"
 #include "kindling/log.h"
+#include "kindling/models/resnet.h"
+#include "kindling/nn/batchnorm.h"
+#include "kindling/nn/ddp.h"

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "common/env.h"
+#include "common/strings.h"
 #include "dist/backends/gloo/gloo_backend.h"
 #include "dist/backends/mpi/mpi_backend.h"
 #include "dist/backends/nccl/nccl_backend.h"
@@ -54,13 +55,6 @@ std::shared_ptr<GroupState> resolve(const Group& group, const char* caller) {
 }
 
 namespace {
-
-std::string join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
-
 
 // Parses "tcp://host:port" into host and port.
 std::pair<std::string, int> parse_tcp(const std::string& url) {
@@ -154,7 +148,7 @@ void install_model(std::unique_ptr<Backend> backend, int rank, int world_size, s
   rt.groups = {world};
   rt.next_group_index = 1;
   if (auto store = backend->store(); store && world_size > 1) {
-    rt.monitor = std::make_unique<ProgressMonitor>(store, rank);
+    rt.monitor = std::make_unique<StallMonitor>(store, rank);
     rt.monitor->track(world);
   }
   rt.backend = std::move(backend);
@@ -202,7 +196,7 @@ void initialize(const std::string& backend, const InitOptions& options) {
     if (backend == "mpi") hint = " (mpi needs Open MPI and -DKINDLING_WITH_MPI=ON)";
     if (backend == "gloo") hint = " (gloo needs -DKINDLING_WITH_GLOO=ON)";
     KINDLING_CHECK(false, "kindling::dist::initialize: unknown or unavailable backend '", backend, "'", hint,
-                   ". Available backends: ", detail::join(backends));
+                   ". Available backends: ", ::kindling::detail::join(backends));
   }
   KINDLING_CHECK(rt.world == nullptr, "kindling::dist::initialize: already initialized with backend '",
                  rt.backend_name, "'; call kindling::dist::finalize() before initializing again");

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "dist/communicator.h"
-#include "dist/progress.h"
+#include "dist/backends/backend.h"
+#include "dist/stall_monitor.h"
 
 namespace c10d {
 class ProcessGroup;
@@ -24,7 +24,7 @@ struct Runtime {
   std::unique_ptr<Backend> backend;        // null in the serial model
   std::shared_ptr<GroupState> world;       // null in the serial model
   std::vector<std::weak_ptr<GroupState>> groups;
-  std::unique_ptr<ProgressMonitor> monitor;
+  std::unique_ptr<StallMonitor> monitor;
   std::string backend_name = "serial";
   int rank = 0, world_size = 1, local_rank = 0, nproc_per_node = 1, nnodes = 1, node_rank = 0;
   int next_group_index = 1;

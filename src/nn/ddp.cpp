@@ -329,18 +329,4 @@ NoSyncGuard::~NoSyncGuard() {
 
 }  // namespace nn
 
-namespace dist {
-namespace detail {
-
-std::shared_ptr<nn::GradientReducer> prepare_model(torch::nn::Module& module, const nn::DdpOptions& options) {
-  module.to(device());
-  if (!is_initialized()) return nullptr;
-  const auto& group = options.group();
-  if (group.size() <= 1 || group.rank() < 0) return nullptr;
-  if (options.sync_batchnorm()) nn::convert_sync_batchnorm(module, group);
-  return std::make_shared<nn::GradientReducer>(module, options);
-}
-
-}  // namespace detail
-}  // namespace dist
 }  // namespace kindling

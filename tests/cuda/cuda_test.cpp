@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <gtest/gtest.h>
+#include <kindling/dist/auto.h>
 #include <kindling/kindling.h>
 #include <kindling/data/loader.h>
 #include <kindling/nn/batchnorm.h>

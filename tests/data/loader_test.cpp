@@ -1,6 +1,7 @@
 // DataLoader (order, batching, worker threads, determinism, errors, early exit),
 // Sequential/Random/DistributedProxy samplers, and auto_dataloader's rules on real ranks.
 #include <gtest/gtest.h>
+#include <kindling/dist/auto.h>
 #include <kindling/data/loader.h>
 #include <kindling/kindling.h>
 

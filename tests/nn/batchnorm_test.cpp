@@ -3,6 +3,7 @@
 // batches) it gives what one process computes on the whole batch: outputs, input
 // gradients, summed weight gradients and running statistics; auto_model's sync_batchnorm.
 #include <gtest/gtest.h>
+#include <kindling/dist/auto.h>
 #include <kindling/kindling.h>
 #include <kindling/nn/batchnorm.h>
 #include <kindling/nn/ddp.h>

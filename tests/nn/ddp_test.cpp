@@ -2,6 +2,7 @@
 // replicas stay identical over optimizer steps, unused parameters, no_sync, serial.
 // Real processes (support/multiprocess.h) on every distributed backend of the build.
 #include <gtest/gtest.h>
+#include <kindling/dist/auto.h>
 #include <kindling/kindling.h>
 #include <kindling/nn/ddp.h>
 #include <torch/nn/functional/loss.h>

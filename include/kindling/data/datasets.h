@@ -9,6 +9,10 @@
 /// transforms::ToTensor() (and transforms::Normalize) in a TransformedDataset to get
 /// float32 inputs. get()'s data is a view of the dataset's storage: transforms must not
 /// modify it in place (kindling's transforms never do).
+///
+/// Errors: the constructors throw kindling::Error for file problems (the message names the
+/// file); get() throws kindling::UsageError for an index outside [0, size()). Getters are
+/// local and do not throw. Nothing here communicates: each rank loads its own copy.
 
 #include <ATen/ATen.h>
 
@@ -28,7 +32,8 @@ inline constexpr const char* kFashionMnistRoot = "/usr/share/datasets/fashion-mn
 /// Reads an IDX file (the format of MNIST and Fashion-MNIST), gzip-compressed or not: the
 /// result has the file's dimensions and element type (uint8, int8, int16, int32, float32 or
 /// float64; multi-byte values are converted from the file's big-endian order). Throws
-/// kindling::Error naming the file when it is missing, not an IDX file, or truncated.
+/// kindling::Error naming the file when it is missing or cannot be opened, is not an IDX
+/// file, is truncated, holds more data than its header announces, or its gzip data is damaged.
 KINDLING_API at::Tensor read_idx_file(const std::string& path);
 
 /// MNIST, or Fashion-MNIST (the same format; see FashionMNIST), from `root`, which holds
@@ -38,14 +43,15 @@ KINDLING_API at::Tensor read_idx_file(const std::string& path);
 /// test split (10000).
 ///
 /// get(i).data is uint8 [1, 28, 28]; get(i).target an int64 scalar in [0, 9].
-/// Throws kindling::Error naming the file for a missing file, a wrong magic number,
-/// images that are not 28x28, image and label counts that differ, labels outside [0, 9],
-/// or a truncated file.
+/// Throws kindling::Error naming the file for a missing `root` directory or file, a wrong
+/// magic number, images that are not 28x28, image and label counts that differ, labels
+/// outside [0, 9], or a truncated or damaged file.
 class KINDLING_API MNIST : public Dataset {
  public:
   explicit MNIST(const std::string& root, bool train = true);
 
   int64_t size() const override { return targets_.size(0); }
+  /// Views of sample `index`. Throws kindling::UsageError for an index outside [0, size()).
   Example get(int64_t index) const override;
   /// "FashionMNIST(train, 60000)" when `root` names Fashion-MNIST (its path contains
   /// "fashion", as kFashionMnistRoot does), else "MNIST(test, 10000)".
@@ -75,13 +81,14 @@ using FashionMNIST = MNIST;
 ///
 /// get(i).data is uint8 [3, 32, 32] (channels R, G, B); get(i).target an int64 scalar in
 /// [0, 9] (see classes()). Throws kindling::Error naming the file for a missing directory
-/// or file, a file whose size is not a positive multiple of 3073 bytes, or a label byte
-/// outside [0, 9].
+/// or file, a file whose size is not a positive multiple of 3073 bytes, a file that cannot
+/// be opened or read, or a label byte outside [0, 9].
 class KINDLING_API CIFAR10 : public Dataset {
  public:
   explicit CIFAR10(const std::string& root, bool train = true);
 
   int64_t size() const override { return targets_.size(0); }
+  /// Views of sample `index`. Throws kindling::UsageError for an index outside [0, size()).
   Example get(int64_t index) const override;
   /// "CIFAR10(train, 50000)".
   std::string name() const override;

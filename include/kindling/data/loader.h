@@ -1,7 +1,8 @@
 #pragma once
 /// \file
 /// kindling's DataLoader (batches from a Dataset, loaded by worker threads ahead of the
-/// training step) and idist's auto_dataloader.
+/// training step). idist's auto_dataloader, which builds one for the current distributed
+/// run, is in kindling/dist/auto.h.
 ///
 /// \code
 ///   auto train = std::make_shared<kindling::data::TransformedDataset>(
@@ -20,6 +21,9 @@
 /// for the same seed and epoch with 0, 1 or 8 workers. If set_epoch() is not called before
 /// an epoch, the loader uses the previous epoch + 1 (0 for the first), so that shuffles
 /// and augmentations change between epochs even when the user forgets it.
+///
+/// Communication: none. A DataLoader is local to its process (any rank, any time); in a
+/// distributed run each rank reads its own shard through its sampler (DistributedSampler).
 
 #include <ATen/ATen.h>
 
@@ -36,17 +40,21 @@
 namespace kindling {
 namespace data {
 
-/// Options of DataLoader and auto_dataloader (chain the setters).
+/// Options of DataLoader and auto_dataloader (chain the setters). The setters and getters
+/// only store and return values: they do not check or throw; DataLoader's constructor
+/// checks the values.
 struct KINDLING_API DataLoaderOptions {
-  /// Samples per batch (auto_dataloader: the global batch, divided by the world size).
+  /// Samples per batch, at least 1 (auto_dataloader: the global batch, divided by the world
+  /// size when it is at least the world size).
   DataLoaderOptions& batch_size(int64_t v) { batch_size_ = v; return *this; }
   /// Shuffle each epoch. Unset means false for DataLoader and true for auto_dataloader in
   /// a distributed run (idist's rule). Must not be true together with a sampler.
   DataLoaderOptions& shuffle(bool v) { shuffle_ = v; return *this; }
-  /// Worker threads that load batches ahead (0: load in the calling thread).
-  /// auto_dataloader divides it by the processes per node.
+  /// Worker threads that load batches ahead (0: load in the calling thread); not negative.
+  /// In a distributed run auto_dataloader divides it by the processes per node (rounding
+  /// up) when it is at least that.
   DataLoaderOptions& num_workers(int64_t v) { num_workers_ = v; return *this; }
-  /// Batches each worker keeps ready ahead of the consumer (default 2).
+  /// Batches each worker keeps ready ahead of the consumer (default 2; at least 1).
   DataLoaderOptions& prefetch_factor(int64_t v) { prefetch_factor_ = v; return *this; }
   /// Drop the last batch when it would be smaller than batch_size.
   DataLoaderOptions& drop_last(bool v) { drop_last_ = v; return *this; }
@@ -73,7 +81,7 @@ struct KINDLING_API DataLoaderOptions {
   std::optional<c10::Device> device() const { return device_; }
   uint64_t seed() const { return seed_; }
   const std::shared_ptr<Sampler>& sampler() const { return sampler_; }
-  /// "batch_size=64, shuffle=unset, num_workers=2, ..." (for logs).
+  /// "batch_size=64, shuffle=unset, num_workers=2, ..." (for logs). Does not throw.
   std::string to_string() const;
 
  private:
@@ -93,13 +101,19 @@ struct EpochRun;
 }
 
 /// Batches of a Dataset: data stacked along a new first dimension, targets too.
+/// Getters are local and do not throw.
 class KINDLING_API DataLoader {
  public:
+  /// Throws kindling::UsageError when `dataset` is null, batch_size < 1, num_workers < 0,
+  /// prefetch_factor < 1, or shuffle is true together with a sampler. Does not communicate
+  /// (it reads kindling::dist::device() to resolve pin_memory).
   DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options);
   ~DataLoader();
   DataLoader(DataLoader&&) noexcept;
   DataLoader& operator=(DataLoader&&) noexcept;
 
+  /// An input iterator over one epoch's batches. Loading errors surface where a batch
+  /// becomes current: in begin() and operator++.
   class KINDLING_API Iterator {
    public:
     using value_type = Example;
@@ -108,8 +122,12 @@ class KINDLING_API DataLoader {
     using iterator_category = std::input_iterator_tag;
     Iterator() = default;
     explicit Iterator(std::shared_ptr<detail::EpochRun> run);
+    /// The current batch. Throws kindling::UsageError on the end iterator.
     const Example& operator*() const;
     const Example* operator->() const { return &**this; }
+    /// Moves to the next batch (waiting for the workers when there are any). Throws
+    /// kindling::UsageError on the end iterator or, with workers, when the epoch was stopped
+    /// by a later begin(); kindling::Error when a sample failed to load (see begin()).
     Iterator& operator++();
     bool operator==(const Iterator& other) const;
     bool operator!=(const Iterator& other) const { return !(*this == other); }
@@ -118,15 +136,18 @@ class KINDLING_API DataLoader {
     std::shared_ptr<detail::EpochRun> run_;  // null: end
   };
 
-  /// Starts an epoch (see the file comment for which). Starting another epoch stops the
-  /// previous one's workers; its iterators must not be used any more.
+  /// Starts an epoch (see the file comment for which) and loads its first batch; an empty
+  /// epoch returns end(). Starting another epoch stops the previous one's workers; its
+  /// iterators must not be used any more. Throws kindling::Error when a sample's get() (or
+  /// its transform) throws a std::exception, naming the sample, batch and epoch; other
+  /// errors (the sampler's, collate()'s, pinning, the copy to the device) propagate as they are.
   Iterator begin();
   Iterator end() { return Iterator(); }
 
-  /// The epoch the next begin() runs.
+  /// The epoch the next begin() runs. Throws kindling::UsageError for a negative epoch.
   void set_epoch(int64_t epoch);
   int64_t epoch() const { return next_epoch_; }
-  /// Batches per epoch.
+  /// Batches per epoch (from the sampler's size, batch_size and drop_last).
   int64_t size() const;
   const DataLoaderOptions& options() const { return options_; }
   const std::shared_ptr<Sampler>& sampler() const { return sampler_; }
@@ -144,23 +165,10 @@ class KINDLING_API DataLoader {
 };
 
 /// Stacks samples into a batch (data and targets stacked along a new dimension 0).
+/// Throws kindling::UsageError for an empty vector; samples of different shapes fail in
+/// at::stack (LibTorch's c10::Error). Local; does not communicate.
 KINDLING_API Example collate(const std::vector<Example>& samples);
 
 }  // namespace data
 
-namespace dist {
-
-/// idist.auto_dataloader. In a distributed run (world size > 1):
-/// - batch_size >= world size becomes batch_size / world size (floor; a warning on rank 0
-///   when it does not divide); a smaller one is kept;
-/// - num_workers >= processes per node becomes ceil(num_workers / processes per node);
-/// - no sampler: a DistributedSampler(shuffle = options.shuffle() or true, seed);
-///   a DistributedSampler: kept, with a warning if its rank or replicas disagree with the
-///   run; any other sampler: wrapped in a DistributedProxySampler.
-/// In every run pin_memory defaults to "device() is CUDA", and so does the batches'
-/// device (DataLoaderOptions::device). Rank 0 prints the options used.
-KINDLING_API data::DataLoader auto_dataloader(std::shared_ptr<const data::Dataset> dataset,
-                                              data::DataLoaderOptions options = data::DataLoaderOptions());
-
-}  // namespace dist
 }  // namespace kindling

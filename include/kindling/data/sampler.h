@@ -2,7 +2,12 @@
 /// \file
 /// DistributedSampler: the indices of a dataset that one rank visits in one epoch, in the
 /// same order as Python's torch.utils.data.DistributedSampler (torch 1.13) for the same
-/// dataset size, number of replicas, rank, shuffle, seed, epoch and drop_last.
+/// dataset size, number of replicas, rank, shuffle, seed, epoch and drop_last; and the
+/// plain samplers a DataLoader uses without one.
+///
+/// Every sampler here is local: any rank may construct and use it, and nothing here
+/// communicates (the distributed samplers only read the rank and world size, or take them
+/// as arguments). Getters and set_epoch() do not throw.
 
 #include <cstdint>
 #include <memory>
@@ -31,6 +36,7 @@ class KINDLING_API Sampler {
 /// 0, 1, ..., n-1.
 class KINDLING_API SequentialSampler : public Sampler {
  public:
+  /// Throws kindling::UsageError for a negative size.
   explicit SequentialSampler(int64_t size);
   std::vector<int64_t> indices() const override;
   int64_t size() const override { return size_; }
@@ -44,6 +50,7 @@ class KINDLING_API SequentialSampler : public Sampler {
 /// permutation torch.randperm gives for that seed in Python).
 class KINDLING_API RandomSampler : public Sampler {
  public:
+  /// Throws kindling::UsageError for a negative size.
   explicit RandomSampler(int64_t size, uint64_t seed = 0);
   std::vector<int64_t> indices() const override;
   int64_t size() const override { return size_; }
@@ -59,6 +66,7 @@ class KINDLING_API RandomSampler : public Sampler {
 /// SubsetRandomSampler with a seeded generator.
 class KINDLING_API SubsetRandomSampler : public Sampler {
  public:
+  /// Takes the indices as they are (not checked); does not throw.
   explicit SubsetRandomSampler(std::vector<int64_t> indices, uint64_t seed = 0);
   std::vector<int64_t> indices() const override;
   int64_t size() const override { return static_cast<int64_t>(indices_.size()); }
@@ -73,7 +81,9 @@ class KINDLING_API SubsetRandomSampler : public Sampler {
 /// Python's torch.utils.data.DistributedSampler, index for index.
 class KINDLING_API DistributedSampler : public Sampler {
  public:
-  /// `num_replicas` / `rank` default to kindling::dist's world size and rank.
+  /// `num_replicas` / `rank` default to kindling::dist's world size and rank. Throws
+  /// kindling::UsageError for a negative dataset_size, num_replicas < 1, or a rank outside
+  /// [0, num_replicas). Any rank; local, no communication.
   explicit DistributedSampler(int64_t dataset_size, std::optional<int> num_replicas = std::nullopt,
                               std::optional<int> rank = std::nullopt, bool shuffle = true, uint64_t seed = 0,
                               bool drop_last = false);
@@ -108,10 +118,15 @@ class KINDLING_API DistributedSampler : public Sampler {
 /// disjoint in position and equal in length.
 class KINDLING_API DistributedProxySampler : public Sampler {
  public:
-  /// `sampler` must not be a distributed sampler already and must not be empty-sized
-  /// when there is anything to shard.
+  /// `sampler` must not be a distributed sampler already. `num_replicas` / `rank` default
+  /// to kindling::dist's world size and rank. Throws kindling::UsageError for a null or
+  /// distributed `sampler`, num_replicas < 1, or a rank outside [0, num_replicas).
+  /// Any rank; local, no communication.
   explicit DistributedProxySampler(std::shared_ptr<Sampler> sampler, std::optional<int> num_replicas = std::nullopt,
                                    std::optional<int> rank = std::nullopt);
+  /// This rank's indices for the current epoch. Sets the wrapped sampler's epoch first.
+  /// Throws kindling::UsageError when the wrapped sampler returns a number of indices other
+  /// than its size(). An empty wrapped sampler gives no indices.
   std::vector<int64_t> indices() const override;
   int64_t size() const override { return num_samples_; }
   void set_epoch(int64_t epoch) override { epoch_ = epoch; }

@@ -8,6 +8,10 @@
 ///
 /// Random transforms draw from kindling::data::sample_rng() only, so the DataLoader's
 /// per-sample seeding makes them reproducible.
+///
+/// Errors: constructors and operator() throw kindling::UsageError for bad arguments or an
+/// unsuitable image (undefined, too few dimensions, wrong dtype, too small); the message
+/// names the transform. Transforms are local and never communicate.
 
 #include <ATen/ATen.h>
 
@@ -27,6 +31,8 @@ namespace transforms {
 /// Floating-point input is returned unchanged; other types are an error.
 class KINDLING_API ToTensor {
  public:
+  /// Throws kindling::UsageError for an undefined tensor or a dtype other than uint8 or
+  /// floating point.
   at::Tensor operator()(const at::Tensor& image) const;
 };
 
@@ -35,7 +41,11 @@ class KINDLING_API ToTensor {
 /// `mean` and `stddev` have C values each, or one value for all channels; no stddev may be 0.
 class KINDLING_API Normalize {
  public:
+  /// Throws kindling::UsageError when mean is empty, mean and stddev differ in length, or a
+  /// stddev is 0 (as float32).
   Normalize(std::vector<double> mean, std::vector<double> stddev);
+  /// Throws kindling::UsageError for an undefined image, fewer than 3 dimensions, a
+  /// non-floating-point dtype, or (with more than one mean value) another channel count.
   at::Tensor operator()(const at::Tensor& image) const;
 
   const std::vector<double>& mean() const { return mean_; }
@@ -58,11 +68,15 @@ enum class PaddingMode { kConstant, kEdge, kReflect, kSymmetric };
 /// Pads the last two dimensions (H, W) of an image, like torchvision's Pad.
 class KINDLING_API Pad {
  public:
-  /// `padding` on all four sides.
+  /// `padding` on all four sides. Throws kindling::UsageError for a negative padding.
   explicit Pad(int64_t padding, double fill = 0, PaddingMode mode = PaddingMode::kConstant);
   /// torchvision's sequence forms: {all sides}, {left/right, top/bottom} or
-  /// {left, top, right, bottom}. Each value must be non-negative.
+  /// {left, top, right, bottom}. Each value must be non-negative. Throws
+  /// kindling::UsageError for another number of values or a negative one.
   explicit Pad(const std::vector<int64_t>& padding, double fill = 0, PaddingMode mode = PaddingMode::kConstant);
+  /// Throws kindling::UsageError for an undefined image or one with fewer than 2 dimensions,
+  /// a `fill` outside [0, 255] on a uint8 image (constant mode), or a padding the mode
+  /// cannot give (see PaddingMode; modes other than kConstant need a non-empty dimension).
   at::Tensor operator()(const at::Tensor& image) const;
 
   /// {left, top, right, bottom}.
@@ -82,8 +96,11 @@ class KINDLING_API Pad {
 /// without it a too small image is an error.
 class KINDLING_API RandomCrop {
  public:
+  /// Throws kindling::UsageError for a size that is not positive or a negative padding.
   explicit RandomCrop(int64_t size, int64_t padding = 0, double fill = 0, bool pad_if_needed = false,
                       PaddingMode mode = PaddingMode::kConstant);
+  /// Throws kindling::UsageError for an image that is too small (see above), and for the
+  /// cases Pad::operator() refuses.
   at::Tensor operator()(const at::Tensor& image) const;
 
  private:
@@ -98,7 +115,9 @@ class KINDLING_API RandomCrop {
 /// sample_rng() per call (also when p is 0 or 1), like torchvision's RandomHorizontalFlip.
 class KINDLING_API RandomHorizontalFlip {
  public:
+  /// Throws kindling::UsageError for a p outside [0, 1].
   explicit RandomHorizontalFlip(double p = 0.5);
+  /// Throws kindling::UsageError for an undefined image or a 0-dimensional one.
   at::Tensor operator()(const at::Tensor& image) const;
 
  private:
@@ -108,7 +127,9 @@ class KINDLING_API RandomHorizontalFlip {
 /// Applies `transforms` in order: Compose({a, b})(x) == b(a(x)).
 class KINDLING_API Compose {
  public:
+  /// Throws kindling::UsageError naming the position of an empty transform.
   explicit Compose(std::vector<Transform> transforms);
+  /// Throws what the transforms throw; nothing of its own.
   at::Tensor operator()(const at::Tensor& image) const;
 
  private:

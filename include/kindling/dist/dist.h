@@ -137,7 +137,8 @@ KINDLING_API std::string hostname();
 /// device. Any rank may call it; it never communicates.
 KINDLING_API c10::Device device();
 /// Logs the configuration (model, backend, device, host, sizes, ranks) on rank 0 to
-/// stderr, one "key: value" line each, and returns the same text on every rank.
+/// the log (info level), one "key: value" line each, and returns the text on every rank:
+/// each rank's own values (rank, local rank, host name differ between ranks).
 KINDLING_API std::string show_config();
 
 // ---------------------------------------------------------------------------------------

@@ -27,7 +27,8 @@
 ///    returns from run()). StartMethod::kFork forks instead: no re-execution, but only safe
 ///    when the parent has not started LibTorch's worker threads (OpenMP and fork do not
 ///    mix). If a child fails, run() stops the others within seconds and throws
-///    kindling::Error naming each failed rank, its exit status and its last stderr lines.
+///    kindling::LaunchError naming each failed rank, its exit status and its last stderr
+///    lines (also when a child cannot be started).
 ///
 /// With nproc_per_node given under a launcher, the launcher's layout must agree
 /// (LOCAL_WORLD_SIZE == nproc_per_node and WORLD_SIZE == nnodes * nproc_per_node), so the
@@ -75,8 +76,8 @@ class KINDLING_API ParallelOptions {
   /// Rendezvous and collective timeout (default 30 minutes).
   ParallelOptions& timeout(std::chrono::milliseconds v) { timeout_ = v; return *this; }
   ParallelOptions& start_method(StartMethod v) { start_method_ = v; return *this; }
-  /// Seconds between SIGTERM and SIGKILL when the other children are stopped after a
-  /// failure (default 3).
+  /// Time between SIGTERM and SIGKILL when the other children are stopped after a
+  /// failure (default 3000 ms).
   ParallelOptions& grace_period(std::chrono::milliseconds v) { grace_period_ = v; return *this; }
 
   const std::optional<std::string>& backend() const { return backend_; }
@@ -110,7 +111,9 @@ class KINDLING_API Parallel {
   Parallel(const Parallel&) = delete;
   Parallel& operator=(const Parallel&) = delete;
 
-  /// Calls `fn(local_rank, args...)` on every process (see the file comment).
+  /// Calls `fn(local_rank, args...)` on every process (see the file comment). Every process
+  /// of the job reaches it. Throws kindling::LaunchError in the spawning parent when a child
+  /// fails; what `fn` throws in a child ends that child with exit status 1.
   template <class Fn, class... Args>
   void run(Fn&& fn, Args&&... args) {
     run_impl([&](int local_rank) { std::invoke(fn, local_rank, args...); });

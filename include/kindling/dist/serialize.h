@@ -14,6 +14,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -107,7 +108,7 @@ KINDLING_ARITH_NAME(long long, "int64")
 KINDLING_ARITH_NAME(unsigned long long, "uint64")
 KINDLING_ARITH_NAME(float, "float32")
 KINDLING_ARITH_NAME(double, "float64")
-KINDLING_ARITH_NAME(long double, "float128")
+KINDLING_ARITH_NAME(long double, "long double")  // x87 80-bit on x86-64, not IEEE float128
 #undef KINDLING_ARITH_NAME
 
 KINDLING_API void encode_tensor(ByteWriter& out, const at::Tensor& tensor);

@@ -10,6 +10,8 @@
 ///
 /// Every BatchNorm layer is a kindling::nn::BatchNorm2d, so synchronized batch
 /// normalisation can be switched on with kindling::nn::convert_sync_batchnorm(*model).
+/// Building a model never communicates; forward() communicates only through synchronized
+/// BatchNorm layers (see ResNetImpl::forward).
 ///
 /// \code
 ///   auto model = kindling::models::resnet18(kindling::models::ResNetOptions().num_classes(10));
@@ -35,6 +37,7 @@ namespace kindling {
 namespace models {
 
 /// Options of the ResNet models. Chain the setters. The defaults give torchvision's model.
+/// Setters and getters do not check or throw; the ResNet constructor checks the values.
 struct KINDLING_API ResNetOptions {
   /// Outputs of the final fully connected layer (default 1000).
   ResNetOptions& num_classes(int64_t v) { num_classes_ = v; return *this; }
@@ -75,12 +78,20 @@ class KINDLING_API ResNetImpl : public torch::nn::Cloneable<ResNetImpl> {
  public:
   /// `layers`: the number of blocks of layer1..layer4 (four values), e.g. {2, 2, 2, 2}
   /// with ResNetBlock::kBasic for ResNet-18, {3, 4, 23, 3} with kBottleneck for ResNet-101.
+  /// Throws kindling::UsageError unless `layers` has four values, each at least 1, and
+  /// num_classes and in_channels are positive. Local; does not communicate.
   ResNetImpl(ResNetBlock block, std::vector<int64_t> layers, const ResNetOptions& options = ResNetOptions());
 
-  /// Rebuilds every submodule and re-initialises all parameters and buffers.
+  /// Builds every submodule and initialises all parameters and buffers; the constructor and
+  /// clone() call it. Throws kindling::UsageError as the constructor does. On a model that
+  /// still has its submodules, LibTorch's register_module throws c10::Error.
   void reset() override;
 
-  /// Input [N, in_channels, H, W]; output logits [N, num_classes].
+  /// Input [N, in_channels, H, W]; output logits [N, num_classes]. Throws
+  /// kindling::UsageError for another input shape. With synchronized BatchNorm layers (see
+  /// kindling::nn::BatchNorm2d::forward) it communicates in training mode: then every rank
+  /// of the BatchNorm group must call it, in the same order, and it can throw
+  /// kindling::TimeoutError / kindling::CommunicationError.
   at::Tensor forward(const at::Tensor& x);
 
   void pretty_print(std::ostream& stream) const override;
@@ -100,6 +111,7 @@ class KINDLING_API ResNetImpl : public torch::nn::Cloneable<ResNetImpl> {
 TORCH_MODULE(ResNet);
 
 /// ResNet-18: BasicBlock, layers {2, 2, 2, 2}; 11,689,512 parameters with the defaults.
+/// The three factories throw kindling::UsageError for invalid options (see ResNetImpl).
 KINDLING_API ResNet resnet18(const ResNetOptions& options = ResNetOptions());
 /// ResNet-34: BasicBlock, layers {3, 4, 6, 3}; 21,797,672 parameters with the defaults.
 KINDLING_API ResNet resnet34(const ResNetOptions& options = ResNetOptions());

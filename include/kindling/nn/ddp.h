@@ -1,8 +1,8 @@
 #pragma once
 /// \file
-/// kindling's DistributedDataParallel for LibTorch modules, and auto_model / auto_optim
-/// (idist's names). Include <kindling/nn/ddp.h>; it is not part of <kindling/kindling.h>
-/// because it pulls in LibTorch's nn headers.
+/// kindling's DistributedDataParallel for LibTorch modules. auto_model / auto_optim (idist's
+/// names), which build it, are in <kindling/dist/auto.h>. <kindling/kindling.h> includes
+/// this header too, but it pulls in LibTorch's nn headers: include it alone to compile faster.
 ///
 /// \code
 ///   auto model = kindling::dist::auto_model(Net());          // DDP when distributed
@@ -20,9 +20,15 @@
 /// parameter's gradient accumulator copies the gradient into its bucket, and when a
 /// bucket is complete its all-reduce starts asynchronously while backward goes on. At the
 /// end of backward (an autograd-engine callback) every bucket is waited on, divided by the
-/// world size and copied back into the `.grad()` tensors, so `backward()` returns with
+/// group's size and copied back into the `.grad()` tensors, so `backward()` returns with
 /// averaged gradients. Buckets are launched in index order on every rank, so the
 /// all-reduces match even when gradients become ready in a different order.
+///
+/// Communication: constructing a GradientReducer, a forward that broadcasts buffers and a
+/// synchronised backward are collectives over DdpOptions::group(): every rank of the group
+/// must do them, in the same order. They throw kindling::TimeoutError when a rank does not
+/// take part within the timeout and kindling::CommunicationError when the engine fails
+/// (backward() passes these on).
 
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
@@ -39,16 +45,19 @@
 namespace kindling {
 namespace nn {
 
-/// Options of auto_model / DistributedDataParallel. Chain the setters.
+/// Options of auto_model / DistributedDataParallel. Chain the setters. Setters and getters
+/// do not check or throw; GradientReducer's constructor checks the values.
 struct KINDLING_API DdpOptions {
-  /// Bucket size in MiB (default 25, as PyTorch). The first bucket is capped at 1 MiB so
-  /// that communication starts early in backward.
+  /// Bucket size in MiB (default 25, as PyTorch), positive. The first bucket is capped at
+  /// 1 MiB so that communication starts early in backward.
   DdpOptions& bucket_cap_mb(double v) { bucket_cap_mb_ = v; return *this; }
   /// Allow parameters that get no gradient in an iteration (PyTorch's
   /// find_unused_parameters). Costs one extra small all-reduce per iteration. Without it,
-  /// a parameter that gets no gradient is an error naming it.
+  /// a parameter that gets no gradient is an error naming it (kindling::UsageError at the
+  /// end of backward, on the rank that did not use it).
   DdpOptions& find_unused_parameters(bool v) { find_unused_parameters_ = v; return *this; }
-  /// Broadcast buffers (BatchNorm statistics...) from rank 0 before each forward (default true).
+  /// Broadcast buffers (BatchNorm statistics...) from the group's first rank (rank 0 for the
+  /// world) before each forward that has gradients enabled and sync on (default true).
   DdpOptions& broadcast_buffers(bool v) { broadcast_buffers_ = v; return *this; }
   /// The group whose ranks train together (default: the world).
   DdpOptions& group(dist::Group v) { group_ = std::move(v); return *this; }
@@ -75,8 +84,19 @@ struct KINDLING_API DdpOptions {
 /// parameters. Constructing it broadcasts parameters and buffers from the group's first
 /// rank and installs the hooks; destroying it removes them. Every rank of the group must
 /// construct it with the same parameters (checked).
+///
+/// Each synchronised backward is a collective: every rank of the group must run it, in the
+/// same order. It throws kindling::UsageError (out of backward()) for a parameter that got
+/// no gradient without find_unused_parameters, or a sparse gradient; and
+/// kindling::TimeoutError / kindling::CommunicationError from the all-reduces.
 class KINDLING_API GradientReducer {
  public:
+  /// Collective over options.group(): every rank of the group, in the same order. It
+  /// all-gathers a signature of the parameters that require a gradient (names, shapes,
+  /// dtypes), then broadcasts parameters and buffers. Throws kindling::UsageError for
+  /// bucket_cap_mb <= 0 or no parameter that requires a gradient (both checked before any
+  /// communication) and when the ranks' parameters differ; kindling::TimeoutError /
+  /// kindling::CommunicationError from the collectives.
   GradientReducer(const torch::nn::Module& module, DdpOptions options);
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
@@ -85,15 +105,18 @@ class KINDLING_API GradientReducer {
   /// Called before each forward: broadcasts the buffers from the source rank when
   /// broadcast_buffers is on, gradients are enabled and sync is on (as torch's DDP; a
   /// no-grad or no_sync forward does not communicate). All ranks of the group call it
-  /// together in that case.
+  /// together in that case, in the same order; it can then throw kindling::TimeoutError /
+  /// kindling::CommunicationError. Otherwise local and nothing of its own to throw.
   void before_forward();
   /// While false (see no_sync()), backward accumulates gradients locally without
   /// communication; the next synchronised backward averages the accumulated gradients.
+  /// Local (each rank sets its own); does not throw.
   void set_sync(bool enabled);
+  /// Whether backward synchronises now. Local; does not throw.
   bool sync_enabled() const;
-  /// Number of buckets, and the parameter names in each (for tests and tuning).
+  /// Number of buckets, and the parameter names in each (for tests and tuning). Local.
   std::vector<std::vector<std::string>> buckets() const;
-  /// Backward passes that ended with averaged gradients.
+  /// Backward passes that ended with averaged gradients. Local; does not throw.
   int64_t synchronized_backwards() const;
 
   struct State;
@@ -103,8 +126,10 @@ class KINDLING_API GradientReducer {
 };
 
 /// RAII: disables gradient synchronisation for its lifetime (gradient accumulation).
+/// On destruction it restores the previous setting. Local; does not throw.
 class KINDLING_API NoSyncGuard {
  public:
+  /// A null `reducer` (the serial model) makes a guard that does nothing.
   explicit NoSyncGuard(GradientReducer* reducer);
   ~NoSyncGuard();
   NoSyncGuard(NoSyncGuard&& other) noexcept : reducer_(other.reducer_), previous_(other.previous_) { other.reducer_ = nullptr; }
@@ -122,6 +147,8 @@ class KINDLING_API NoSyncGuard {
 template <class M>
 class DistributedDataParallel {
  public:
+  /// Wraps `module` and `reducer` (null: no synchronisation). Local; does not throw. Build
+  /// the reducer (a collective) with auto_model or GradientReducer's constructor.
   DistributedDataParallel(std::shared_ptr<M> module, std::shared_ptr<GradientReducer> reducer)
       : module_(std::move(module)), reducer_(std::move(reducer)) {}
 
@@ -131,6 +158,9 @@ class DistributedDataParallel {
   /// Null in the serial model.
   GradientReducer* reducer() const { return reducer_.get(); }
 
+  /// reducer()->before_forward() (a collective over the group when it broadcasts buffers:
+  /// every rank of the group, in the same order), then the module's forward. Throws what
+  /// those throw; nothing of its own.
   template <class... Args>
   decltype(auto) forward(Args&&... args) {
     if (reducer_) reducer_->before_forward();
@@ -140,7 +170,8 @@ class DistributedDataParallel {
   decltype(auto) operator()(Args&&... args) {
     return forward(std::forward<Args>(args)...);
   }
-  /// Gradient accumulation: `{ auto guard = ddp.no_sync(); loss.backward(); }`.
+  /// Gradient accumulation: `{ auto guard = ddp.no_sync(); loss.backward(); }`. Local;
+  /// does not throw.
   NoSyncGuard no_sync() { return NoSyncGuard(reducer_.get()); }
 
  private:
@@ -150,34 +181,4 @@ class DistributedDataParallel {
 
 }  // namespace nn
 
-namespace dist {
-namespace detail {
-/// Moves `module` to device() and, in a distributed model with more than one rank in the
-/// group, returns its reducer (else null).
-KINDLING_API std::shared_ptr<nn::GradientReducer> prepare_model(torch::nn::Module& module, const nn::DdpOptions& options);
-}  // namespace detail
-
-/// idist.auto_model: places the module on device() and, when distributed, wraps it in
-/// kindling's DistributedDataParallel (parameters and buffers broadcast from rank 0).
-template <class M>
-nn::DistributedDataParallel<M> auto_model(std::shared_ptr<M> module, const nn::DdpOptions& options = nn::DdpOptions()) {
-  auto reducer = detail::prepare_model(*module, options);
-  return nn::DistributedDataParallel<M>(std::move(module), std::move(reducer));
-}
-/// The same for a module holder (the usual `Net model;` of TORCH_MODULE).
-template <class M>
-nn::DistributedDataParallel<M> auto_model(const torch::nn::ModuleHolder<M>& holder,
-                                          const nn::DdpOptions& options = nn::DdpOptions()) {
-  return auto_model(holder.ptr(), options);
-}
-
-/// idist.auto_optim: with the serial, gloo, mpi and nccl backends the optimizer needs no
-/// change (gradients are already averaged by DistributedDataParallel), so it is returned
-/// as is; the function exists so that code written for idist reads the same.
-template <class Optimizer>
-Optimizer& auto_optim(Optimizer& optimizer) {
-  return optimizer;
-}
-
-}  // namespace dist
 }  // namespace kindling

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/communicator.h"
+#include "dist/backends/backend.h"
 
 namespace kindling {
 namespace dist {

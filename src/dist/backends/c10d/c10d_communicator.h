@@ -3,7 +3,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
-#include "dist/communicator.h"
+#include "dist/backends/backend.h"
 
 namespace kindling {
 namespace dist {

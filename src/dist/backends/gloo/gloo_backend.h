@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "dist/communicator.h"
+#include "dist/backends/backend.h"
 
 namespace kindling {
 namespace dist {

@@ -2,7 +2,7 @@
 #include <memory>
 #include <string>
 
-#include "dist/communicator.h"
+#include "dist/backends/backend.h"
 
 namespace kindling {
 namespace dist {

@@ -1,7 +1,7 @@
 #pragma once
 #include <memory>
 
-#include "dist/communicator.h"
+#include "dist/backends/backend.h"
 
 namespace kindling {
 namespace dist {

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "common/env.h"
+#include "common/strings.h"
 #include "kindling/error.h"
 
 extern char** environ;
@@ -16,6 +17,7 @@ namespace dist {
 
 namespace {
 
+using ::kindling::detail::join;
 using ::kindling::detail::parse_int;
 
 std::optional<std::string> lookup(const EnvMap& env, const std::string& name) {
@@ -45,12 +47,6 @@ void check_rank(const LaunchEnvironment& e, const std::string& rank_var, const s
                    *e.local_rank, " is out of range for ", *e.local_world_size, " processes on this node (", e.launcher,
                    " environment)");
   }
-}
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
-  return out;
 }
 
 // Expands one host-list item that may hold bracket groups: "pre[1-3,07]post".

@@ -1,4 +1,4 @@
-#include "dist/progress.h"
+#include "dist/stall_monitor.h"
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -14,12 +14,12 @@ std::string progress_key(int group_id, int rank) {
 }
 }  // namespace
 
-ProgressMonitor::ProgressMonitor(c10::intrusive_ptr<c10d::Store> store, int rank)
+StallMonitor::StallMonitor(c10::intrusive_ptr<c10d::Store> store, int rank)
     : store_(std::move(store)), rank_(rank) {
   thread_ = std::thread([this] { loop(); });
 }
 
-ProgressMonitor::~ProgressMonitor() {
+StallMonitor::~StallMonitor() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -28,12 +28,12 @@ ProgressMonitor::~ProgressMonitor() {
   thread_.join();
 }
 
-void ProgressMonitor::track(const std::shared_ptr<GroupState>& group) {
+void StallMonitor::track(const std::shared_ptr<GroupState>& group) {
   std::lock_guard<std::mutex> lock(mu_);
   groups_.emplace_back(group, -1);
 }
 
-void ProgressMonitor::loop() {
+void StallMonitor::loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
     cv_.wait_for(lock, std::chrono::milliseconds(50));
@@ -42,7 +42,7 @@ void ProgressMonitor::loop() {
   }
 }
 
-void ProgressMonitor::publish_changes() {
+void StallMonitor::publish_changes() {
   for (auto& entry : groups_) {
     auto group = entry.first.lock();
     if (!group || group->group_rank < 0) continue;
@@ -59,7 +59,7 @@ void ProgressMonitor::publish_changes() {
   }
 }
 
-std::string ProgressMonitor::diagnose(const GroupState& group, int64_t seq, const char* op) {
+std::string StallMonitor::diagnose(const GroupState& group, int64_t seq, const char* op) {
   std::ostringstream missing, elsewhere;
   int n_missing = 0, n_elsewhere = 0;
   try {

@@ -1,5 +1,5 @@
 #pragma once
-// Progress tracking for timeout diagnostics.
+// Stall monitor: tells a timed-out collective which ranks are stuck, and where.
 //
 // Each rank counts the collectives it enters on each group (GroupState::seq, one atomic
 // increment per call, nothing else on the hot path). A background thread publishes changed
@@ -17,16 +17,16 @@
 #include <thread>
 #include <vector>
 
-#include "dist/communicator.h"
+#include "dist/backends/backend.h"
 
 namespace kindling {
 namespace dist {
 namespace detail {
 
-class ProgressMonitor {
+class StallMonitor {
  public:
-  ProgressMonitor(c10::intrusive_ptr<c10d::Store> store, int rank);
-  ~ProgressMonitor();
+  StallMonitor(c10::intrusive_ptr<c10d::Store> store, int rank);
+  ~StallMonitor();
   void track(const std::shared_ptr<GroupState>& group);
   /// Describes, for a collective that timed out at `seq` on `group`, which members did not
   /// arrive. Never throws.

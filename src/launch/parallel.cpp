@@ -14,6 +14,7 @@
 #include <iterator>
 
 #include "common/env.h"
+#include "common/strings.h"
 #include "kindling/dist/dist.h"
 #include "kindling/dist/launch_env.h"
 #include "kindling/error.h"
@@ -26,16 +27,11 @@ namespace dist {
 namespace {
 
 using ::kindling::detail::get_env;
+using ::kindling::detail::join;
 
 // Parallel objects constructed so far in this process. A re-executed child is told which
 // one started it (KINDLING_PARALLEL_CHILD) and leaves the others inert.
 std::atomic<int> g_parallel_count{0};
-
-std::string join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
 
 std::vector<std::string> own_command_line() {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);

@@ -1,0 +1,71 @@
+#pragma once
+// How one call of the API reaches the engine: the group it runs on, the tensor the engine
+// works on, the collective counter the stall monitor reads, the wait with its timeout, and
+// the translation of engine exceptions into kindling's errors. Shared by the collectives,
+// point-to-point and asynchronous Work.
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <exception>
+#include <memory>
+
+#include "dist/runtime.h"
+#include "kindling/dist/dist.h"
+#include "kindling/error.h"
+
+namespace kindling {
+namespace dist {
+namespace detail {
+
+/// Throws kindling::TimeoutError (with the stall monitor's diagnosis) or
+/// kindling::CommunicationError for an engine exception raised by collective #seq `name`.
+[[noreturn]] void translate(const std::exception& e, const GroupState& g, const char* name, int64_t seq);
+
+/// How long a wait on `g` may take: the group timeout, plus slack for collectives so that
+/// the engine's own (more precise) timeout normally reports first.
+std::chrono::milliseconds wait_timeout(const GroupState& g, bool p2p);
+
+/// Counts a call of `name` on `g` for the stall monitor; returns its sequence number.
+int64_t enter(GroupState& g, const char* name);
+
+/// Runs one blocking operation: counts it, starts it on the group's communicator, waits
+/// and translates engine failures.
+template <typename Start>
+void run(GroupState& g, const char* name, Start&& start, bool p2p = false) {
+  const int64_t seq = enter(g, name);
+  try {
+    OpPtr op = start(*g.comm);
+    op->wait(wait_timeout(g, p2p));
+  } catch (const kindling::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    translate(e, g, name, seq);
+  }
+}
+
+/// The group's state when this rank takes part in a collective on it; null in the serial
+/// model or when this rank is not a member (idist then returns the input unchanged).
+std::shared_ptr<GroupState> participant(const Group& group, const char* name);
+
+// A tensor the engine can work on: defined, contiguous, on device(). `copy_back` tells
+// whether the result must be copied into the caller's tensor afterwards.
+struct Staged {
+  at::Tensor work;
+  bool copy_back = false;
+};
+
+Staged stage(const at::Tensor& t, const char* name, const char* what = "tensor");
+
+/// The index in `g` of global rank `global`; throws kindling::UsageError naming the members.
+int member_index(const GroupState& g, int global, const char* name, const char* role);
+
+/// Throws kindling::UsageError for a bitwise reduction of a floating-point dtype.
+void check_bitwise(ReduceOp op, at::ScalarType dtype, const char* name);
+
+/// For operations that use the caller's memory directly (asynchronous ones): the tensor
+/// must already be defined, contiguous and on device().
+void check_in_place_tensor(const at::Tensor& t, const char* name);
+
+}  // namespace detail
+}  // namespace dist
+}  // namespace kindling

@@ -1,0 +1,100 @@
+// Asynchronous operations: all_reduce_async and the Work handle that every asynchronous
+// call returns (wait, completion, sender of a receive, wait-on-destruction).
+#include <ATen/ATen.h>
+
+#include <string>
+
+#include "dist/call.h"
+#include "kindling/log.h"
+
+namespace kindling {
+namespace dist {
+
+using detail::participant;
+
+namespace detail {
+namespace {
+// An operation that is complete from the start (serial model, non-members).
+class DoneOp : public PendingOp {
+ public:
+  void wait(std::chrono::milliseconds) override {}
+  bool is_completed() override { return true; }
+};
+}  // namespace
+}  // namespace detail
+
+Work all_reduce_async(const at::Tensor& tensor, ReduceOp op, const Group& group) {
+  const char* name = "all_reduce_async";
+  KINDLING_CHECK(tensor.defined(), "kindling::dist::all_reduce_async: the tensor is undefined; pass a tensor with data");
+  detail::check_bitwise(op, tensor.scalar_type(), name);
+  auto state = std::make_shared<detail::WorkState>();
+  state->name = name;
+  auto g = participant(group, name);
+  if (!g) {
+    state->op = std::make_unique<detail::DoneOp>();
+    return Work(state);
+  }
+  detail::check_in_place_tensor(tensor, name);
+  KINDLING_CHECK(tensor.scalar_type() != at::kBool, "kindling::dist::all_reduce_async: bool tensors are not supported; "
+                 "reduce a uint8 tensor (or use the blocking all_reduce)");
+  const int64_t seq = detail::enter(*g, name);
+  state->group = g;
+  state->seq = seq;
+  state->collective = true;
+  at::Tensor t = tensor;
+  try {
+    state->op = g->comm->all_reduce(t, op);
+  } catch (const kindling::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    detail::translate(e, *g, name, seq);
+  }
+  return Work(state);
+}
+
+Work& Work::operator=(Work&& other) noexcept {
+  if (this != &other) {
+    try {
+      if (state_ && !state_->waited) wait();
+    } catch (const std::exception& e) {
+      log(LogLevel::kError, e.what());
+    }
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+Work::~Work() {
+  if (state_ && !state_->waited) {
+    try {
+      wait();
+    } catch (const std::exception& e) {
+      log(LogLevel::kError, std::string("kindling::dist::Work destroyed without wait(); its operation failed: ") + e.what());
+    }
+  }
+}
+
+void Work::wait() {
+  KINDLING_CHECK(state_ != nullptr, "kindling::dist::Work::wait: this Work refers to no operation");
+  if (state_->waited) return;
+  state_->waited = true;
+  if (state_->group == nullptr) return;  // complete from the start
+  try {
+    state_->op->wait(detail::wait_timeout(*state_->group, !state_->collective));
+  } catch (const kindling::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    detail::translate(e, *state_->group, state_->name, state_->seq);
+  }
+}
+
+bool Work::is_completed() const { return state_ == nullptr || state_->op->is_completed(); }
+
+int Work::source_rank() const {
+  KINDLING_CHECK(state_ != nullptr, "kindling::dist::Work::source_rank: this Work refers to no operation");
+  int idx = state_->op->source_rank();
+  return idx < 0 ? -1 : state_->group->global_rank(idx);
+}
+
+}  // namespace dist
+}  // namespace kindling
