@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
     if (o.mode == "loader") {
       auto ds = std::make_shared<data::TransformedDataset>(
           std::make_shared<data::FashionMNIST>(train_set),
-          data::transforms::Compose({data::transforms::ToTensor(), data::transforms::RandomCrop(28, 2),
+          data::transforms::Compose({data::transforms::ToTensor(), data::transforms::RandomCrop(28, data::transforms::RandomCropOptions().padding(2)),
                                      data::transforms::Normalize({0.2860}, {0.3530})}));
       auto loader = kd::auto_dataloader(
           ds, data::DataLoaderOptions().batch_size(o.batch * world).num_workers(o.workers * world).shuffle(true));

@@ -10,14 +10,13 @@
 namespace kindling {
 namespace data {
 
-DistributedSampler::DistributedSampler(int64_t dataset_size, std::optional<int> num_replicas, std::optional<int> rank,
-                                       bool shuffle, uint64_t seed, bool drop_last)
+DistributedSampler::DistributedSampler(int64_t dataset_size, const DistributedSamplerOptions& options)
     : size_(dataset_size),
-      num_replicas_(num_replicas.value_or(dist::get_world_size())),
-      rank_(rank.value_or(dist::get_rank())),
-      shuffle_(shuffle),
-      seed_(seed),
-      drop_last_(drop_last) {
+      num_replicas_(options.num_replicas().value_or(dist::get_world_size())),
+      rank_(options.rank().value_or(dist::get_rank())),
+      shuffle_(options.shuffle()),
+      seed_(options.seed()),
+      drop_last_(options.drop_last()) {
   KINDLING_CHECK(size_ >= 0, "kindling::data::DistributedSampler: dataset size must not be negative, got ", size_);
   KINDLING_CHECK(num_replicas_ >= 1, "kindling::data::DistributedSampler: num_replicas must be at least 1, got ",
                  num_replicas_);

@@ -153,8 +153,12 @@ at::Tensor Pad::operator()(const at::Tensor& image) const {
 
 // ---- RandomCrop ----
 
-RandomCrop::RandomCrop(int64_t size, int64_t padding, double fill, bool pad_if_needed, PaddingMode mode)
-    : size_(size), padding_(padding), fill_(fill), pad_if_needed_(pad_if_needed), mode_(mode) {
+RandomCrop::RandomCrop(int64_t size, const RandomCropOptions& options)
+    : size_(size),
+      padding_(options.padding()),
+      fill_(options.fill()),
+      pad_if_needed_(options.pad_if_needed()),
+      mode_(options.mode()) {
   constexpr const char* who = "kindling::data::transforms::RandomCrop";
   KINDLING_CHECK(size_ > 0, who, ": size must be positive, got ", size_);
   KINDLING_CHECK(padding_ >= 0, who, ": padding must not be negative, got ", padding_);

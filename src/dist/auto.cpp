@@ -48,7 +48,9 @@ data::DataLoader auto_dataloader(std::shared_ptr<const data::Dataset> dataset, d
     const auto& sampler = options.sampler();
     if (!sampler) {
       const bool shuffle = options.shuffle().value_or(true);
-      options.sampler(std::make_shared<data::DistributedSampler>(dataset->size(), ws, rank, shuffle, options.seed()));
+      options.sampler(std::make_shared<data::DistributedSampler>(
+          dataset->size(),
+          data::DistributedSamplerOptions().num_replicas(ws).rank(rank).shuffle(shuffle).seed(options.seed())));
       options.shuffle(false);
     } else if (auto* d = dynamic_cast<data::DistributedSampler*>(sampler.get())) {
       if (d->rank() != rank) {

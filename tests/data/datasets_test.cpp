@@ -587,7 +587,7 @@ at::Tensor distinct_image() { return (at::arange(192, at::kLong) + 1).to(at::kBy
 TEST(Transforms, RandomCrop) {
   const at::Tensor image = distinct_image();
   const at::Tensor padded = tf::Pad(2)(image);
-  const tf::RandomCrop crop(6, 2);
+  const tf::RandomCrop crop(6, tf::RandomCropOptions().padding(2));
 
   kindling::data::seed_sample_rng(42, 0, 7);
   const at::Tensor out = crop(image);
@@ -617,7 +617,7 @@ TEST(Transforms, RandomCrop) {
   // Too small: an error, or pad_if_needed (torchvision pads by size - width on both sides).
   expect_contains(error_of<kindling::UsageError>([&] { tf::RandomCrop(10)(image); }),
                   {"RandomCrop", "8x8", "smaller than the crop size 10x10", "pad_if_needed"});
-  const at::Tensor grown = tf::RandomCrop(10, 0, 0, true)(image);
+  const at::Tensor grown = tf::RandomCrop(10, tf::RandomCropOptions().pad_if_needed(true))(image);
   ASSERT_EQ(grown.sizes(), (std::vector<int64_t>{3, 10, 10}));
   EXPECT_GE(find_window(tf::Pad(2)(image), grown).first, 0);
   expect_contains(error_of<kindling::UsageError>([] { tf::RandomCrop(0); }), {"size must be positive"});

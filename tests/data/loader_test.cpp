@@ -195,7 +195,7 @@ TEST(DistributedProxySampler, ShardsAnySamplerDisjointly) {
   std::sort(expect_sorted.begin(), expect_sorted.end());
   std::sort(all.begin(), all.end());
   EXPECT_EQ(all, expect_sorted);
-  EXPECT_THROW(data::DistributedProxySampler(std::make_shared<data::DistributedSampler>(10, 2, 0), 2, 0),
+  EXPECT_THROW(data::DistributedProxySampler(std::make_shared<data::DistributedSampler>(10, data::DistributedSamplerOptions().num_replicas(2).rank(0)), 2, 0),
                kindling::Error);
   EXPECT_THROW(data::DistributedProxySampler(base, 2, 2), kindling::Error);
 }
@@ -278,7 +278,7 @@ KINDLING_WORKER(auto_dataloader_rules) {
   // A user sampler is wrapped in a DistributedProxySampler; a DistributedSampler is kept.
   auto proxied = with(data::DataLoaderOptions().sampler(std::make_shared<data::RandomSampler>(20, 1)));
   WCHECK(dynamic_cast<data::DistributedProxySampler*>(proxied.sampler().get()) != nullptr);
-  auto own = std::make_shared<data::DistributedSampler>(20, 3, rank);
+  auto own = std::make_shared<data::DistributedSampler>(20, data::DistributedSamplerOptions().num_replicas(3).rank(rank));
   WCHECK(with(data::DataLoaderOptions().sampler(own)).sampler() == own);
   kd::finalize();
 }

@@ -57,7 +57,12 @@ TEST(DistributedSampler, SameIndicesAsPython) {
     int64_t size;
     int replicas, rank, shuffle, seed, epoch, drop_last;
     in >> size >> replicas >> rank >> shuffle >> seed >> epoch >> drop_last;
-    kindling::data::DistributedSampler sampler(size, replicas, rank, shuffle != 0, static_cast<uint64_t>(seed), drop_last != 0);
+    kindling::data::DistributedSampler sampler(size, kindling::data::DistributedSamplerOptions()
+                                                          .num_replicas(replicas)
+                                                          .rank(rank)
+                                                          .shuffle(shuffle != 0)
+                                                          .seed(static_cast<uint64_t>(seed))
+                                                          .drop_last(drop_last != 0));
     sampler.set_epoch(epoch);
     std::string mine;
     for (int64_t i : sampler.indices()) mine += " " + std::to_string(i);
@@ -69,9 +74,13 @@ TEST(DistributedSampler, SameIndicesAsPython) {
 }
 
 TEST(DistributedSampler, RejectsBadArguments) {
-  EXPECT_THROW(kindling::data::DistributedSampler(10, 2, 2), kindling::UsageError);
-  EXPECT_THROW(kindling::data::DistributedSampler(10, 0, 0), kindling::UsageError);
-  EXPECT_THROW(kindling::data::DistributedSampler(-1, 1, 0), kindling::UsageError);
+  using kindling::data::DistributedSamplerOptions;
+  EXPECT_THROW(kindling::data::DistributedSampler(10, DistributedSamplerOptions().num_replicas(2).rank(2)),
+               kindling::UsageError);
+  EXPECT_THROW(kindling::data::DistributedSampler(10, DistributedSamplerOptions().num_replicas(0).rank(0)),
+               kindling::UsageError);
+  EXPECT_THROW(kindling::data::DistributedSampler(-1, DistributedSamplerOptions().num_replicas(1).rank(0)),
+               kindling::UsageError);
 }
 
 }  // namespace

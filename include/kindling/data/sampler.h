@@ -78,15 +78,40 @@ class KINDLING_API SubsetRandomSampler : public Sampler {
   int64_t epoch_ = 0;
 };
 
+/// Options of DistributedSampler (chain the setters). Unset num_replicas / rank mean
+/// kindling::dist's world size and rank at construction.
+struct KINDLING_API DistributedSamplerOptions {
+  DistributedSamplerOptions& num_replicas(int v) { num_replicas_ = v; return *this; }
+  DistributedSamplerOptions& rank(int v) { rank_ = v; return *this; }
+  /// Shuffle with a generator seeded from seed + epoch (default true).
+  DistributedSamplerOptions& shuffle(bool v) { shuffle_ = v; return *this; }
+  DistributedSamplerOptions& seed(uint64_t v) { seed_ = v; return *this; }
+  /// Drop the tail so that every rank gets the same number of distinct samples (default
+  /// false: pad by repeating from the start).
+  DistributedSamplerOptions& drop_last(bool v) { drop_last_ = v; return *this; }
+
+  std::optional<int> num_replicas() const { return num_replicas_; }
+  std::optional<int> rank() const { return rank_; }
+  bool shuffle() const { return shuffle_; }
+  uint64_t seed() const { return seed_; }
+  bool drop_last() const { return drop_last_; }
+
+ private:
+  std::optional<int> num_replicas_;
+  std::optional<int> rank_;
+  bool shuffle_ = true;
+  uint64_t seed_ = 0;
+  bool drop_last_ = false;
+};
+
 /// Python's torch.utils.data.DistributedSampler, index for index.
 class KINDLING_API DistributedSampler : public Sampler {
  public:
   /// `num_replicas` / `rank` default to kindling::dist's world size and rank. Throws
   /// kindling::UsageError for a negative dataset_size, num_replicas < 1, or a rank outside
   /// [0, num_replicas). Any rank; local, no communication.
-  explicit DistributedSampler(int64_t dataset_size, std::optional<int> num_replicas = std::nullopt,
-                              std::optional<int> rank = std::nullopt, bool shuffle = true, uint64_t seed = 0,
-                              bool drop_last = false);
+  explicit DistributedSampler(int64_t dataset_size,
+                              const DistributedSamplerOptions& options = DistributedSamplerOptions());
 
   /// Makes the next indices() use this epoch's shuffle (call it before each epoch).
   void set_epoch(int64_t epoch) override { epoch_ = epoch; }

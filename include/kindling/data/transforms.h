@@ -88,6 +88,28 @@ class KINDLING_API Pad {
   PaddingMode mode_;
 };
 
+/// Options of RandomCrop (chain the setters).
+struct KINDLING_API RandomCropOptions {
+  /// Pixels added on each side before cropping (default 0).
+  RandomCropOptions& padding(int64_t v) { padding_ = v; return *this; }
+  /// Value of added pixels with PaddingMode::kConstant (default 0).
+  RandomCropOptions& fill(double v) { fill_ = v; return *this; }
+  /// Pad an image still smaller than the crop (see RandomCrop) instead of failing.
+  RandomCropOptions& pad_if_needed(bool v) { pad_if_needed_ = v; return *this; }
+  RandomCropOptions& mode(PaddingMode v) { mode_ = v; return *this; }
+
+  int64_t padding() const { return padding_; }
+  double fill() const { return fill_; }
+  bool pad_if_needed() const { return pad_if_needed_; }
+  PaddingMode mode() const { return mode_; }
+
+ private:
+  int64_t padding_ = 0;
+  double fill_ = 0;
+  bool pad_if_needed_ = false;
+  PaddingMode mode_ = PaddingMode::kConstant;
+};
+
 /// Pads the image by `padding` on each side, then cuts a size x size window at a uniformly
 /// random position (top first, then left, each from std::uniform_int_distribution over
 /// sample_rng()), like torchvision's RandomCrop. With `pad_if_needed`, an image still
@@ -97,8 +119,7 @@ class KINDLING_API Pad {
 class KINDLING_API RandomCrop {
  public:
   /// Throws kindling::UsageError for a size that is not positive or a negative padding.
-  explicit RandomCrop(int64_t size, int64_t padding = 0, double fill = 0, bool pad_if_needed = false,
-                      PaddingMode mode = PaddingMode::kConstant);
+  explicit RandomCrop(int64_t size, const RandomCropOptions& options = RandomCropOptions());
   /// Throws kindling::UsageError for an image that is too small (see above), and for the
   /// cases Pad::operator() refuses.
   at::Tensor operator()(const at::Tensor& image) const;
