@@ -84,10 +84,14 @@ int main(int argc, char** argv) {
   app.add_option("-e,--end", end, "Largest size in bytes")
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 34));
-  app.add_option("-f,--factor", factor, "Size multiplier between rows")->check(CLI::Range(2, 1024))->capture_default_str();
+  app.add_option("-f,--factor", factor, "Size multiplier between rows")
+      ->check(CLI::Range(2, 1024))
+      ->capture_default_str();
   app.add_option("-n,--iters", iters, "Timed calls per round")->check(CLI::Range(1, 1000000))->capture_default_str();
   app.add_option("-w,--warmup", warmup, "Untimed calls first")->check(CLI::Range(0, 1000000))->capture_default_str();
-  app.add_option("-r,--reps", reps, "Rounds; the median is reported")->check(CLI::Range(1, 1000))->capture_default_str();
+  app.add_option("-r,--reps", reps, "Rounds; the median is reported")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   if (const int rc = kindling::cli::parse(app, argc, argv); rc >= 0) return rc;
 #if !KINDLING_BENCH_MPI
   if (backend == "mpi") {
@@ -125,7 +129,8 @@ int main(int argc, char** argv) {
       auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, rank, ws, opts);
       raw_all_reduce = [pg, wait_limit](std::vector<at::Tensor>& t) { pg->allreduce(t)->wait(wait_limit); };
 #else
-      std::fprintf(stderr, "bench_collectives: this build has no nccl backend (a CUDA LibTorch, -DKINDLING_WITH_NCCL=ON)\n");
+      std::fprintf(stderr,
+                   "bench_collectives: this build has no nccl backend (a CUDA LibTorch, -DKINDLING_WITH_NCCL=ON)\n");
       return 2;
 #endif
     }
@@ -135,9 +140,10 @@ int main(int argc, char** argv) {
   const char* engine = mpi ? "MPI_Allreduce" : backend == "nccl" ? "c10d ProcessGroupNCCL" : "c10d ProcessGroupGloo";
 
   if (rank == 0) {
-    std::printf("# kindling (%s) vs raw %s, all_reduce SUM float, %d ranks, %d iters x %d rounds (median), both on %s %s\n",
-                backend.c_str(), engine, ws, iters, reps,
-                memory == "buffer" ? "kindling::dist::empty_comm_buffer memory" : "ordinary tensors", dev.str().c_str());
+    std::printf(
+        "# kindling (%s) vs raw %s, all_reduce SUM float, %d ranks, %d iters x %d rounds (median), both on %s %s\n",
+        backend.c_str(), engine, ws, iters, reps,
+        memory == "buffer" ? "kindling::dist::empty_comm_buffer memory" : "ordinary tensors", dev.str().c_str());
     std::printf("# %10s %10s %6s %6s %12s %9s %9s %10s(us) %9s %7s%s\n", "size(B)", "count", "type", "redop",
                 "kindling(us)", "algbw", "busbw", peer, "busbw", "ratio", mpi ? "  memcpy(GB/s) busbw/memcpy" : "");
   }
@@ -159,7 +165,8 @@ int main(int argc, char** argv) {
     auto run_raw = [&] {
 #if KINDLING_BENCH_MPI
       if (mpi) {
-        MPI_Allreduce(MPI_IN_PLACE, raw[0].data_ptr<float>(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Allreduce(MPI_IN_PLACE, raw[0].data_ptr<float>(), static_cast<int>(count), MPI_FLOAT, MPI_SUM,
+                      MPI_COMM_WORLD);
         return;
       }
 #endif

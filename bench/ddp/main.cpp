@@ -60,13 +60,17 @@ void describe_options(CLI::App& app, Options& o) {
   app.add_option("--mode", o.mode, "step (a training step) or loader (auto_dataloader alone)")
       ->check(CLI::IsMember({"step", "loader"}))
       ->capture_default_str();
-  app.add_option("--model", o.model, "mlp or resnet18")->check(CLI::IsMember({"mlp", "resnet18"}))->capture_default_str();
+  app.add_option("--model", o.model, "mlp or resnet18")
+      ->check(CLI::IsMember({"mlp", "resnet18"}))
+      ->capture_default_str();
   app.add_option("--backend", o.backend, "gloo or mpi")->capture_default_str();
   app.add_option("--data-dir", o.data_dir, "Fashion-MNIST directory")->capture_default_str();
   app.add_option("--batch", o.batch, "Samples per rank and step")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   app.add_option("--steps", o.steps, "Timed steps")->check(CLI::Range(1, 1000000))->capture_default_str();
   app.add_option("--warmup", o.warmup, "Untimed steps first")->check(CLI::Range(0, 1000000))->capture_default_str();
-  app.add_option("--threads", o.threads, "Intra-op threads per rank")->check(CLI::Range(1, 1024))->capture_default_str();
+  app.add_option("--threads", o.threads, "Intra-op threads per rank")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
   app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "DDP bucket size")
       ->check(CLI::Range(0.001, 1e6))
       ->capture_default_str();
@@ -116,7 +120,8 @@ int main(int argc, char** argv) {
     if (o.mode == "loader") {
       auto ds = std::make_shared<data::TransformedDataset>(
           std::make_shared<data::FashionMNIST>(train_set),
-          data::transforms::Compose({data::transforms::ToTensor(), data::transforms::RandomCrop(28, data::transforms::RandomCropOptions().padding(2)),
+          data::transforms::Compose({data::transforms::ToTensor(),
+                                     data::transforms::RandomCrop(28, data::transforms::RandomCropOptions().padding(2)),
                                      data::transforms::Normalize({0.2860}, {0.3530})}));
       auto loader = kd::auto_dataloader(
           ds, data::DataLoaderOptions().batch_size(o.batch * world).num_workers(o.workers * world).shuffle(true));
@@ -127,10 +132,11 @@ int main(int argc, char** argv) {
       }
       const double secs = seconds_since(t0);
       if (kd::get_rank() == 0) {
-        std::printf("RESULT impl=kindling mode=loader ranks=%d batch=%lld workers=%lld samples=%lld seconds=%.4f "
-                    "samples_per_s=%.1f\n",
-                    world, static_cast<long long>(o.batch), static_cast<long long>(o.workers),
-                    static_cast<long long>(samples), secs, samples / secs);
+        std::printf(
+            "RESULT impl=kindling mode=loader ranks=%d batch=%lld workers=%lld samples=%lld seconds=%.4f "
+            "samples_per_s=%.1f\n",
+            world, static_cast<long long>(o.batch), static_cast<long long>(o.workers), static_cast<long long>(samples),
+            secs, samples / secs);
       }
       kd::finalize();
       return 0;
@@ -150,9 +156,10 @@ int main(int argc, char** argv) {
     secs = kd::all_reduce(secs, kd::ReduceOp::kMax);
     if (kd::get_rank() == 0) {
       const double samples = static_cast<double>(o.steps) * o.batch * world;
-      std::printf("RESULT impl=kindling mode=step model=%s ranks=%d batch=%lld threads=%d steps=%d seconds=%.4f "
-                  "samples_per_s=%.1f\n",
-                  o.model.c_str(), world, static_cast<long long>(o.batch), o.threads, o.steps, secs, samples / secs);
+      std::printf(
+          "RESULT impl=kindling mode=step model=%s ranks=%d batch=%lld threads=%d steps=%d seconds=%.4f "
+          "samples_per_s=%.1f\n",
+          o.model.c_str(), world, static_cast<long long>(o.batch), o.threads, o.steps, secs, samples / secs);
     }
     kd::finalize();
   } catch (const std::exception& e) {

@@ -47,8 +47,12 @@ void describe_options(CLI::App& app, Options& o) {
   app.add_option("--images", o.images, "Images in the epoch (made on the GPU)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
       ->capture_default_str();
-  app.add_option("--batch", o.batch, "Images per step")->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
-  app.add_option("--epochs", o.epochs, "Epochs; the first is warm-up")->check(CLI::Range(2, 100000))->capture_default_str();
+  app.add_option("--batch", o.batch, "Images per step")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--epochs", o.epochs, "Epochs; the first is warm-up")
+      ->check(CLI::Range(2, 100000))
+      ->capture_default_str();
   app.add_option("--amp", o.amp, "1: float16 autocast with dynamic loss scaling")->capture_default_str();
 }
 
@@ -71,7 +75,8 @@ struct LossScaler {
   // Unscales the gradients; false when one is inf/nan (skip the step).
   bool unscale(const std::vector<at::Tensor>& params) {
     std::vector<at::Tensor> grads;
-    for (const auto& p : params) if (p.grad().defined()) grads.push_back(p.grad());
+    for (const auto& p : params)
+      if (p.grad().defined()) grads.push_back(p.grad());
     found_inf.zero_();
     at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf, scale.reciprocal());
     return found_inf.item<float>() == 0.0f;
@@ -132,12 +137,14 @@ int main(int argc, char** argv) {
     if (epoch == 0) continue;
     const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(dev.index());
     const double peak_mib =
-        static_cast<double>(stats.allocated_bytes[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak) /
+        static_cast<double>(
+            stats.allocated_bytes[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak) /
         (1024.0 * 1024.0);
-    std::printf("RESULT impl=kindling model=resnet18 amp=%d batch=%lld epoch=%d images=%lld seconds=%.4f "
-                "images_per_s=%.1f peak_mib=%.1f\n",
-                o.amp ? 1 : 0, static_cast<long long>(o.batch), epoch, static_cast<long long>(steps * o.batch), sec,
-                static_cast<double>(steps * o.batch) / sec, peak_mib);
+    std::printf(
+        "RESULT impl=kindling model=resnet18 amp=%d batch=%lld epoch=%d images=%lld seconds=%.4f "
+        "images_per_s=%.1f peak_mib=%.1f\n",
+        o.amp ? 1 : 0, static_cast<long long>(o.batch), epoch, static_cast<long long>(steps * o.batch), sec,
+        static_cast<double>(steps * o.batch) / sec, peak_mib);
     std::fflush(stdout);
   }
   return 0;

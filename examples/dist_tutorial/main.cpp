@@ -318,7 +318,7 @@ struct NetImpl : torch::nn::Module {
   }
 
   torch::Tensor forward(torch::Tensor x) {
-    x = torch::relu(torch::max_pool2d(conv1_->forward(x), 2));                      // [n, 10, 12, 12]
+    x = torch::relu(torch::max_pool2d(conv1_->forward(x), 2));                        // [n, 10, 12, 12]
     x = torch::relu(torch::max_pool2d(conv2_drop_->forward(conv2_->forward(x)), 2));  // [n, 20, 4, 4]
     x = x.view({-1, 320});
     x = torch::relu(fc1_->forward(x));
@@ -385,8 +385,8 @@ constexpr double kFashionMnistStd = 0.3530;
 std::shared_ptr<const kdata::Dataset> fashion_mnist(const std::string& dir, bool train, int64_t limit) {
   auto raw = kdata::Subset::first(std::make_shared<kdata::FashionMNIST>(dir, train), limit);
   return std::make_shared<kdata::TransformedDataset>(
-      raw, kdata::transforms::Compose({kdata::transforms::ToTensor(),
-                                       kdata::transforms::Normalize({kFashionMnistMean}, {kFashionMnistStd})}));
+      raw, kdata::transforms::Compose(
+               {kdata::transforms::ToTensor(), kdata::transforms::Normalize({kFashionMnistMean}, {kFashionMnistStd})}));
 }
 
 /// Fraction of `split` that `model` classifies correctly.
@@ -429,7 +429,8 @@ void run_train(const Options& o) {
     // returns with gradients already averaged over the ranks. auto_dataloader gives each
     // rank 128 / size samples per batch from a DistributedSampler, loaded by worker threads.
     ddp = kd::auto_model(model);
-    loader = kd::auto_dataloader(train, kdata::DataLoaderOptions().batch_size(128).shuffle(true).seed(o.seed).num_workers(2));
+    loader = kd::auto_dataloader(train,
+                                 kdata::DataLoaderOptions().batch_size(128).shuffle(true).seed(o.seed).num_workers(2));
   } else {
     // The tutorial's way: a fixed part of the data per rank (DataPartitioner), shuffled
     // within the rank each epoch, batch 128 / size.

@@ -70,19 +70,17 @@ KINDLING_API std::string rank_prefix();
 
 /// Throws `ExceptionType` with the parts joined (like TORCH_CHECK) unless `cond` holds.
 /// The message is prefixed with the calling rank.
-#define KINDLING_CHECK_T(ExceptionType, cond, ...)                                 \
-  do {                                                                             \
-    if (!(cond)) {                                                                 \
-      throw ExceptionType(::kindling::detail::rank_prefix() +                      \
-                          ::kindling::detail::join_message(__VA_ARGS__));          \
-    }                                                                              \
+#define KINDLING_CHECK_T(ExceptionType, cond, ...)                                                            \
+  do {                                                                                                        \
+    if (!(cond)) {                                                                                            \
+      throw ExceptionType(::kindling::detail::rank_prefix() + ::kindling::detail::join_message(__VA_ARGS__)); \
+    }                                                                                                         \
   } while (0)
 
 /// Usage check: throws kindling::UsageError with the joined message unless `cond` holds.
 #define KINDLING_CHECK(cond, ...) KINDLING_CHECK_T(::kindling::UsageError, cond, __VA_ARGS__)
 
 /// Internal invariant: throws kindling::InternalError unless `cond` holds.
-#define KINDLING_INTERNAL_ASSERT(cond, ...)                                               \
-  KINDLING_CHECK_T(::kindling::InternalError, cond, "internal error at ", __FILE__, ":", \
-                   __LINE__, ": ", #cond, " failed. ", ##__VA_ARGS__,                     \
-                   " This is a kindling bug, please report it.")
+#define KINDLING_INTERNAL_ASSERT(cond, ...)                                                                     \
+  KINDLING_CHECK_T(::kindling::InternalError, cond, "internal error at ", __FILE__, ":", __LINE__, ": ", #cond, \
+                   " failed. ", ##__VA_ARGS__, " This is a kindling bug, please report it.")

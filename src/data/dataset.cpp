@@ -35,8 +35,8 @@ Subset::Subset(std::shared_ptr<const Dataset> dataset, std::vector<int64_t> indi
   KINDLING_CHECK(dataset_ != nullptr, "kindling::data::Subset: the dataset is null");
   const int64_t n = dataset_->size();
   for (std::size_t i = 0; i < indices_.size(); ++i) {
-    KINDLING_CHECK(indices_[i] >= 0 && indices_[i] < n, "kindling::data::Subset: index ", indices_[i], " (position ",
-                   i, ") is out of range for ", dataset_->name(), " of size ", n);
+    KINDLING_CHECK(indices_[i] >= 0 && indices_[i] < n, "kindling::data::Subset: index ", indices_[i], " (position ", i,
+                   ") is out of range for ", dataset_->name(), " of size ", n);
   }
 }
 

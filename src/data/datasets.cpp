@@ -22,7 +22,6 @@ namespace kindling {
 namespace data {
 namespace {
 
-
 constexpr const char* kMnistHint =
     "; for Fashion-MNIST install the Debian package dataset-fashion-mnist (apt-get install "
     "dataset-fashion-mnist), which puts its files in /usr/share/datasets/fashion-mnist "
@@ -139,26 +138,13 @@ struct IdxType {
 
 bool idx_type(unsigned code, IdxType* type) {
   switch (code) {
-    case 0x08:
-      *type = {at::kByte, 1, "uint8"};
-      return true;
-    case 0x09:
-      *type = {at::kChar, 1, "int8"};
-      return true;
-    case 0x0B:
-      *type = {at::kShort, 2, "int16"};
-      return true;
-    case 0x0C:
-      *type = {at::kInt, 4, "int32"};
-      return true;
-    case 0x0D:
-      *type = {at::kFloat, 4, "float32"};
-      return true;
-    case 0x0E:
-      *type = {at::kDouble, 8, "float64"};
-      return true;
-    default:
-      return false;
+    case 0x08: *type = {at::kByte, 1, "uint8"}; return true;
+    case 0x09: *type = {at::kChar, 1, "int8"}; return true;
+    case 0x0B: *type = {at::kShort, 2, "int16"}; return true;
+    case 0x0C: *type = {at::kInt, 4, "int32"}; return true;
+    case 0x0D: *type = {at::kFloat, 4, "float32"}; return true;
+    case 0x0E: *type = {at::kDouble, 8, "float64"}; return true;
+    default: return false;
   }
 }
 
@@ -260,8 +246,7 @@ std::string find_idx_file(const std::string& root, const std::string& base, cons
   const std::string gz = plain + ".gz";
   if (is_file(gz)) return gz;
   if (is_file(plain)) return plain;
-  KINDLING_CHECK_T(Error, false, who, ": cannot find ", gz, " (nor the uncompressed ", plain, ")",
-                   kMnistHint);
+  KINDLING_CHECK_T(Error, false, who, ": cannot find ", gz, " (nor the uncompressed ", plain, ")", kMnistHint);
   return {};
 }
 
@@ -352,8 +337,8 @@ CIFAR10::CIFAR10(const std::string& root, bool train) : train_(train) {
     if (!info.file) {
       std::string also;
       if (dir == root) also = " (nor " + join_path(nested, name) + ")";
-      const bool python_version = is_file(join_path(dir, name.substr(0, name.size() - 4))) ||
-                                  is_dir(join_path(root, "cifar-10-batches-py"));
+      const bool python_version =
+          is_file(join_path(dir, name.substr(0, name.size() - 4))) || is_dir(join_path(root, "cifar-10-batches-py"));
       KINDLING_CHECK_T(Error, false, who, ": cannot find ", path, also,
                        python_version ? "; the directory seems to hold CIFAR-10's Python version, but kindling reads "
                                         "the binary version"

@@ -24,8 +24,7 @@ std::string DataLoaderOptions::to_string() const {
       << ", num_workers=" << num_workers_ << ", prefetch_factor=" << prefetch_factor_
       << ", drop_last=" << (drop_last_ ? "true" : "false")
       << ", pin_memory=" << (pin_memory_ ? (*pin_memory_ ? "true" : "false") : "unset")
-      << ", device=" << (device_ ? device_->str() : std::string("unset")) << ", seed=" << seed_
-      << ", sampler=";
+      << ", device=" << (device_ ? device_->str() : std::string("unset")) << ", seed=" << seed_ << ", sampler=";
   if (!sampler_) {
     out << "none";
   } else if (auto* d = dynamic_cast<const DistributedSampler*>(sampler_.get())) {
@@ -65,7 +64,7 @@ struct EpochRun {
   int64_t epoch = 0;
   bool pin = false;
   std::optional<c10::Device> device;  // where batches are handed out
-  int64_t window = 0;  // batches that may be loaded ahead of the consumer
+  int64_t window = 0;                 // batches that may be loaded ahead of the consumer
   bool threaded = false;
 
   std::mutex mutex;
@@ -171,11 +170,13 @@ struct EpochRun {
     std::exception_ptr error;
     {
       std::unique_lock<std::mutex> lock(mutex);
-      KINDLING_CHECK(!stopped, "kindling::data::DataLoader: this epoch was stopped because another epoch began on "
-                               "the same loader; do not use an iterator after calling begin() again");
+      KINDLING_CHECK(!stopped,
+                     "kindling::data::DataLoader: this epoch was stopped because another epoch began on "
+                     "the same loader; do not use an iterator after calling begin() again");
       ready_cv.wait(lock, [&] { return stopped || ready.count(b) > 0 || failed.count(b) > 0; });
-      KINDLING_CHECK(!stopped, "kindling::data::DataLoader: this epoch was stopped because another epoch began on "
-                               "the same loader; do not use an iterator after calling begin() again");
+      KINDLING_CHECK(!stopped,
+                     "kindling::data::DataLoader: this epoch was stopped because another epoch began on "
+                     "the same loader; do not use an iterator after calling begin() again");
       auto f = failed.find(b);
       if (f != failed.end()) {
         error = f->second;
@@ -203,8 +204,8 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
                  options_.batch_size());
   KINDLING_CHECK(options_.num_workers() >= 0, "kindling::data::DataLoader: num_workers must not be negative, got ",
                  options_.num_workers());
-  KINDLING_CHECK(options_.prefetch_factor() >= 1, "kindling::data::DataLoader: prefetch_factor must be at least 1, got ",
-                 options_.prefetch_factor());
+  KINDLING_CHECK(options_.prefetch_factor() >= 1,
+                 "kindling::data::DataLoader: prefetch_factor must be at least 1, got ", options_.prefetch_factor());
   sampler_ = options_.sampler();
   if (sampler_) {
     KINDLING_CHECK(!options_.shuffle().value_or(false),
@@ -218,7 +219,8 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   bool pin = options_.pin_memory().value_or(dist::device().is_cuda());
   if (pin && !at::hasCUDA()) {
     if (options_.pin_memory().value_or(false)) {
-      log(LogLevel::kWarning, "kindling::data::DataLoader: warning: pin_memory=true ignored: this LibTorch has no CUDA");
+      log(LogLevel::kWarning,
+          "kindling::data::DataLoader: warning: pin_memory=true ignored: this LibTorch has no CUDA");
     }
     pin = false;
   }

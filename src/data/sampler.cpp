@@ -58,7 +58,6 @@ std::vector<int64_t> DistributedSampler::indices() const {
   return mine;
 }
 
-
 SequentialSampler::SequentialSampler(int64_t size) : size_(size) {
   KINDLING_CHECK(size_ >= 0, "kindling::data::SequentialSampler: size must not be negative, got ", size_);
 }

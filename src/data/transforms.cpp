@@ -19,14 +19,10 @@ void check_image(const at::Tensor& image, int64_t min_dim, const char* who, cons
 
 const char* mode_name(PaddingMode mode) {
   switch (mode) {
-    case PaddingMode::kConstant:
-      return "constant";
-    case PaddingMode::kEdge:
-      return "edge";
-    case PaddingMode::kReflect:
-      return "reflect";
-    case PaddingMode::kSymmetric:
-      return "symmetric";
+    case PaddingMode::kConstant: return "constant";
+    case PaddingMode::kEdge: return "edge";
+    case PaddingMode::kReflect: return "reflect";
+    case PaddingMode::kSymmetric: return "symmetric";
   }
   return "?";
 }

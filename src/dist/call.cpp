@@ -28,7 +28,8 @@ using ::kindling::detail::rank_prefix;
     throw TimeoutError(where + " timed out after " + std::to_string(g.timeout.count()) + " ms; " + diagnosis +
                        ". Every rank of the group must call the same collectives in the same order: look for a rank "
                        "that skips this call or calls another one, or raise InitOptions::timeout if a rank is only "
-                       "slow. The " + rt.backend_name + " engine said: " + engine_msg);
+                       "slow. The " +
+                       rt.backend_name + " engine said: " + engine_msg);
   }
   throw CommunicationError(where + " failed in the " + rt.backend_name + " engine: " + engine_msg +
                            " A peer process has probably exited or crashed: look at the other ranks' output for the "
@@ -68,13 +69,15 @@ Staged stage(const at::Tensor& t, const char* name, const char* what) {
 
 int member_index(const GroupState& g, int global, const char* name, const char* role) {
   const int idx = g.index_of(global);
-  KINDLING_CHECK(idx >= 0, "kindling::dist::", name, ": ", role, " rank ", global, " is not a member of the ", g.label(),
-                 " (its ranks are ", [&] {
-                   std::string s;
-                   for (int r : g.ranks) s += (s.empty() ? "" : ",") + std::to_string(r);
-                   return s;
-                 }(),
-                 "); ranks are global ranks");
+  KINDLING_CHECK(
+      idx >= 0, "kindling::dist::", name, ": ", role, " rank ", global, " is not a member of the ", g.label(),
+      " (its ranks are ",
+      [&] {
+        std::string s;
+        for (int r : g.ranks) s += (s.empty() ? "" : ",") + std::to_string(r);
+        return s;
+      }(),
+      "); ranks are global ranks");
   return idx;
 }
 
@@ -86,10 +89,11 @@ void check_bitwise(ReduceOp op, at::ScalarType dtype, const char* name) {
 }
 
 void check_in_place_tensor(const at::Tensor& t, const char* name) {
-  KINDLING_CHECK(t.defined() && t.is_contiguous() && t.device() == device(), "kindling::dist::", name,
-                 ": the tensor must be defined, contiguous and on ", device().str(), " (got ",
-                 t.defined() ? t.device().str() + (t.is_contiguous() ? "" : ", non-contiguous") : std::string("undefined"),
-                 "); call .contiguous() / .to(kindling::dist::device()) first");
+  KINDLING_CHECK(
+      t.defined() && t.is_contiguous() && t.device() == device(), "kindling::dist::", name,
+      ": the tensor must be defined, contiguous and on ", device().str(), " (got ",
+      t.defined() ? t.device().str() + (t.is_contiguous() ? "" : ", non-contiguous") : std::string("undefined"),
+      "); call .contiguous() / .to(kindling::dist::device()) first");
 }
 
 }  // namespace detail

@@ -104,8 +104,9 @@ std::vector<at::Tensor> all_gather_tensors_with_shapes(const at::Tensor& tensor,
                  shapes.size(), " shapes for a group of ", g->ranks.size(), " ranks; give one shape per member");
   const auto mine = detail::to_vec(tensor.sizes());
   KINDLING_CHECK(shapes[static_cast<std::size_t>(g->group_rank)] == mine,
-                 "kindling::dist::all_gather_tensors_with_shapes: this rank's tensor has shape ", detail::shape_str(mine),
-                 " but shapes[", g->group_rank, "] says ", detail::shape_str(shapes[static_cast<std::size_t>(g->group_rank)]));
+                 "kindling::dist::all_gather_tensors_with_shapes: this rank's tensor has shape ",
+                 detail::shape_str(mine), " but shapes[", g->group_rank, "] says ",
+                 detail::shape_str(shapes[static_cast<std::size_t>(g->group_rank)]));
   std::vector<int64_t> max_shape = mine;
   for (const auto& s : shapes) {
     KINDLING_CHECK(s.size() == mine.size(), "kindling::dist::all_gather_tensors_with_shapes: every shape needs ",
@@ -131,7 +132,8 @@ std::vector<at::Tensor> all_gather_tensors(const at::Tensor& tensor, const Group
   KINDLING_CHECK(tensor.defined(), "kindling::dist::all_gather_tensors: the tensor is undefined");
   if (!g) return {tensor};
   using Header = std::pair<std::vector<int64_t>, int>;
-  auto headers = all_gather_object(Header{detail::to_vec(tensor.sizes()), static_cast<int>(tensor.scalar_type())}, group);
+  auto headers =
+      all_gather_object(Header{detail::to_vec(tensor.sizes()), static_cast<int>(tensor.scalar_type())}, group);
   int64_t max_numel = 0;
   for (std::size_t i = 0; i < headers.size(); ++i) {
     KINDLING_CHECK(headers[i].second == static_cast<int>(tensor.scalar_type()),
@@ -149,15 +151,17 @@ std::vector<at::Tensor> all_gather_tensors(const at::Tensor& tensor, const Group
   for (std::size_t i = 0; i < headers.size(); ++i) {
     int64_t numel = 1;
     for (auto d : headers[i].first) numel *= d;
-    out.push_back(all.select(0, static_cast<int64_t>(i)).narrow(0, 0, numel).view(headers[i].first).to(tensor.device()));
+    out.push_back(
+        all.select(0, static_cast<int64_t>(i)).narrow(0, 0, numel).view(headers[i].first).to(tensor.device()));
   }
   return out;
 }
 
 at::Tensor broadcast(const at::Tensor& tensor, int src, const Group& group) {
   auto g = participant(group, "broadcast");
-  KINDLING_CHECK(tensor.defined(), "kindling::dist::broadcast: the tensor is undefined on this rank; pass a tensor of "
-                                   "the source's shape and dtype, or use safe mode (std::optional, std::nullopt)");
+  KINDLING_CHECK(tensor.defined(),
+                 "kindling::dist::broadcast: the tensor is undefined on this rank; pass a tensor of "
+                 "the source's shape and dtype, or use safe mode (std::optional, std::nullopt)");
   if (!g) return tensor;
   const int root = member_index(*g, src, "broadcast", "source");
   auto s = stage(tensor, "broadcast");
@@ -177,8 +181,9 @@ at::Tensor broadcast(const std::optional<at::Tensor>& tensor, int src, const Gro
   Header h;
   if (is_src) h = Header{detail::to_vec(tensor->sizes()), static_cast<int>(tensor->scalar_type())};
   h = broadcast_object(h, src, group);
-  at::Tensor target = is_src ? *tensor
-                             : at::empty(h.first, at::TensorOptions().dtype(static_cast<at::ScalarType>(h.second)).device(device()));
+  at::Tensor target =
+      is_src ? *tensor
+             : at::empty(h.first, at::TensorOptions().dtype(static_cast<at::ScalarType>(h.second)).device(device()));
   return broadcast(target, src, group);
 }
 
@@ -200,8 +205,9 @@ at::Tensor reduce(const at::Tensor& tensor, int dst, ReduceOp op, const Group& g
 
 at::Tensor scatter(const at::Tensor& output, const std::vector<at::Tensor>& chunks, int src, const Group& group) {
   auto g = participant(group, "scatter");
-  KINDLING_CHECK(output.defined(), "kindling::dist::scatter: the output tensor is undefined; pass a tensor of the "
-                                   "chunks' shape and dtype");
+  KINDLING_CHECK(output.defined(),
+                 "kindling::dist::scatter: the output tensor is undefined; pass a tensor of the "
+                 "chunks' shape and dtype");
   const bool is_src = get_rank() == src;
   if (!g) {
     if (is_src && chunks.size() == 1) output.copy_(chunks[0]);
@@ -215,8 +221,9 @@ at::Tensor scatter(const at::Tensor& output, const std::vector<at::Tensor>& chun
     for (const auto& c : chunks) {
       KINDLING_CHECK(c.defined() && c.sizes() == output.sizes() && c.scalar_type() == output.scalar_type(),
                      "kindling::dist::scatter: every chunk must have the output's shape ",
-                     detail::shape_str(detail::to_vec(output.sizes())), " and dtype ", c10::toString(output.scalar_type()),
-                     ", got ", c.defined() ? detail::shape_str(detail::to_vec(c.sizes())) : std::string("undefined"));
+                     detail::shape_str(detail::to_vec(output.sizes())), " and dtype ",
+                     c10::toString(output.scalar_type()), ", got ",
+                     c.defined() ? detail::shape_str(detail::to_vec(c.sizes())) : std::string("undefined"));
       ins.push_back(stage(c, "scatter", "chunk").work);
     }
   } else {
@@ -249,8 +256,9 @@ std::vector<at::Tensor> all_to_all(const std::vector<at::Tensor>& inputs, const 
   auto g = participant(group, "all_to_all");
   if (!g) return inputs;
   const std::size_t n = g->ranks.size();
-  KINDLING_CHECK(inputs.size() == n, "kindling::dist::all_to_all: got ", inputs.size(), " input tensors for a group of ",
-                 n, " ranks; pass one tensor per member (inputs[i] goes to the i-th member)");
+  KINDLING_CHECK(inputs.size() == n, "kindling::dist::all_to_all: got ", inputs.size(),
+                 " input tensors for a group of ", n,
+                 " ranks; pass one tensor per member (inputs[i] goes to the i-th member)");
   std::vector<std::vector<int64_t>> my_shapes;
   for (std::size_t i = 0; i < n; ++i) {
     KINDLING_CHECK(inputs[i].defined() && inputs[i].scalar_type() == inputs[0].scalar_type(),
@@ -267,7 +275,8 @@ std::vector<at::Tensor> all_to_all(const std::vector<at::Tensor>& inputs, const 
   }
   for (std::size_t j = 0; j < n; ++j) {
     KINDLING_CHECK(all[j].second == static_cast<int>(inputs[0].scalar_type()), "kindling::dist::all_to_all: rank ",
-                   g->global_rank(static_cast<int>(j)), " sends another dtype than this rank; use one dtype everywhere");
+                   g->global_rank(static_cast<int>(j)),
+                   " sends another dtype than this rank; use one dtype everywhere");
     int64_t numel = 1;
     for (auto d : all[j].first[static_cast<std::size_t>(g->group_rank)]) numel *= d;
     out_splits.push_back(numel);

@@ -36,8 +36,10 @@ void use_process_group(c10::intrusive_ptr<::c10d::ProcessGroup> pg, c10::intrusi
                        std::string backend, std::chrono::milliseconds timeout) {
   auto& rt = runtime();
   KINDLING_CHECK(pg, "kindling::dist::use_process_group: the process group is null");
-  KINDLING_CHECK(rt.world == nullptr, "kindling::dist::use_process_group: kindling is already initialized with "
-                                      "backend '", rt.backend_name, "'; call finalize() first");
+  KINDLING_CHECK(rt.world == nullptr,
+                 "kindling::dist::use_process_group: kindling is already initialized with "
+                 "backend '",
+                 rt.backend_name, "'; call finalize() first");
   KINDLING_CHECK(timeout.count() > 0, "kindling::dist::use_process_group: timeout must be positive, got ",
                  timeout.count(), " ms");
   rt.external_timeout = timeout;

@@ -58,7 +58,8 @@ void send(const at::Tensor& tensor, int dst, int tag, const Group& group) {
   auto g = p2p_group(group, "send", dst, false);
   auto s = stage(tensor, "send");
   const int peer = g->index_of(dst);
-  run(*g, "send", [&](detail::Communicator& c) { return c.send(s.work, peer, tag); }, true);
+  run(
+      *g, "send", [&](detail::Communicator& c) { return c.send(s.work, peer, tag); }, true);
 }
 int recv(const at::Tensor& tensor, int src, int tag, const Group& group) {
   auto g = p2p_group(group, "recv", src, true);

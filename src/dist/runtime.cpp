@@ -61,7 +61,8 @@ std::pair<std::string, int> parse_tcp(const std::string& url) {
   const std::string rest = url.substr(6);
   auto colon = rest.rfind(':');
   KINDLING_CHECK(colon != std::string::npos && colon > 0 && colon + 1 < rest.size(),
-                 "kindling::dist::initialize: init_method '", url, "' needs a host and a port, as in tcp://10.0.0.1:29500");
+                 "kindling::dist::initialize: init_method '", url,
+                 "' needs a host and a port, as in tcp://10.0.0.1:29500");
   std::string host = rest.substr(0, colon);
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   std::string port_text = rest.substr(colon + 1);
@@ -107,8 +108,9 @@ void compute_layout(Runtime& rt, std::optional<int> env_local_rank) {
       }
       before += count[order[n]];
     }
-    KINDLING_CHECK(local && *local >= 0, "kindling::dist::initialize: failed to estimate the local rank from host names;"
-                                         " set LOCAL_RANK (and LOCAL_WORLD_SIZE) in every rank's environment");
+    KINDLING_CHECK(local && *local >= 0,
+                   "kindling::dist::initialize: failed to estimate the local rank from host names;"
+                   " set LOCAL_RANK (and LOCAL_WORLD_SIZE) in every rank's environment");
   }
   if (!nproc) nproc = all_reduce(*local + 1, ReduceOp::kMax);
   KINDLING_CHECK(*nproc >= 1 && *local < *nproc, "kindling::dist::initialize: LOCAL_RANK=", *local,
@@ -192,14 +194,15 @@ void initialize(const std::string& backend, const InitOptions& options) {
   auto backends = available_backends();
   if (std::find(backends.begin(), backends.end(), backend) == backends.end()) {
     std::string hint;
-    if (backend == "nccl") hint = " (this kindling was built without nccl: configure a CUDA LibTorch with -DKINDLING_WITH_NCCL=ON)";
+    if (backend == "nccl")
+      hint = " (this kindling was built without nccl: configure a CUDA LibTorch with -DKINDLING_WITH_NCCL=ON)";
     if (backend == "mpi") hint = " (mpi needs Open MPI and -DKINDLING_WITH_MPI=ON)";
     if (backend == "gloo") hint = " (gloo needs -DKINDLING_WITH_GLOO=ON)";
     KINDLING_CHECK(false, "kindling::dist::initialize: unknown or unavailable backend '", backend, "'", hint,
                    ". Available backends: ", ::kindling::detail::join(backends));
   }
-  KINDLING_CHECK(rt.world == nullptr, "kindling::dist::initialize: already initialized with backend '",
-                 rt.backend_name, "'; call kindling::dist::finalize() before initializing again");
+  KINDLING_CHECK(rt.world == nullptr, "kindling::dist::initialize: already initialized with backend '", rt.backend_name,
+                 "'; call kindling::dist::finalize() before initializing again");
   KINDLING_CHECK(options.timeout().count() > 0, "kindling::dist::initialize: timeout must be positive, got ",
                  options.timeout().count(), " ms");
   if (backend == "serial") return;
@@ -227,13 +230,15 @@ void initialize(const std::string& backend, const InitOptions& options) {
   KINDLING_CHECK(launch.launcher != "slurm" || (!options.rank() && !options.world_size()),
                  "kindling::dist::initialize: InitOptions rank/world_size must not be given under Slurm (SLURM_JOB_ID=",
                  get_env("SLURM_JOB_ID").value_or(""), "): Slurm sets them through SLURM_PROCID and SLURM_NTASKS");
-  KINDLING_CHECK(!env_method || launch.detected() || !launch.local_rank,
-                 "kindling::dist::initialize: incomplete distributed environment: LOCAL_RANK=", launch.local_rank.value_or(0),
-                 " is set but RANK and WORLD_SIZE are not. Set all three, or none of them");
+  KINDLING_CHECK(
+      !env_method || launch.detected() || !launch.local_rank,
+      "kindling::dist::initialize: incomplete distributed environment: LOCAL_RANK=", launch.local_rank.value_or(0),
+      " is set but RANK and WORLD_SIZE are not. Set all three, or none of them");
   if (launch.detected()) {
     cfg.rank = launch.rank;
     cfg.world_size = launch.world_size;
-    if ((options.rank() && *options.rank() != cfg.rank) || (options.world_size() && *options.world_size() != cfg.world_size)) {
+    if ((options.rank() && *options.rank() != cfg.rank) ||
+        (options.world_size() && *options.world_size() != cfg.world_size)) {
       log(LogLevel::kWarning, "kindling::dist::initialize: warning: InitOptions rank/world_size ignored; the " +
                                   launch.launcher + " environment says rank " + std::to_string(cfg.rank) + " of " +
                                   std::to_string(cfg.world_size));
@@ -245,7 +250,8 @@ void initialize(const std::string& backend, const InitOptions& options) {
     cfg.rank = options.rank().value_or(0);
     cfg.world_size = options.world_size().value_or(1);
   }
-  KINDLING_CHECK(cfg.world_size >= 1, "kindling::dist::initialize: world size must be at least 1, got ", cfg.world_size);
+  KINDLING_CHECK(cfg.world_size >= 1, "kindling::dist::initialize: world size must be at least 1, got ",
+                 cfg.world_size);
   KINDLING_CHECK(cfg.rank >= 0 && cfg.rank < cfg.world_size, "kindling::dist::initialize: rank ", cfg.rank,
                  " is out of range for world size ", cfg.world_size, "; ranks are 0..", cfg.world_size - 1,
                  ". Check RANK and WORLD_SIZE");
@@ -416,9 +422,8 @@ Group new_group(std::vector<int> ranks) {
   detail::maybe_sync();
   KINDLING_CHECK(!ranks.empty(), "kindling::dist::new_group: the list of ranks is empty; give at least one rank");
   std::sort(ranks.begin(), ranks.end());
-  KINDLING_CHECK(std::adjacent_find(ranks.begin(), ranks.end()) == ranks.end(),
-                 "kindling::dist::new_group: rank ", *std::adjacent_find(ranks.begin(), ranks.end()),
-                 " is listed twice; give each rank once");
+  KINDLING_CHECK(std::adjacent_find(ranks.begin(), ranks.end()) == ranks.end(), "kindling::dist::new_group: rank ",
+                 *std::adjacent_find(ranks.begin(), ranks.end()), " is listed twice; give each rank once");
   KINDLING_CHECK(ranks.front() >= 0 && ranks.back() < rt.world_size, "kindling::dist::new_group: ranks must be in [0, ",
                  rt.world_size, "), got ", ranks.front() < 0 ? ranks.front() : ranks.back());
   auto g = std::make_shared<detail::GroupState>();

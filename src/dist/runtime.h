@@ -21,8 +21,8 @@ namespace detail {
 
 struct Runtime {
   std::mutex mu;
-  std::unique_ptr<Backend> backend;        // null in the serial model
-  std::shared_ptr<GroupState> world;       // null in the serial model
+  std::unique_ptr<Backend> backend;   // null in the serial model
+  std::shared_ptr<GroupState> world;  // null in the serial model
   std::vector<std::weak_ptr<GroupState>> groups;
   std::unique_ptr<StallMonitor> monitor;
   std::string backend_name = "serial";

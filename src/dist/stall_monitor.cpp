@@ -14,8 +14,7 @@ std::string progress_key(int group_id, int rank) {
 }
 }  // namespace
 
-StallMonitor::StallMonitor(c10::intrusive_ptr<c10d::Store> store, int rank)
-    : store_(std::move(store)), rank_(rank) {
+StallMonitor::StallMonitor(c10::intrusive_ptr<c10d::Store> store, int rank) : store_(std::move(store)), rank_(rank) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -89,7 +88,8 @@ std::string StallMonitor::diagnose(const GroupState& group, int64_t seq, const c
   std::ostringstream out;
   if (n_missing) out << "ranks that did not arrive: " << missing.str();
   if (n_elsewhere) out << (n_missing ? "; " : "") << "ranks in a different collective: " << elsewhere.str();
-  if (!n_missing && !n_elsewhere) out << "every rank of the group entered this collective, so the engine itself stalled";
+  if (!n_missing && !n_elsewhere)
+    out << "every rank of the group entered this collective, so the engine itself stalled";
   return out.str();
 }
 

@@ -25,7 +25,8 @@ class DoneOp : public PendingOp {
 
 Work all_reduce_async(const at::Tensor& tensor, ReduceOp op, const Group& group) {
   const char* name = "all_reduce_async";
-  KINDLING_CHECK(tensor.defined(), "kindling::dist::all_reduce_async: the tensor is undefined; pass a tensor with data");
+  KINDLING_CHECK(tensor.defined(),
+                 "kindling::dist::all_reduce_async: the tensor is undefined; pass a tensor with data");
   detail::check_bitwise(op, tensor.scalar_type(), name);
   auto state = std::make_shared<detail::WorkState>();
   state->name = name;
@@ -35,7 +36,8 @@ Work all_reduce_async(const at::Tensor& tensor, ReduceOp op, const Group& group)
     return Work(state);
   }
   detail::check_in_place_tensor(tensor, name);
-  KINDLING_CHECK(tensor.scalar_type() != at::kBool, "kindling::dist::all_reduce_async: bool tensors are not supported; "
+  KINDLING_CHECK(tensor.scalar_type() != at::kBool,
+                 "kindling::dist::all_reduce_async: bool tensors are not supported; "
                  "reduce a uint8 tensor (or use the blocking all_reduce)");
   const int64_t seq = detail::enter(*g, name);
   state->group = g;
@@ -69,7 +71,8 @@ Work::~Work() {
     try {
       wait();
     } catch (const std::exception& e) {
-      log(LogLevel::kError, std::string("kindling::dist::Work destroyed without wait(); its operation failed: ") + e.what());
+      log(LogLevel::kError,
+          std::string("kindling::dist::Work destroyed without wait(); its operation failed: ") + e.what());
     }
   }
 }

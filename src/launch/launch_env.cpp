@@ -74,7 +74,8 @@ void expand_item(const std::string& item, const std::string& whole, std::vector<
     std::string first = range.substr(0, dash);
     std::string last = dash == std::string::npos ? first : range.substr(dash + 1);
     auto digits = [](const std::string& s) {
-      return !s.empty() && s.size() < 18 && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
+      return !s.empty() && s.size() < 18 &&
+             std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
     };
     KINDLING_CHECK(digits(first) && digits(last), "hostlist invalid: '", range, "' is not a number or a range a-b in '",
                    whole, "'");
@@ -99,9 +100,10 @@ LaunchEnvironment from_slurm(const EnvMap& env) {
   e.launcher = "slurm";
   const std::string hint =
       "run the program as a Slurm task (srun, or srun inside an sbatch script), not directly in the batch script";
-  for (const char* name : {"SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_JOB_NODELIST", "SLURM_JOB_NUM_NODES"}) {
-    KINDLING_CHECK(lookup(env, name).has_value(), "kindling::dist: Slurm job ", lookup(env, "SLURM_JOB_ID").value_or(""),
-                   " is missing ", name, " in the environment; ", hint);
+  for (const char* name :
+       {"SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_JOB_NODELIST", "SLURM_JOB_NUM_NODES"}) {
+    KINDLING_CHECK(lookup(env, name).has_value(), "kindling::dist: Slurm job ",
+                   lookup(env, "SLURM_JOB_ID").value_or(""), " is missing ", name, " in the environment; ", hint);
   }
   e.rank = require_int(env, "SLURM_PROCID", "Slurm", hint);
   e.local_rank = require_int(env, "SLURM_LOCALID", "Slurm", hint);
@@ -113,7 +115,8 @@ LaunchEnvironment from_slurm(const EnvMap& env) {
   e.node_rank = lookup_int(env, "SLURM_NODEID");
   if (auto tpn = lookup(env, "SLURM_STEP_TASKS_PER_NODE"); tpn && e.node_rank) {
     auto counts = expand_tasks_per_node(*tpn);
-    if (static_cast<std::size_t>(*e.node_rank) < counts.size()) e.local_world_size = counts[static_cast<std::size_t>(*e.node_rank)];
+    if (static_cast<std::size_t>(*e.node_rank) < counts.size())
+      e.local_world_size = counts[static_cast<std::size_t>(*e.node_rank)];
   }
   // A torchrun-style launcher inside the Slurm task (idist's "PTH vars").
   const std::vector<std::string> pth{"RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"};
@@ -155,7 +158,8 @@ LaunchEnvironment from_slurm(const EnvMap& env) {
     try {
       hosts = expand_hostlist(list);
     } catch (const Error& err) {
-      KINDLING_CHECK(false, "kindling::dist: no host name found in SLURM_JOB_NODELIST (nodelist=", list, "): ", err.what());
+      KINDLING_CHECK(false, "kindling::dist: no host name found in SLURM_JOB_NODELIST (nodelist=", list,
+                     "): ", err.what());
     }
     KINDLING_CHECK(!hosts.empty(), "kindling::dist: no host name found in SLURM_JOB_NODELIST (nodelist=", list, ")");
     e.master_addr = hosts.front();
@@ -174,7 +178,8 @@ LaunchEnvironment from_torch_env(const EnvMap& env) {
   auto rank = lookup(env, "RANK");
   auto ws = lookup(env, "WORLD_SIZE");
   KINDLING_CHECK(rank.has_value() == ws.has_value(), "kindling::dist: incomplete distributed environment: ",
-                 rank ? "RANK is set (" + *rank + ") but WORLD_SIZE is not" : "WORLD_SIZE is set (" + ws.value_or("") + ") but RANK is not",
+                 rank ? "RANK is set (" + *rank + ") but WORLD_SIZE is not"
+                      : "WORLD_SIZE is set (" + ws.value_or("") + ") but RANK is not",
                  ". Set RANK and WORLD_SIZE (and optionally LOCAL_RANK) together, or none of them");
   if (lookup(env, "KINDLING_PARALLEL_CHILD")) {
     e.launcher = "parallel";
@@ -207,9 +212,11 @@ void single_node_master(LaunchEnvironment& e, const EnvMap& env, const std::stri
   e.master_port = lookup_int(env, "MASTER_PORT");
   const bool one_node = e.local_world_size && *e.local_world_size == e.world_size;
   if (!e.master_addr) {
-    KINDLING_CHECK(one_node, "kindling::dist: ", e.launcher, " started ", e.world_size,
-                   " processes on several nodes, and kindling cannot tell where rank 0 runs: export MASTER_ADDR=<host of "
-                   "rank 0> and MASTER_PORT=<free port> ", launcher_hint);
+    KINDLING_CHECK(
+        one_node, "kindling::dist: ", e.launcher, " started ", e.world_size,
+        " processes on several nodes, and kindling cannot tell where rank 0 runs: export MASTER_ADDR=<host of "
+        "rank 0> and MASTER_PORT=<free port> ",
+        launcher_hint);
     e.master_addr = "127.0.0.1";
   }
 }
@@ -321,7 +328,8 @@ std::vector<int> expand_tasks_per_node(const std::string& text) {
       item = item.substr(0, paren);
     }
     const int count = parse_int(item, "a task count in '" + text + "'");
-    KINDLING_CHECK(count >= 0 && repeat >= 1 && repeat <= 100000, "kindling::dist: malformed tasks-per-node '", text, "'");
+    KINDLING_CHECK(count >= 0 && repeat >= 1 && repeat <= 100000, "kindling::dist: malformed tasks-per-node '", text,
+                   "'");
     out.insert(out.end(), static_cast<std::size_t>(repeat), count);
   }
   return out;
@@ -351,9 +359,9 @@ LaunchEnvironment detect_launch_environment(const EnvMap& env) {
     // Half of torch's pair, left in the shell, under a launcher that gives every rank its
     // own numbers: the launcher wins, and the user hears about the stray variable.
     LaunchEnvironment e = inner_horovod ? from_horovod(env) : from_open_mpi(env);
-    e.warnings.push_back(std::string(rank ? "RANK=" + *rank : "WORLD_SIZE=" + *world_size) +
-                         " is set without " + (rank ? "WORLD_SIZE" : "RANK") + " and ignored: the ranks come from " +
-                         e.launcher + " (rank " + std::to_string(e.rank) + " of " + std::to_string(e.world_size) +
+    e.warnings.push_back(std::string(rank ? "RANK=" + *rank : "WORLD_SIZE=" + *world_size) + " is set without " +
+                         (rank ? "WORLD_SIZE" : "RANK") + " and ignored: the ranks come from " + e.launcher +
+                         " (rank " + std::to_string(e.rank) + " of " + std::to_string(e.world_size) +
                          "); unset it, or set both RANK and WORLD_SIZE to override " + e.launcher);
     return e;
   }

@@ -68,12 +68,12 @@ Parallel::Parallel(ParallelOptions options) : options_(std::move(options)), inde
   const bool serial = !o.backend() || *o.backend() == "serial";
   if (o.backend()) {
     auto all = available_backends();
-    KINDLING_CHECK(std::find(all.begin(), all.end(), *o.backend()) != all.end(), where, "unknown or unavailable backend '",
-                   *o.backend(), "'. Available backends: ", join(all));
+    KINDLING_CHECK(std::find(all.begin(), all.end(), *o.backend()) != all.end(), where,
+                   "unknown or unavailable backend '", *o.backend(), "'. Available backends: ", join(all));
   }
   auto forbid_serial = [&](const char* name, bool given, const std::string& value) {
-    KINDLING_CHECK(!serial || !given, where, "backend is ", o.backend() ? "'serial'" : "not given",
-                   ", so argument '", name, "' should not be given either (got ", value,
+    KINDLING_CHECK(!serial || !given, where, "backend is ", o.backend() ? "'serial'" : "not given", ", so argument '",
+                   name, "' should not be given either (got ", value,
                    "); choose a backend such as 'gloo' to run several processes");
   };
   auto str = [](const auto& opt) {
@@ -94,11 +94,12 @@ Parallel::Parallel(ParallelOptions options) : options_(std::move(options)), inde
   const int nnodes = o.nnodes().value_or(1);
   KINDLING_CHECK(nnodes == 1 || o.node_rank(), where, "nnodes is ", nnodes,
                  ", so node_rank must be given too (the index of this node, 0..", nnodes - 1, ")");
-  KINDLING_CHECK(!o.node_rank() || (*o.node_rank() >= 0 && *o.node_rank() < nnodes), where, "node_rank must be between 0 and ",
-                 nnodes - 1, " for nnodes=", nnodes, ", got ", *o.node_rank());
+  KINDLING_CHECK(!o.node_rank() || (*o.node_rank() >= 0 && *o.node_rank() < nnodes), where,
+                 "node_rank must be between 0 and ", nnodes - 1, " for nnodes=", nnodes, ", got ", *o.node_rank());
   KINDLING_CHECK(!o.master_port() || (*o.master_port() > 0 && *o.master_port() < 65536), where,
                  "master_port must be a TCP port between 1 and 65535, got ", *o.master_port());
-  KINDLING_CHECK(!o.timeout() || o.timeout()->count() > 0, where, "timeout must be positive, got ", o.timeout()->count(), " ms");
+  KINDLING_CHECK(!o.timeout() || o.timeout()->count() > 0, where, "timeout must be positive, got ",
+                 o.timeout()->count(), " ms");
   KINDLING_CHECK(o.grace_period().count() >= 0, where, "grace_period must not be negative");
   KINDLING_CHECK(!o.init_method() || (!o.master_addr() && !o.master_port()), where, "init_method '", *o.init_method(),
                  "' and master_addr/master_port both say where ranks meet; give one or the other");
@@ -133,33 +134,36 @@ Parallel::Parallel(ParallelOptions options) : options_(std::move(options)), inde
                      ", but node_rank=", *o.node_rank());
     }
     if (o.master_addr() && launch.master_addr) {
-      KINDLING_CHECK(*launch.master_addr == *o.master_addr(), where, "started by ", who, " with MASTER_ADDR=",
-                     *launch.master_addr, ", but master_addr=", *o.master_addr());
+      KINDLING_CHECK(*launch.master_addr == *o.master_addr(), where, "started by ", who,
+                     " with MASTER_ADDR=", *launch.master_addr, ", but master_addr=", *o.master_addr());
     }
     if (o.master_port() && launch.master_port) {
-      KINDLING_CHECK(*launch.master_port == *o.master_port(), where, "started by ", who, " with MASTER_PORT=",
-                     *launch.master_port, ", but master_port=", *o.master_port());
+      KINDLING_CHECK(*launch.master_port == *o.master_port(), where, "started by ", who,
+                     " with MASTER_PORT=", *launch.master_port, ", but master_port=", *o.master_port());
     }
   } else if (o.nproc_per_node()) {
-    KINDLING_CHECK(*o.backend() != "mpi", where, "the mpi backend cannot start its own processes: MPI programs are "
-                   "started by MPI's launcher. Run `mpirun -np ", nnodes * *o.nproc_per_node(),
-                   " <this program and its arguments>` (or `srun --mpi=pmix -n ", nnodes * *o.nproc_per_node(),
-                   " ...` under Slurm); under it this Parallel only initializes");
+    KINDLING_CHECK(*o.backend() != "mpi", where,
+                   "the mpi backend cannot start its own processes: MPI programs are "
+                   "started by MPI's launcher. Run `mpirun -np ",
+                   nnodes * *o.nproc_per_node(), " <this program and its arguments>` (or `srun --mpi=pmix -n ",
+                   nnodes * *o.nproc_per_node(), " ...` under Slurm); under it this Parallel only initializes");
     KINDLING_CHECK(nnodes == 1 || o.init_method() || (o.master_addr() && o.master_port()), where, "nnodes is ", nnodes,
                    ", so master_addr and master_port (the address of node 0, the same on every node) or init_method "
                    "must be given");
     spawn_mode_ = true;
     return;
   } else {
-    KINDLING_CHECK(!o.nnodes() && !o.node_rank() && !o.master_addr() && !o.master_port(), where,
-                   "nnodes / node_rank / master_addr / master_port only apply when this program starts the processes: "
-                   "give nproc_per_node too, or start the program with a launcher (kindling-run, torchrun, mpirun, srun)");
+    KINDLING_CHECK(
+        !o.nnodes() && !o.node_rank() && !o.master_addr() && !o.master_port(), where,
+        "nnodes / node_rank / master_addr / master_port only apply when this program starts the processes: "
+        "give nproc_per_node too, or start the program with a launcher (kindling-run, torchrun, mpirun, srun)");
   }
   InitOptions init;
   if (o.init_method()) init.init_method(*o.init_method());
   if (o.timeout()) init.timeout(*o.timeout());
   if (o.master_addr() && !get_env("MASTER_ADDR")) ::kindling::detail::set_env("MASTER_ADDR", *o.master_addr());
-  if (o.master_port() && !get_env("MASTER_PORT")) ::kindling::detail::set_env("MASTER_PORT", std::to_string(*o.master_port()));
+  if (o.master_port() && !get_env("MASTER_PORT"))
+    ::kindling::detail::set_env("MASTER_PORT", std::to_string(*o.master_port()));
   initialize(*o.backend(), init);
   initialized_here_ = true;
   if (get_rank() == 0) {

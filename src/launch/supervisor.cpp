@@ -41,7 +41,8 @@ void on_signal(int sig) {
 class SignalScope {
  public:
   SignalScope() {
-    if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) throw std::runtime_error("pipe2 failed: " + std::string(std::strerror(errno)));
+    if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+      throw std::runtime_error("pipe2 failed: " + std::string(std::strerror(errno)));
     struct sigaction sa {};
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
@@ -211,7 +212,8 @@ std::string describe(const WorkerResult& r) {
 
 int find_free_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw std::runtime_error("cannot create a socket to find a free port: " + std::string(std::strerror(errno)));
+  if (fd < 0)
+    throw std::runtime_error("cannot create a socket to find a free port: " + std::string(std::strerror(errno)));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -255,11 +257,14 @@ SupervisorResult supervise(const std::vector<WorkerSpec>& specs, const Superviso
     w->result.local_rank = spec.local_rank;
     int out[2], err[2];
     if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
-      throw std::runtime_error(opt.name + ": cannot create pipes for rank " + std::to_string(spec.rank) + ": " + std::strerror(errno));
+      throw std::runtime_error(opt.name + ": cannot create pipes for rank " + std::to_string(spec.rank) + ": " +
+                               std::strerror(errno));
     }
     Prepared prep = prepare(spec);
     const pid_t pid = ::fork();
-    if (pid < 0) throw std::runtime_error(opt.name + ": fork failed for rank " + std::to_string(spec.rank) + ": " + std::strerror(errno));
+    if (pid < 0)
+      throw std::runtime_error(opt.name + ": fork failed for rank " + std::to_string(spec.rank) + ": " +
+                               std::strerror(errno));
     if (pid == 0) child_main(spec, prep, out[1], err[1], self);
     ::setpgid(pid, pid);
     ::close(out[1]);

@@ -41,10 +41,10 @@ struct WorkerResult {
   int rank = 0;
   int local_rank = 0;
   pid_t pid = -1;
-  bool exited = false;         // exited normally (exit_code valid)
+  bool exited = false;  // exited normally (exit_code valid)
   int exit_code = 0;
-  int signal = 0;              // the signal that ended it, when !exited
-  bool stopped = false;        // we stopped it because another worker failed or on a signal
+  int signal = 0;        // the signal that ended it, when !exited
+  bool stopped = false;  // we stopped it because another worker failed or on a signal
   std::deque<std::string> stderr_tail;
 
   bool failed() const { return !stopped && (!exited || exit_code != 0); }

@@ -164,10 +164,12 @@ void ResNetImpl::reset() {
   // Stem.
   if (options.cifar_stem()) {
     conv1 = register_module(
-        "conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(options.in_channels(), 64, 3).stride(1).padding(1).bias(false)));
+        "conv1",
+        torch::nn::Conv2d(torch::nn::Conv2dOptions(options.in_channels(), 64, 3).stride(1).padding(1).bias(false)));
   } else {
     conv1 = register_module(
-        "conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(options.in_channels(), 64, 7).stride(2).padding(3).bias(false)));
+        "conv1",
+        torch::nn::Conv2d(torch::nn::Conv2dOptions(options.in_channels(), 64, 7).stride(2).padding(3).bias(false)));
   }
   bn1 = register_module("bn1", batchnorm(64));
   maxpool = nullptr;
@@ -232,9 +234,13 @@ void ResNetImpl::pretty_print(std::ostream& stream) const {
          << (options.cifar_stem() ? ", cifar_stem=true" : "") << ")";
 }
 
-ResNet resnet18(const ResNetOptions& options) { return ResNet(ResNetBlock::kBasic, std::vector<int64_t>{2, 2, 2, 2}, options); }
+ResNet resnet18(const ResNetOptions& options) {
+  return ResNet(ResNetBlock::kBasic, std::vector<int64_t>{2, 2, 2, 2}, options);
+}
 
-ResNet resnet34(const ResNetOptions& options) { return ResNet(ResNetBlock::kBasic, std::vector<int64_t>{3, 4, 6, 3}, options); }
+ResNet resnet34(const ResNetOptions& options) {
+  return ResNet(ResNetBlock::kBasic, std::vector<int64_t>{3, 4, 6, 3}, options);
+}
 
 ResNet resnet50(const ResNetOptions& options) {
   return ResNet(ResNetBlock::kBottleneck, std::vector<int64_t>{3, 4, 6, 3}, options);

@@ -47,8 +47,10 @@ struct SyncBatchNormFunction : public torch::autograd::Function<SyncBatchNormFun
     at::Tensor all = dist::all_gather(packed, group).view({-1, 2 * channels + 1});
     at::Tensor counts = all.narrow(1, 2 * channels, 1);  // [ws, 1]
     const double n = counts.sum().item<double>();
-    KINDLING_CHECK(n > 1, "kindling::nn::BatchNorm2d (synchronized): expected more than 1 value per channel across "
-                          "the group's batch, got ", n, " (input size ", input.sizes(), " on this rank)");
+    KINDLING_CHECK(n > 1,
+                   "kindling::nn::BatchNorm2d (synchronized): expected more than 1 value per channel across "
+                   "the group's batch, got ",
+                   n, " (input size ", input.sizes(), " on this rank)");
     at::Tensor means = all.narrow(1, 0, channels);
     at::Tensor m2s = all.narrow(1, channels, channels);
     at::Tensor mean = (means * counts).sum(0) / n;
@@ -93,8 +95,8 @@ struct SyncBatchNormFunction : public torch::autograd::Function<SyncBatchNormFun
     at::Tensor g_sum_dy_xhat = packed.narrow(0, channels, channels);
     at::Tensor scale = invstd;
     if (weight.defined()) scale = scale * weight;
-    at::Tensor grad_input = scale.view({1, -1, 1, 1}) *
-                            (grad_out - (g_sum_dy / n).view({1, -1, 1, 1}) - xhat * (g_sum_dy_xhat / n).view({1, -1, 1, 1}));
+    at::Tensor grad_input = scale.view({1, -1, 1, 1}) * (grad_out - (g_sum_dy / n).view({1, -1, 1, 1}) -
+                                                         xhat * (g_sum_dy_xhat / n).view({1, -1, 1, 1}));
     at::Tensor grad_weight = weight.defined() ? sum_dy_xhat : at::Tensor();
     at::Tensor grad_bias = weight.defined() ? sum_dy : at::Tensor();
     return {grad_input, grad_weight, grad_bias, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
@@ -170,15 +172,15 @@ at::Tensor BatchNorm2dImpl::forward(const at::Tensor& input) {
     if (!options.momentum()) factor = 1.0 / num_batches_tracked.item<double>();
   }
   const bool use_batch_stats = is_training() || !options.track_running_stats();
-  const bool synchronize = sync_ && use_batch_stats && dist::is_initialized() && group_.size() > 1 && group_.is_member();
+  const bool synchronize =
+      sync_ && use_batch_stats && dist::is_initialized() && group_.size() > 1 && group_.is_member();
   if (!synchronize) {
     return at::batch_norm(input, weight, bias, running_mean, running_var, use_batch_stats, factor, options.eps(),
                           at::globalContext().userEnabledCuDNN());
   }
   at::Tensor mean, var;
   double count = 0;
-  at::Tensor output =
-      SyncBatchNormFunction::apply(input, weight, bias, options.eps(), group_, &mean, &var, &count);
+  at::Tensor output = SyncBatchNormFunction::apply(input, weight, bias, options.eps(), group_, &mean, &var, &count);
   if (options.track_running_stats() && is_training()) {
     at::NoGradGuard no_grad;
     running_mean.mul_(1 - factor).add_(mean.detach(), factor);

@@ -43,9 +43,7 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
   int64_t synchronized = 0;
   std::mutex mu;
 
-  at::Tensor slot(std::size_t i) {
-    return buckets[bucket_of[i]].flat.narrow(0, offset_of[i], params[i].numel());
-  }
+  at::Tensor slot(std::size_t i) { return buckets[bucket_of[i]].flat.narrow(0, offset_of[i], params[i].numel()); }
 
   void reset_iteration() {
     std::fill(ready.begin(), ready.end(), 0);
@@ -78,7 +76,8 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
     ready[i] = 1;
     const at::Tensor& grad = params[i].grad();
     KINDLING_CHECK(grad.defined() && !grad.is_sparse(), "kindling::nn::DistributedDataParallel: parameter '", names[i],
-                   "' has ", grad.defined() ? "a sparse" : "no", " gradient after its accumulation; only dense "
+                   "' has ", grad.defined() ? "a sparse" : "no",
+                   " gradient after its accumulation; only dense "
                    "gradients are supported");
     slot(i).copy_(grad.reshape({-1}));
     auto& b = buckets[bucket_of[i]];
@@ -116,7 +115,8 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
     at::Tensor used;
     dist::Work used_work;
     if (options.find_unused_parameters()) {
-      used = at::zeros({static_cast<int64_t>(params.size())}, at::TensorOptions().dtype(at::kInt).device(params[0].device()));
+      used = at::zeros({static_cast<int64_t>(params.size())},
+                       at::TensorOptions().dtype(at::kInt).device(params[0].device()));
       for (std::size_t i = 0; i < params.size(); ++i) {
         if (ready[i]) used[static_cast<int64_t>(i)] = 1;
       }
@@ -205,7 +205,8 @@ GradientReducer::GradientReducer(const torch::nn::Module& module, DdpOptions opt
   const auto& group = s.options.group();
   s.world = group.size();
   s.src = group.ranks().front();
-  KINDLING_CHECK(s.options.bucket_cap_mb() > 0, "kindling::nn::DistributedDataParallel: bucket_cap_mb must be positive, got ",
+  KINDLING_CHECK(s.options.bucket_cap_mb() > 0,
+                 "kindling::nn::DistributedDataParallel: bucket_cap_mb must be positive, got ",
                  s.options.bucket_cap_mb());
   for (const auto& item : module.named_parameters(/*recurse=*/true)) {
     if (!item.value().requires_grad()) continue;
@@ -213,8 +214,9 @@ GradientReducer::GradientReducer(const torch::nn::Module& module, DdpOptions opt
     s.params.push_back(item.value());
   }
   for (const auto& item : module.named_buffers(/*recurse=*/true)) s.buffers.push_back(item.value());
-  KINDLING_CHECK(!s.params.empty(), "kindling::nn::DistributedDataParallel: the module has no parameter that requires "
-                                    "a gradient; there is nothing to synchronise");
+  KINDLING_CHECK(!s.params.empty(),
+                 "kindling::nn::DistributedDataParallel: the module has no parameter that requires "
+                 "a gradient; there is nothing to synchronise");
 
   // Every rank must hold the same parameters (names, shapes, dtypes), in the same order.
   std::ostringstream sig;
@@ -224,7 +226,8 @@ GradientReducer::GradientReducer(const torch::nn::Module& module, DdpOptions opt
   const auto all = dist::all_gather(sig.str(), group);
   for (std::size_t r = 0; r < all.size(); ++r) {
     KINDLING_CHECK(all[r] == all[0], "kindling::nn::DistributedDataParallel: rank ", group.ranks()[r],
-                   " has other parameters than rank ", group.ranks()[0], " (names, shapes or dtypes differ); every rank "
+                   " has other parameters than rank ", group.ranks()[0],
+                   " (names, shapes or dtypes differ); every rank "
                    "must build the same model");
   }
   {

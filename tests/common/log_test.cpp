@@ -37,7 +37,8 @@ TEST(LogTest, LevelNamesParseAndBadNamesSayWhatIsAccepted) {
     kindling::log_level_from_string("loud");
     FAIL() << "no error for 'loud'";
   } catch (const kindling::UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("'loud' is not a log level; use trace, debug, info, warning, error, critical or off"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "'loud' is not a log level; use trace, debug, info, warning, error, critical or off"),
               std::string::npos)
         << e.what();
   }

@@ -28,8 +28,8 @@ int main() {
   auto model = kindling::dist::auto_model(torch::nn::Linear(1, 1));
   torch::optim::SGD opt(model->parameters(), 0.1);
   auto& same = kindling::dist::auto_optim(opt);
-  auto loader = kindling::dist::auto_dataloader(std::make_shared<Squares>(),
-                                                kindling::data::DataLoaderOptions().batch_size(4));
+  auto loader =
+      kindling::dist::auto_dataloader(std::make_shared<Squares>(), kindling::data::DataLoaderOptions().batch_size(4));
   int64_t batches = 0, samples = 0;
   for (const auto& batch : loader) {
     ++batches;

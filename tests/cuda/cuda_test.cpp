@@ -29,8 +29,8 @@ namespace {
 #define SKIP_WITHOUT_CUDA() \
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device: this LibTorch has no CUDA or sees no GPU"
 
-#define SKIP_WITHOUT_NCCL()                                                                   \
-  SKIP_WITHOUT_CUDA();                                                                        \
+#define SKIP_WITHOUT_NCCL() \
+  SKIP_WITHOUT_CUDA();      \
   if (!KINDLING_HAS_NCCL) GTEST_SKIP() << "kindling was built without nccl (KINDLING_WITH_NCCL=OFF)"
 
 const at::TensorOptions kGpuFloat = at::TensorOptions().dtype(at::kFloat).device(at::kCUDA);
@@ -89,7 +89,8 @@ KINDLING_WORKER(cuda_collectives) {
     for (int i = 0; i < n; ++i) WCHECK(gathered[i].item<float>() == i * 3);
   }
   std::vector<at::Tensor> chunks;
-  if (r == 0) for (int i = 0; i < n; ++i) chunks.push_back(at::full({2}, i * 10.0, kGpuFloat.device(dev)));
+  if (r == 0)
+    for (int i = 0; i < n; ++i) chunks.push_back(at::full({2}, i * 10.0, kGpuFloat.device(dev)));
   auto sc = kd::scatter(at::empty({2}, kGpuFloat.device(dev)), chunks, 0);
   WCHECK(sc[1].item<float>() == r * 10, << sc);
   std::vector<at::Tensor> to_all;
@@ -190,7 +191,8 @@ KINDLING_WORKER(cuda_ddp) {
     for (const auto& item : model->named_parameters()) {
       const auto& a = item.value().grad();
       const auto& b = q[item.key()].grad();
-      WCHECK(a.is_cuda() && torch::allclose(a, b, 1e-4, 1e-5), << item.key() << " " << (a - b).abs().max().item<double>());
+      WCHECK(a.is_cuda() && torch::allclose(a, b, 1e-4, 1e-5),
+             << item.key() << " " << (a - b).abs().max().item<double>());
     }
     opt.step();
     ref_opt.step();

@@ -131,7 +131,8 @@ TEST(DataLoader, EpochAdvancesByItselfUnlessSet) {
 
 TEST(DataLoader, WorkerErrorReachesTheConsumerWithContext) {
   for (int64_t workers : {0, 3}) {
-    data::DataLoader loader(std::make_shared<Probe>(40, 17), data::DataLoaderOptions().batch_size(4).num_workers(workers));
+    data::DataLoader loader(std::make_shared<Probe>(40, 17),
+                            data::DataLoaderOptions().batch_size(4).num_workers(workers));
     try {
       one_epoch(loader);
       ADD_FAILURE() << "no error with " << workers << " workers";
@@ -169,7 +170,8 @@ TEST(DataLoader, OptionErrors) {
   EXPECT_THROW(data::DataLoader(ds, data::DataLoaderOptions().batch_size(0)), kindling::Error);
   EXPECT_THROW(data::DataLoader(ds, data::DataLoaderOptions().num_workers(-1)), kindling::Error);
   try {
-    data::DataLoader(ds, data::DataLoaderOptions().shuffle(true).sampler(std::make_shared<data::SequentialSampler>(10)));
+    data::DataLoader(ds,
+                     data::DataLoaderOptions().shuffle(true).sampler(std::make_shared<data::SequentialSampler>(10)));
     ADD_FAILURE() << "shuffle + sampler accepted";
   } catch (const kindling::Error& e) {
     EXPECT_NE(std::string(e.what()).find("mutually exclusive"), std::string::npos) << e.what();
@@ -195,7 +197,9 @@ TEST(DistributedProxySampler, ShardsAnySamplerDisjointly) {
   std::sort(expect_sorted.begin(), expect_sorted.end());
   std::sort(all.begin(), all.end());
   EXPECT_EQ(all, expect_sorted);
-  EXPECT_THROW(data::DistributedProxySampler(std::make_shared<data::DistributedSampler>(10, data::DistributedSamplerOptions().num_replicas(2).rank(0)), 2, 0),
+  EXPECT_THROW(data::DistributedProxySampler(std::make_shared<data::DistributedSampler>(
+                                                 10, data::DistributedSamplerOptions().num_replicas(2).rank(0)),
+                                             2, 0),
                kindling::Error);
   EXPECT_THROW(data::DistributedProxySampler(base, 2, 2), kindling::Error);
 }
@@ -234,7 +238,8 @@ TEST(SubsetRandomSampler, PermutesTheGivenIndicesPerEpoch) {
 }
 
 TEST(AutoDataloader, SerialChangesNothingButPinMemory) {
-  auto loader = kd::auto_dataloader(std::make_shared<Probe>(10), data::DataLoaderOptions().batch_size(4).num_workers(3));
+  auto loader =
+      kd::auto_dataloader(std::make_shared<Probe>(10), data::DataLoaderOptions().batch_size(4).num_workers(3));
   EXPECT_EQ(loader.options().batch_size(), 4);
   EXPECT_EQ(loader.options().num_workers(), 3);
   EXPECT_EQ(loader.options().pin_memory(), std::optional<bool>(false));
@@ -278,7 +283,8 @@ KINDLING_WORKER(auto_dataloader_rules) {
   // A user sampler is wrapped in a DistributedProxySampler; a DistributedSampler is kept.
   auto proxied = with(data::DataLoaderOptions().sampler(std::make_shared<data::RandomSampler>(20, 1)));
   WCHECK(dynamic_cast<data::DistributedProxySampler*>(proxied.sampler().get()) != nullptr);
-  auto own = std::make_shared<data::DistributedSampler>(20, data::DistributedSamplerOptions().num_replicas(3).rank(rank));
+  auto own =
+      std::make_shared<data::DistributedSampler>(20, data::DistributedSamplerOptions().num_replicas(3).rank(rank));
   WCHECK(with(data::DataLoaderOptions().sampler(own)).sampler() == own);
   kd::finalize();
 }

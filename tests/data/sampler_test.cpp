@@ -39,7 +39,8 @@ TEST(DistributedSampler, SameIndicesAsPython) {
   const std::string dir = ::mkdtemp(tmpl);
   std::ofstream(dir + "/in.txt") << input.str();
   auto r = kindling::testing::run_command(
-      {"/bin/sh", "-c", KINDLING_PYTHON " '" KINDLING_SOURCE_DIR "/tests/python/sampler_indices.py' < '" + dir + "/in.txt'"},
+      {"/bin/sh", "-c",
+       KINDLING_PYTHON " '" KINDLING_SOURCE_DIR "/tests/python/sampler_indices.py' < '" + dir + "/in.txt'"},
       {}, std::chrono::seconds(120));
   std::system(("rm -rf '" + dir + "'").c_str());
   ASSERT_TRUE(r.ok()) << kindling::testing::describe({r});
@@ -58,11 +59,11 @@ TEST(DistributedSampler, SameIndicesAsPython) {
     int replicas, rank, shuffle, seed, epoch, drop_last;
     in >> size >> replicas >> rank >> shuffle >> seed >> epoch >> drop_last;
     kindling::data::DistributedSampler sampler(size, kindling::data::DistributedSamplerOptions()
-                                                          .num_replicas(replicas)
-                                                          .rank(rank)
-                                                          .shuffle(shuffle != 0)
-                                                          .seed(static_cast<uint64_t>(seed))
-                                                          .drop_last(drop_last != 0));
+                                                         .num_replicas(replicas)
+                                                         .rank(rank)
+                                                         .shuffle(shuffle != 0)
+                                                         .seed(static_cast<uint64_t>(seed))
+                                                         .drop_last(drop_last != 0));
     sampler.set_epoch(epoch);
     std::string mine;
     for (int64_t i : sampler.indices()) mine += " " + std::to_string(i);

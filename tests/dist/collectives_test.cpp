@@ -58,12 +58,17 @@ void exercise(const kd::Group& g, const std::vector<int>& m) {
   auto same = kd::all_reduce(t, kd::ReduceOp::kSum, g);
   WCHECK(same.is_same(t), << "all_reduce must work in place");
   WCHECK(same_values(t, at::full({3}, member ? sum : value(r), at::kDouble)), << t);
-  WCHECK(same_values(kd::all_reduce(at::full({2}, value(r)), kd::ReduceOp::kProduct, g), at::full({2}, member ? prod : value(r))));
-  WCHECK(same_values(kd::all_reduce(at::full({2}, value(r)), kd::ReduceOp::kMin, g), at::full({2}, member ? mn : value(r))));
-  WCHECK(same_values(kd::all_reduce(at::full({2}, value(r)), kd::ReduceOp::kMax, g), at::full({2}, member ? mx : value(r))));
+  WCHECK(same_values(kd::all_reduce(at::full({2}, value(r)), kd::ReduceOp::kProduct, g),
+                     at::full({2}, member ? prod : value(r))));
+  WCHECK(same_values(kd::all_reduce(at::full({2}, value(r)), kd::ReduceOp::kMin, g),
+                     at::full({2}, member ? mn : value(r))));
+  WCHECK(same_values(kd::all_reduce(at::full({2}, value(r)), kd::ReduceOp::kMax, g),
+                     at::full({2}, member ? mx : value(r))));
   auto it = at::full({2}, (r + 1) | 8, at::kLong);
-  WCHECK(same_values(kd::all_reduce(it.clone(), kd::ReduceOp::kAnd, g), at::full({2}, member ? band : (r + 1) | 8, at::kLong)));
-  WCHECK(same_values(kd::all_reduce(it.clone(), kd::ReduceOp::kOr, g), at::full({2}, member ? bor : (r + 1) | 8, at::kLong)));
+  WCHECK(same_values(kd::all_reduce(it.clone(), kd::ReduceOp::kAnd, g),
+                     at::full({2}, member ? band : (r + 1) | 8, at::kLong)));
+  WCHECK(same_values(kd::all_reduce(it.clone(), kd::ReduceOp::kOr, g),
+                     at::full({2}, member ? bor : (r + 1) | 8, at::kLong)));
   auto flags = at::tensor(std::vector<uint8_t>{1, static_cast<uint8_t>(r == m.front() ? 0 : 1)}).to(at::kBool);
   auto anded = kd::all_reduce(flags.clone(), kd::ReduceOp::kAnd, g);
   WCHECK(anded.scalar_type() == at::kBool && anded[0].item<bool>() && anded[1].item<bool>() == !member, << anded);
@@ -85,7 +90,8 @@ void exercise(const kd::Group& g, const std::vector<int>& m) {
   auto gathered = kd::all_gather(at::full({2, 3}, static_cast<float>(r)), g);
   if (member) {
     WCHECK(gathered.sizes() == at::IntArrayRef({2 * n, 3}), << gathered.sizes());
-    for (int i = 0; i < n; ++i) WCHECK(same_values(gathered.narrow(0, 2 * i, 2), at::full({2, 3}, static_cast<float>(m[i]))));
+    for (int i = 0; i < n; ++i)
+      WCHECK(same_values(gathered.narrow(0, 2 * i, 2), at::full({2, 3}, static_cast<float>(m[i]))));
     auto scalars = kd::all_gather(at::scalar_tensor(r, at::kLong), g);
     WCHECK(scalars.sizes() == at::IntArrayRef({n}));
     for (int i = 0; i < n; ++i) WCHECK(scalars[i].item<int64_t>() == m[i]);
@@ -165,7 +171,8 @@ void exercise(const kd::Group& g, const std::vector<int>& m) {
   std::vector<at::Tensor> a2a;
   for (int j = 0; j < n; ++j) a2a.push_back(at::full({j + 1}, 100.0f * r + j));
   auto a2a_out = kd::all_to_all(a2a, g);
-  for (int k = 0; member && k < n; ++k) WCHECK(same_values(a2a_out[k], at::full({gi + 1}, 100.0f * m[k] + gi)), << a2a_out[k]);
+  for (int k = 0; member && k < n; ++k)
+    WCHECK(same_values(a2a_out[k], at::full({gi + 1}, 100.0f * m[k] + gi)), << a2a_out[k]);
 
   // Point-to-point: a ring with blocking calls, then with isend / irecv, then any-source.
   if (member && n >= 2) {

@@ -108,8 +108,9 @@ KINDLING_WORKER(mismatched_types) {
       kd::all_gather_object(std::string("not a vector"));
     }
   } catch (const kindling::UsageError& e) {
-    const std::string expect = kd::get_rank() == 0 ? "rank 1 sent a value of type 'string' but this rank expects 'vector<int32>'"
-                                                   : "rank 0 sent a value of type 'vector<int32>' but this rank expects 'string'";
+    const std::string expect = kd::get_rank() == 0
+                                   ? "rank 1 sent a value of type 'string' but this rank expects 'vector<int32>'"
+                                   : "rank 0 sent a value of type 'vector<int32>' but this rank expects 'string'";
     WCHECK(std::string(e.what()).find(expect) != std::string::npos, << e.what());
     kd::finalize();
     return;

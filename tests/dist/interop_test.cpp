@@ -62,5 +62,6 @@ INSTANTIATE_TEST_SUITE_P(BothRolesBothInitMethods, PythonInteropTest,
                          ::testing::Values(InteropCase{"env", 0}, InteropCase{"env", 1}, InteropCase{"tcp", 0},
                                            InteropCase{"tcp", 1}),
                          [](const ::testing::TestParamInfo<InteropCase>& info) {
-                           return std::string(info.param.mode) + "_python_rank" + std::to_string(info.param.python_rank);
+                           return std::string(info.param.mode) + "_python_rank" +
+                                  std::to_string(info.param.python_rank);
                          });

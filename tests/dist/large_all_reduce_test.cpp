@@ -61,7 +61,7 @@ at::Tensor make(const std::string& mode, int group_rank, int64_t numel, at::Scal
 void check_all(const kd::Group& g, const std::vector<int>& members, bool big) {
   const int r = kd::get_rank();
   const int gi = g.rank();
-  const std::vector<at::ScalarType> types{at::kFloat, at::kDouble, at::kLong,  at::kInt,
+  const std::vector<at::ScalarType> types{at::kFloat, at::kDouble, at::kLong, at::kInt,
                                           at::kShort, at::kChar,   at::kByte, at::kBool};
   for (auto dtype : types) {
     const int64_t elem = static_cast<int64_t>(c10::elementSize(dtype));
@@ -83,7 +83,8 @@ void check_all(const kd::Group& g, const std::vector<int>& members, bool big) {
           at::Tensor out = kd::all_reduce(t, op, g);
           WCHECK(out.is_same(t), << "in place");
           WCHECK(at::equal(t, expected), << mode << " " << c10::toString(dtype) << " " << kd::to_string(op) << " numel "
-                                         << numel << ": " << (t != expected).sum().item<int64_t>() << " wrong elements");
+                                         << numel << ": " << (t != expected).sum().item<int64_t>()
+                                         << " wrong elements");
         }
       }
     }
@@ -96,7 +97,8 @@ void check_all(const kd::Group& g, const std::vector<int>& members, bool big) {
     auto gen = at::make_generator<at::CPUGeneratorImpl>(1234 + r);
     t.copy_(at::randn({numel}, gen));
     at::Tensor exact = at::zeros({numel}, at::kDouble);
-    for (int q : members) exact += at::randn({numel}, at::make_generator<at::CPUGeneratorImpl>(1234 + q)).to(at::kDouble);
+    for (int q : members)
+      exact += at::randn({numel}, at::make_generator<at::CPUGeneratorImpl>(1234 + q)).to(at::kDouble);
     kd::all_reduce(t, kd::ReduceOp::kSum, g);
     WCHECK(at::allclose(t.to(at::kDouble), exact, 1e-5, 1e-5));
     at::Tensor rows = kd::all_gather(t.unsqueeze(0), g);
@@ -143,14 +145,15 @@ KINDLING_WORKER(every_dtype_moves) {
     auto a = at::arange(6, at::kLong).add(q * 10);
     return dt == at::kBool ? a.remainder(q + 2).eq(0) : a.to(dt);
   };
-  for (auto dt : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16, at::kChar, at::kByte, at::kShort, at::kInt, at::kLong,
-                  at::kBool, at::kComplexFloat, at::kComplexDouble}) {
+  for (auto dt : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16, at::kChar, at::kByte, at::kShort, at::kInt,
+                  at::kLong, at::kBool, at::kComplexFloat, at::kComplexDouble}) {
     const std::string name = c10::toString(dt);
     at::Tensor b = value(r, dt);
     kd::broadcast(b, n - 1);
     WCHECK(at::equal(b, value(n - 1, dt)), << "broadcast " << name << ": " << b);
     at::Tensor all = kd::all_gather(value(r, dt));
-    for (int q = 0; q < n; ++q) WCHECK(at::equal(all.slice(0, 6 * q, 6 * q + 6), value(q, dt)), << "all_gather " << name);
+    for (int q = 0; q < n; ++q)
+      WCHECK(at::equal(all.slice(0, 6 * q, 6 * q + 6), value(q, dt)), << "all_gather " << name);
     std::vector<at::Tensor> parts;
     for (int q = 0; q < n; ++q) parts.push_back(value(r, dt).slice(0, q, q + 1));  // element q goes to rank q
     auto got = kd::all_to_all(parts);
@@ -196,7 +199,8 @@ std::string mapping_of(const void* p) {
     in >> range >> perms >> offset >> dev >> inode;
     std::getline(in >> std::ws, path);
     const auto dash = range.find('-');
-    const auto lo = std::stoull(range.substr(0, dash), nullptr, 16), hi = std::stoull(range.substr(dash + 1), nullptr, 16);
+    const auto lo = std::stoull(range.substr(0, dash), nullptr, 16),
+               hi = std::stoull(range.substr(dash + 1), nullptr, 16);
     if (addr >= lo && addr < hi) return path;
   }
   return "";

@@ -34,8 +34,10 @@ class EnvGuard {
   }
   ~EnvGuard() {
     for (const auto& kv : saved_) {
-      if (kv.second) ::setenv(kv.first.c_str(), kv.second->c_str(), 1);
-      else ::unsetenv(kv.first.c_str());
+      if (kv.second)
+        ::setenv(kv.first.c_str(), kv.second->c_str(), 1);
+      else
+        ::unsetenv(kv.first.c_str());
     }
   }
 
@@ -139,7 +141,8 @@ KINDLING_WORKER(init_methods) {
   const std::string dir = std::getenv("KINDLING_TEST_DIR");
   for (const std::string& method : {"tcp://127.0.0.1:" + port, "file://" + dir + "/store"}) {
     kd::set_local_rank(rank);
-    kd::initialize("gloo", kd::InitOptions().init_method(method).rank(rank).world_size(ws).timeout(std::chrono::seconds(30)));
+    kd::initialize("gloo",
+                   kd::InitOptions().init_method(method).rank(rank).world_size(ws).timeout(std::chrono::seconds(30)));
     WCHECK(kd::get_rank() == rank && kd::get_world_size() == ws, << method);
     WCHECK(kd::all_reduce(rank + 1) == ws * (ws + 1) / 2, << method);
     kd::barrier();
@@ -194,12 +197,13 @@ TEST(InitializeTest, JoinsTorchrunAgentStoreAsClient) {
   auto agent = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
   LaunchOptions opts;
   opts.world_size = 2;
-  opts.env = {{"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"TORCHELASTIC_RESTART_COUNT", "3"},
+  opts.env = {{"TORCHELASTIC_USE_AGENT_STORE", "True"},
+              {"TORCHELASTIC_RESTART_COUNT", "3"},
               {"MASTER_PORT", std::to_string(port)}};
   auto results = run_workers("agent_store_client", opts);
   for (const auto& r : results) EXPECT_TRUE(r.ok()) << describe(results);
-  EXPECT_TRUE(agent->check({"/worker/attempt_3/default_pg/kindling/joined/1/0",
-                            "/worker/attempt_3/default_pg/kindling/joined/1/1"}))
+  EXPECT_TRUE(agent->check(
+      {"/worker/attempt_3/default_pg/kindling/joined/1/0", "/worker/attempt_3/default_pg/kindling/joined/1/1"}))
       << "the ranks must use the agent's store under the torchrun prefix";
 }
 
@@ -215,7 +219,8 @@ KINDLING_WORKER(external_process_group) {
   c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
   auto opts = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(30));
   opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-  auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>("0", store), rank, ws, opts);
+  auto pg =
+      c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>("0", store), rank, ws, opts);
   kd::use_process_group(pg, store, "gloo", std::chrono::seconds(20));
   kd::set_local_rank(rank);
   WCHECK(kd::get_world_size() == ws && kd::get_rank() == rank, << "picked up lazily");

@@ -24,8 +24,8 @@ TEST(Hostlist, ExpandsLikeIdist) {
        {"gpu-compute-on-demand-dy-g4dnxlarge-1", "gpu-compute-on-demand-dy-g4dnxlarge-2",
         "gpu-compute-on-demand-dy-g4dnxlarge-3", "gpu-compute-on-demand-dy-g4dnxlarge-4"}},
       {"node[18-19,1-16,21-22]",
-       {"node1", "node2", "node3", "node4", "node5", "node6", "node7", "node8", "node9", "node10", "node11", "node12",
-        "node13", "node14", "node15", "node16", "node18", "node19", "node21", "node22"}},
+       {"node1",  "node2",  "node3",  "node4",  "node5",  "node6",  "node7",  "node8",  "node9",  "node10",
+        "node11", "node12", "node13", "node14", "node15", "node16", "node18", "node19", "node21", "node22"}},
       {"node[4-8,12,16-20,22,24-26]",
        {"node4", "node5", "node6", "node7", "node8", "node12", "node16", "node17", "node18", "node19", "node20",
         "node22", "node24", "node25", "node26"}},
@@ -35,10 +35,10 @@ TEST(Hostlist, ExpandsLikeIdist) {
       {"machine2-[009-11]vm1", {"machine2-009vm1", "machine2-010vm1", "machine2-011vm1"}},
       {"node[1,2,3]", {"node1", "node2", "node3"}},
       {"compute-b24-[1-3,5-9], compute-b25-[1,4,8],compute-b25-[2-9,13]",
-       {"compute-b24-1", "compute-b24-2", "compute-b24-3", "compute-b24-5", "compute-b24-6", "compute-b24-7",
-        "compute-b24-8", "compute-b24-9", "compute-b25-1", "compute-b25-4", "compute-b25-8", "compute-b25-2",
-        "compute-b25-3", "compute-b25-4", "compute-b25-5", "compute-b25-6", "compute-b25-7", "compute-b25-8",
-        "compute-b25-9", "compute-b25-13"}},
+       {"compute-b24-1", "compute-b24-2", "compute-b24-3", "compute-b24-5", "compute-b24-6",
+        "compute-b24-7", "compute-b24-8", "compute-b24-9", "compute-b25-1", "compute-b25-4",
+        "compute-b25-8", "compute-b25-2", "compute-b25-3", "compute-b25-4", "compute-b25-5",
+        "compute-b25-6", "compute-b25-7", "compute-b25-8", "compute-b25-9", "compute-b25-13"}},
       {"node[0-2]", {"node0", "node1", "node2"}},
       {"rack[1-2]-n[01-02]", {"rack1-n01", "rack1-n02", "rack2-n01", "rack2-n02"}},
   };
@@ -64,10 +64,11 @@ TEST(TasksPerNode, ExpandsRepeats) {
   EXPECT_THROW(kd::expand_tasks_per_node("two"), kindling::UsageError);
 }
 
-kd::EnvMap slurm(const std::string& procid, const std::string& localid, const std::string& ntasks, const std::string& nodes,
-                 const std::string& nodelist) {
-  return {{"SLURM_JOB_ID", "12345"}, {"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", procid},        {"SLURM_LOCALID", localid},
-          {"SLURM_NTASKS", ntasks},  {"SLURM_JOB_NUM_NODES", nodes}, {"SLURM_JOB_NODELIST", nodelist}};
+kd::EnvMap slurm(const std::string& procid, const std::string& localid, const std::string& ntasks,
+                 const std::string& nodes, const std::string& nodelist) {
+  return {{"SLURM_JOB_ID", "12345"},       {"SLURM_STEP_ID", "0"},   {"SLURM_PROCID", procid},
+          {"SLURM_LOCALID", localid},      {"SLURM_NTASKS", ntasks}, {"SLURM_JOB_NUM_NODES", nodes},
+          {"SLURM_JOB_NODELIST", nodelist}};
 }
 
 void expect_config(const kd::LaunchEnvironment& e, int rank, int local, int ws, const std::string& addr, int port) {
@@ -85,13 +86,16 @@ TEST(DetectSlurm, DerivesRanksAndRendezvous) {
   expect_config(e, 1, 1, 2, "c1", 17345);
   expect_config(kd::detect_launch_environment(slurm("5", "1", "8", "2", "c1, c2")), 5, 1, 8, "c1", 17345);
   auto env = slurm("0", "0", "1", "1", "c1");
-  env.insert({{"RANK", "2"}, {"LOCAL_RANK", "2"}, {"WORLD_SIZE", "8"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "2233"}});
+  env.insert(
+      {{"RANK", "2"}, {"LOCAL_RANK", "2"}, {"WORLD_SIZE", "8"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "2233"}});
   expect_config(kd::detect_launch_environment(env), 2, 2, 8, "127.0.0.1", 2233);
   env = slurm("3", "3", "4", "1", "c1");
-  env.insert({{"RANK", "3"}, {"LOCAL_RANK", "3"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "c1"}, {"MASTER_PORT", "12233"}});
+  env.insert(
+      {{"RANK", "3"}, {"LOCAL_RANK", "3"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "c1"}, {"MASTER_PORT", "12233"}});
   expect_config(kd::detect_launch_environment(env), 3, 3, 4, "c1", 12233);
   env = slurm("3", "1", "4", "2", "c1");
-  env.insert({{"RANK", "3"}, {"LOCAL_RANK", "1"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "c1"}, {"MASTER_PORT", "12233"}});
+  env.insert(
+      {{"RANK", "3"}, {"LOCAL_RANK", "1"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "c1"}, {"MASTER_PORT", "12233"}});
   expect_config(kd::detect_launch_environment(env), 3, 1, 4, "c1", 12233);
   env = slurm("0", "0", "2", "1", "n[07-09]");
   env["SLURM_JOB_ID"] = "15000";
@@ -135,7 +139,8 @@ TEST(DetectSlurm, BatchStepIsNotATask) {
   env.erase("SLURM_STEP_ID");
   EXPECT_NE(error_of(env).find("start it with `srun ./program`"), std::string::npos) << error_of(env);
   // kindling-run or torchrun inside the batch script: their variables are used.
-  env.insert({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "2"}});
+  env.insert(
+      {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "2"}});
   auto e = kd::detect_launch_environment(env);
   EXPECT_EQ(e.launcher, "env");
   expect_config(e, 1, 1, 2, "127.0.0.1", 2);
@@ -154,9 +159,9 @@ TEST(DetectSlurm, PartialTorchVariablesAreIgnoredWithAWarning) {
 }
 
 TEST(DetectTorchrun, ReadsTheTorchrunVariables) {
-  kd::EnvMap env{{"RANK", "3"},         {"LOCAL_RANK", "1"},          {"WORLD_SIZE", "4"},
-                 {"LOCAL_WORLD_SIZE", "2"}, {"GROUP_RANK", "1"},          {"MASTER_ADDR", "10.1.1.1"},
-                 {"MASTER_PORT", "29500"},  {"TORCHELASTIC_RUN_ID", "none"}};
+  kd::EnvMap env{
+      {"RANK", "3"},       {"LOCAL_RANK", "1"},         {"WORLD_SIZE", "4"},      {"LOCAL_WORLD_SIZE", "2"},
+      {"GROUP_RANK", "1"}, {"MASTER_ADDR", "10.1.1.1"}, {"MASTER_PORT", "29500"}, {"TORCHELASTIC_RUN_ID", "none"}};
   auto e = kd::detect_launch_environment(env);
   EXPECT_EQ(e.launcher, "torchrun");
   expect_config(e, 3, 1, 4, "10.1.1.1", 29500);
@@ -174,7 +179,8 @@ TEST(DetectTorchrun, RejectsPartialOrOutOfRangeValues) {
   EXPECT_NE(error_of({{"WORLD_SIZE", "2"}}).find("WORLD_SIZE is set (2) but RANK is not"), std::string::npos);
   EXPECT_NE(error_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}}).find("out of range"), std::string::npos);
   EXPECT_NE(error_of({{"RANK", "x"}, {"WORLD_SIZE", "2"}}).find("RANK"), std::string::npos);
-  EXPECT_NE(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}}).find("LOCAL_RANK=1"), std::string::npos);
+  EXPECT_NE(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}}).find("LOCAL_RANK=1"),
+            std::string::npos);
   // LOCAL_RANK alone is only a hint here; initialize() rejects it with env://.
   auto e = kd::detect_launch_environment({{"LOCAL_RANK", "1"}});
   EXPECT_FALSE(e.detected());
@@ -182,9 +188,12 @@ TEST(DetectTorchrun, RejectsPartialOrOutOfRangeValues) {
 }
 
 TEST(DetectOpenMpi, ReadsOmpiVariablesAndDerivesAPort) {
-  kd::EnvMap env{{"OMPI_COMM_WORLD_RANK", "2"},       {"OMPI_COMM_WORLD_SIZE", "3"},
-                 {"OMPI_COMM_WORLD_LOCAL_RANK", "2"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "3"},
-                 {"OMPI_COMM_WORLD_NODE_RANK", "2"},  {"OMPI_MCA_ess_base_jobid", "1571160065"},
+  kd::EnvMap env{{"OMPI_COMM_WORLD_RANK", "2"},
+                 {"OMPI_COMM_WORLD_SIZE", "3"},
+                 {"OMPI_COMM_WORLD_LOCAL_RANK", "2"},
+                 {"OMPI_COMM_WORLD_LOCAL_SIZE", "3"},
+                 {"OMPI_COMM_WORLD_NODE_RANK", "2"},
+                 {"OMPI_MCA_ess_base_jobid", "1571160065"},
                  {"PMIX_RANK", "2"}};
   auto e = kd::detect_launch_environment(env);
   EXPECT_EQ(e.launcher, "mpirun");
@@ -206,19 +215,24 @@ TEST(DetectOpenMpi, ReadsOmpiVariablesAndDerivesAPort) {
 // Half of torch's pair left in the shell under mpirun: mpirun's numbers win, with a warning;
 // both RANK and WORLD_SIZE set still override mpirun.
 TEST(DetectOpenMpi, StrayWorldSizeOrRankIsIgnoredWithAWarning) {
-  kd::EnvMap env{{"OMPI_COMM_WORLD_RANK", "1"},       {"OMPI_COMM_WORLD_SIZE", "2"},
-                 {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
-                 {"OMPI_MCA_ess_base_jobid", "1571160065"}, {"WORLD_SIZE", "2"}};
+  kd::EnvMap env{{"OMPI_COMM_WORLD_RANK", "1"},
+                 {"OMPI_COMM_WORLD_SIZE", "2"},
+                 {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                 {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                 {"OMPI_MCA_ess_base_jobid", "1571160065"},
+                 {"WORLD_SIZE", "2"}};
   auto e = kd::detect_launch_environment(env);
   EXPECT_EQ(e.launcher, "mpirun");
   EXPECT_EQ(e.rank, 1);
   ASSERT_EQ(e.warnings.size(), 1u);
-  EXPECT_NE(e.warnings[0].find("WORLD_SIZE=2 is set without RANK and ignored: the ranks come from mpirun (rank 1 of 2)"),
-            std::string::npos)
+  EXPECT_NE(
+      e.warnings[0].find("WORLD_SIZE=2 is set without RANK and ignored: the ranks come from mpirun (rank 1 of 2)"),
+      std::string::npos)
       << e.warnings[0];
   env.erase("WORLD_SIZE");
   env["RANK"] = "0";
-  EXPECT_NE(kd::detect_launch_environment(env).warnings.at(0).find("RANK=0 is set without WORLD_SIZE"), std::string::npos);
+  EXPECT_NE(kd::detect_launch_environment(env).warnings.at(0).find("RANK=0 is set without WORLD_SIZE"),
+            std::string::npos);
   env["WORLD_SIZE"] = "2";
   EXPECT_EQ(kd::detect_launch_environment(env).launcher, "env") << "both set: torch's variables win";
 }
@@ -233,18 +247,27 @@ TEST(DetectPmix, NeedsASize) {
 }
 
 TEST(DetectHorovod, ReadsHorovodVariables) {
-  kd::EnvMap env{{"HOROVOD_RANK", "1"},       {"HOROVOD_SIZE", "2"},
-                 {"HOROVOD_LOCAL_RANK", "1"}, {"HOROVOD_LOCAL_SIZE", "2"},
-                 {"HOROVOD_CROSS_RANK", "0"}, {"HOROVOD_CROSS_SIZE", "1"},
-                 {"HOROVOD_GLOO_RENDEZVOUS_ADDR", "10.0.0.5"}, {"HOROVOD_GLOO_RENDEZVOUS_PORT", "41000"}};
+  kd::EnvMap env{{"HOROVOD_RANK", "1"},
+                 {"HOROVOD_SIZE", "2"},
+                 {"HOROVOD_LOCAL_RANK", "1"},
+                 {"HOROVOD_LOCAL_SIZE", "2"},
+                 {"HOROVOD_CROSS_RANK", "0"},
+                 {"HOROVOD_CROSS_SIZE", "1"},
+                 {"HOROVOD_GLOO_RENDEZVOUS_ADDR", "10.0.0.5"},
+                 {"HOROVOD_GLOO_RENDEZVOUS_PORT", "41000"}};
   auto e = kd::detect_launch_environment(env);
   EXPECT_EQ(e.launcher, "horovod");
   expect_config(e, 1, 1, 2, "127.0.0.1", 41001);
   EXPECT_EQ(e.nnodes, 1);
   // Two nodes: horovodrun's host is taken as rank 0's, with a warning.
-  env = {{"HOROVOD_RANK", "3"},       {"HOROVOD_SIZE", "4"},       {"HOROVOD_LOCAL_RANK", "1"},
-         {"HOROVOD_LOCAL_SIZE", "2"}, {"HOROVOD_CROSS_RANK", "1"}, {"HOROVOD_CROSS_SIZE", "2"},
-         {"HOROVOD_GLOO_RENDEZVOUS_ADDR", "10.0.0.5"}, {"HOROVOD_GLOO_RENDEZVOUS_PORT", "41000"}};
+  env = {{"HOROVOD_RANK", "3"},
+         {"HOROVOD_SIZE", "4"},
+         {"HOROVOD_LOCAL_RANK", "1"},
+         {"HOROVOD_LOCAL_SIZE", "2"},
+         {"HOROVOD_CROSS_RANK", "1"},
+         {"HOROVOD_CROSS_SIZE", "2"},
+         {"HOROVOD_GLOO_RENDEZVOUS_ADDR", "10.0.0.5"},
+         {"HOROVOD_GLOO_RENDEZVOUS_PORT", "41000"}};
   e = kd::detect_launch_environment(env);
   expect_config(e, 3, 1, 4, "10.0.0.5", 41001);
   EXPECT_EQ(e.node_rank, 1);

@@ -130,8 +130,18 @@ TEST(KindlingRun, TwoNodesOnOneMachine) {
   o.set_dist_env = false;
   const std::string port = std::to_string(kindling::testing::free_port());
   for (int node = 0; node < 2; ++node) {
-    o.commands[node] = {kRun, "--nnodes", "2", "--node_rank", std::to_string(node), "--nproc_per_node", "2",
-                        "--master_addr", "127.0.0.1", "--master_port", port, kHello};
+    o.commands[node] = {kRun,
+                        "--nnodes",
+                        "2",
+                        "--node_rank",
+                        std::to_string(node),
+                        "--nproc_per_node",
+                        "2",
+                        "--master_addr",
+                        "127.0.0.1",
+                        "--master_port",
+                        port,
+                        kHello};
   }
   const Strings all = run_all(o);
   const Strings expected = {"rank=0 local_rank=0 world_size=4 backend=gloo all_reduce=10",
@@ -161,8 +171,8 @@ TEST(KindlingRun, KillNineOnOneRankStopsTheJobAndNamesIt) {
   char tmpl[] = "/tmp/kindling-pids-XXXXXX";
   const std::string dir = ::mkdtemp(tmpl);
   const auto start = std::chrono::steady_clock::now();
-  auto r = run_command({kRun, "--nproc_per_node", "3", self_path(), "--kindling-worker=die_on_rank1"}, {{"PID_DIR", dir}},
-                       std::chrono::seconds(60));
+  auto r = run_command({kRun, "--nproc_per_node", "3", self_path(), "--kindling-worker=die_on_rank1"},
+                       {{"PID_DIR", dir}}, std::chrono::seconds(60));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_FALSE(r.timed_out) << show(r);
   EXPECT_EQ(r.exit_code, 128 + SIGKILL) << show(r);
@@ -193,12 +203,14 @@ TEST(KindlingRun, ExitCodeOfTheFirstFailureIsReturned) {
 
 TEST(KindlingRun, ForwardsSigtermToTheWorkers) {
   // kindling-run in the background; SIGTERM it once the workers run; they must be gone.
-  const std::string script = "'" + kRun + "' --nproc_per_node 2 /bin/sh -c 'echo started; echo $$ > " +
-                             "/tmp/kindling-sigterm.$RANK; exec sleep 60' & pid=$!; "
-                             "for i in $(seq 100); do [ -f /tmp/kindling-sigterm.1 ] && [ -f /tmp/kindling-sigterm.0 ] && break; sleep 0.1; done; "
-                             "kill -TERM $pid; wait $pid; echo exit=$?; "
-                             "for r in 0 1; do kill -0 $(cat /tmp/kindling-sigterm.$r) 2>/dev/null && echo alive=$r; done; "
-                             "rm -f /tmp/kindling-sigterm.0 /tmp/kindling-sigterm.1";
+  const std::string script =
+      "'" + kRun + "' --nproc_per_node 2 /bin/sh -c 'echo started; echo $$ > " +
+      "/tmp/kindling-sigterm.$RANK; exec sleep 60' & pid=$!; "
+      "for i in $(seq 100); do [ -f /tmp/kindling-sigterm.1 ] && [ -f /tmp/kindling-sigterm.0 ] && break; sleep 0.1; "
+      "done; "
+      "kill -TERM $pid; wait $pid; echo exit=$?; "
+      "for r in 0 1; do kill -0 $(cat /tmp/kindling-sigterm.$r) 2>/dev/null && echo alive=$r; done; "
+      "rm -f /tmp/kindling-sigterm.0 /tmp/kindling-sigterm.1";
   auto r = run_command({"/bin/sh", "-c", script});
   EXPECT_TRUE(r.ok()) << show(r);
   EXPECT_NE(r.out.find("exit=143"), std::string::npos) << show(r);
@@ -241,8 +253,8 @@ Strings torchrun(const Strings& args) {
 
 TEST(Torchrun, StaticRendezvousWithTheAgentStore) {
   const std::string port = std::to_string(kindling::testing::free_port());
-  auto r = run_command(torchrun({"--nproc_per_node", "3", "--master_port", port, "--no_python", kHello}),
-                       {}, std::chrono::seconds(120));
+  auto r = run_command(torchrun({"--nproc_per_node", "3", "--master_port", port, "--no_python", kHello}), {},
+                       std::chrono::seconds(120));
   expect_three_lines(r);
 }
 
@@ -263,9 +275,9 @@ TEST(Mpirun, GlooBackendFromOmpiVariables) {
 
 // A Parallel-based program (examples/dist_tutorial) under torchrun: Parallel only initializes.
 TEST(Torchrun, ParallelProgramRunsUnchanged) {
-  auto r = run_command(torchrun({"--standalone", "--nproc_per_node", "2", "--no_python", DIST_TUTORIAL_PATH,
-                                 "group-allreduce"}),
-                       {}, std::chrono::seconds(120));
+  auto r = run_command(
+      torchrun({"--standalone", "--nproc_per_node", "2", "--no_python", DIST_TUTORIAL_PATH, "group-allreduce"}), {},
+      std::chrono::seconds(120));
   EXPECT_TRUE(r.ok()) << show(r);
   EXPECT_NE(r.out.find("Rank 0 has data 2"), std::string::npos) << show(r);
   EXPECT_NE(r.out.find("Rank 1 has data 2"), std::string::npos) << show(r);
@@ -282,11 +294,16 @@ TEST(Horovod, RanksFromHorovodVariables) {
   const std::string port = std::to_string(kindling::testing::free_port());
   for (int r = 0; r < 3; ++r) {
     o.commands[r] = {kHello};
-    o.rank_env[r] = {{"HOROVOD_RANK", std::to_string(r)}, {"HOROVOD_SIZE", "3"},
-                     {"HOROVOD_LOCAL_RANK", std::to_string(r)}, {"HOROVOD_LOCAL_SIZE", "3"},
-                     {"HOROVOD_CROSS_RANK", "0"}, {"HOROVOD_CROSS_SIZE", "1"},
-                     {"HOROVOD_GLOO_RENDEZVOUS_ADDR", "127.0.0.1"}, {"HOROVOD_GLOO_RENDEZVOUS_PORT", port},
-                     {"HOROVOD_CONTROLLER", "gloo"}, {"HOROVOD_CPU_OPERATIONS", "gloo"}};
+    o.rank_env[r] = {{"HOROVOD_RANK", std::to_string(r)},
+                     {"HOROVOD_SIZE", "3"},
+                     {"HOROVOD_LOCAL_RANK", std::to_string(r)},
+                     {"HOROVOD_LOCAL_SIZE", "3"},
+                     {"HOROVOD_CROSS_RANK", "0"},
+                     {"HOROVOD_CROSS_SIZE", "1"},
+                     {"HOROVOD_GLOO_RENDEZVOUS_ADDR", "127.0.0.1"},
+                     {"HOROVOD_GLOO_RENDEZVOUS_PORT", port},
+                     {"HOROVOD_CONTROLLER", "gloo"},
+                     {"HOROVOD_CPU_OPERATIONS", "gloo"}};
   }
   EXPECT_EQ(run_all(o), kThreeLines);
 }
@@ -327,8 +344,8 @@ TEST(Slurm, SrunThreeTasks) {
 
 #if KINDLING_HAS_MPI
 TEST(Slurm, SrunPmixWithTheMpiBackend) {
-  auto r = run_command({"/usr/bin/srun", "--mpi=pmix", "-n", "3", "--time", "2", kHello, "--backend", "mpi"}, slurm_env(),
-                       std::chrono::seconds(120));
+  auto r = run_command({"/usr/bin/srun", "--mpi=pmix", "-n", "3", "--time", "2", kHello, "--backend", "mpi"},
+                       slurm_env(), std::chrono::seconds(120));
   EXPECT_TRUE(r.ok()) << show(r);
   EXPECT_EQ(hello_lines(r.out), kThreeMpiLines) << show(r);
 }
@@ -350,7 +367,8 @@ TEST(Slurm, SbatchScriptWithSrunAndADirectRunThatIsRefused) {
   out << in.rdbuf();
   EXPECT_TRUE(r.ok()) << show(r) << "\njob output:\n" << out.str();
   EXPECT_EQ(hello_lines(out.str()), kThreeLines) << out.str();
-  EXPECT_NE(out.str().find("not as one of its 3 tasks: start it with `srun ./program`"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("not as one of its 3 tasks: start it with `srun ./program`"), std::string::npos)
+      << out.str();
   EXPECT_NE(out.str().find("direct run exit=1"), std::string::npos) << out.str();
   std::system(("rm -rf '" + dir + "'").c_str());
 }

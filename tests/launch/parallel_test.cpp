@@ -31,24 +31,24 @@ std::string construction_error(const kd::ParallelOptions& options) {
 TEST(ParallelOptionsCheck, EveryInvalidCombinationIsRejected) {
   using O = kd::ParallelOptions;
   const std::vector<std::pair<O, std::string>> cases = {
-      {O("nope"), "unknown or unavailable backend 'nope'. Available backends: serial"},
-      {O().nproc_per_node(2), "backend is not given, so argument 'nproc_per_node' should not be given"},
-      {O("serial").master_port(1234), "argument 'master_port' should not be given either (got 1234)"},
-      {O().init_method("env://"), "argument 'init_method'"},
-      {O("gloo").nproc_per_node(0), "nproc_per_node must be positive, got 0"},
-      {O("gloo").nproc_per_node(2).nnodes(0), "nnodes must be positive, got 0"},
-      {O("gloo").nproc_per_node(2).nnodes(2), "nnodes is 2, so node_rank must be given"},
-      {O("gloo").nproc_per_node(2).nnodes(2).node_rank(2), "node_rank must be between 0 and 1"},
-      {O("gloo").nproc_per_node(2).node_rank(1), "node_rank must be between 0 and 0"},
-      {O("gloo").nproc_per_node(2).nnodes(2).node_rank(0).master_addr("10.0.0.1"),
-       "master_addr and master_port (the address of node 0"},
-      {O("gloo").nproc_per_node(2).master_port(70000), "master_port must be a TCP port between 1 and 65535"},
-      {O("gloo").nproc_per_node(2).init_method("tcp://127.0.0.1:1").master_port(5), "give one or the other"},
-      {O("gloo").nproc_per_node(2).init_method("udp://x"), "unsupported init_method 'udp://x'"},
-      {O("gloo").nnodes(2).node_rank(1), "only apply when this program starts the processes"},
-      {O("gloo").nproc_per_node(2).timeout(std::chrono::milliseconds(0)), "timeout must be positive"},
+    {O("nope"), "unknown or unavailable backend 'nope'. Available backends: serial"},
+    {O().nproc_per_node(2), "backend is not given, so argument 'nproc_per_node' should not be given"},
+    {O("serial").master_port(1234), "argument 'master_port' should not be given either (got 1234)"},
+    {O().init_method("env://"), "argument 'init_method'"},
+    {O("gloo").nproc_per_node(0), "nproc_per_node must be positive, got 0"},
+    {O("gloo").nproc_per_node(2).nnodes(0), "nnodes must be positive, got 0"},
+    {O("gloo").nproc_per_node(2).nnodes(2), "nnodes is 2, so node_rank must be given"},
+    {O("gloo").nproc_per_node(2).nnodes(2).node_rank(2), "node_rank must be between 0 and 1"},
+    {O("gloo").nproc_per_node(2).node_rank(1), "node_rank must be between 0 and 0"},
+    {O("gloo").nproc_per_node(2).nnodes(2).node_rank(0).master_addr("10.0.0.1"),
+     "master_addr and master_port (the address of node 0"},
+    {O("gloo").nproc_per_node(2).master_port(70000), "master_port must be a TCP port between 1 and 65535"},
+    {O("gloo").nproc_per_node(2).init_method("tcp://127.0.0.1:1").master_port(5), "give one or the other"},
+    {O("gloo").nproc_per_node(2).init_method("udp://x"), "unsupported init_method 'udp://x'"},
+    {O("gloo").nnodes(2).node_rank(1), "only apply when this program starts the processes"},
+    {O("gloo").nproc_per_node(2).timeout(std::chrono::milliseconds(0)), "timeout must be positive"},
 #if KINDLING_HAS_MPI
-      {O("mpi").nproc_per_node(2), "MPI programs are started by MPI's launcher. Run `mpirun -np 2"},
+    {O("mpi").nproc_per_node(2), "MPI programs are started by MPI's launcher. Run `mpirun -np 2"},
 #endif
   };
   for (const auto& c : cases) {
@@ -61,7 +61,12 @@ TEST(ParallelSerial, RunsTheFunctionOnceWithLocalRankZero) {
   kd::Parallel p;
   EXPECT_EQ(p.mode(), "serial");
   int calls = 0, seen = -1;
-  p.run([&](int local_rank, int add) { calls += add; seen = local_rank; }, 1);
+  p.run(
+      [&](int local_rank, int add) {
+        calls += add;
+        seen = local_rank;
+      },
+      1);
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(seen, 0);
 }
@@ -75,7 +80,8 @@ KINDLING_WORKER(parallel_under_launcher) {
     } catch (const kindling::UsageError& e) {
       what = e.what();
     }
-    WCHECK(what.find("started by env with 2 processes on this node, but nproc_per_node=3") != std::string::npos, << what);
+    WCHECK(what.find("started by env with 2 processes on this node, but nproc_per_node=3") != std::string::npos,
+           << what);
   }
   kd::Parallel p(kd::ParallelOptions("gloo").nproc_per_node(2).timeout(std::chrono::seconds(60)));
   WCHECK(p.mode() == "launcher");
@@ -103,7 +109,8 @@ void spawn_and_check(kd::StartMethod method) {
   const std::string dir = std::getenv("KINDLING_TEST_DIR");
   std::cout << "parent before Parallel" << std::endl;
   {
-    kd::Parallel p(kd::ParallelOptions("gloo").nproc_per_node(3).start_method(method).timeout(std::chrono::seconds(60)));
+    kd::Parallel p(
+        kd::ParallelOptions("gloo").nproc_per_node(3).start_method(method).timeout(std::chrono::seconds(60)));
     // In a re-executed child the same Parallel is in launcher mode.
     WCHECK(p.mode() == (std::getenv("KINDLING_PARALLEL_CHILD") ? "launcher" : "spawn"), << p.mode());
     p.run(record, dir);
@@ -184,7 +191,12 @@ TEST(ParallelSpawn, AFailingChildStopsTheOthersAndIsNamed) {
 KINDLING_WORKER(parallel_two_nodes) {
   const int node = std::atoi(std::getenv("KINDLING_TEST_RANK"));
   const int port = std::atoi(std::getenv("KINDLING_TEST_PORT"));
-  kd::Parallel p(kd::ParallelOptions("gloo").nproc_per_node(2).nnodes(2).node_rank(node).master_addr("127.0.0.1").master_port(port)
+  kd::Parallel p(kd::ParallelOptions("gloo")
+                     .nproc_per_node(2)
+                     .nnodes(2)
+                     .node_rank(node)
+                     .master_addr("127.0.0.1")
+                     .master_port(port)
                      .timeout(std::chrono::seconds(60)));
   p.run([node](int local_rank) {
     WCHECK(kd::get_world_size() == 4);

@@ -109,8 +109,9 @@ KINDLING_WORKER(sync_batchnorm_matches_full_batch) {
     for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
     auto y_ref = reference->forward(x_ref);
     auto y = model(x_mine);
-    WCHECK(torch::allclose(y, y_ref.narrow(0, offset, mine), 1e-4, 1e-5),
-           << "step " << step << " output differs by " << (y - y_ref.narrow(0, offset, mine)).abs().max().item<double>());
+    WCHECK(
+        torch::allclose(y, y_ref.narrow(0, offset, mine), 1e-4, 1e-5),
+        << "step " << step << " output differs by " << (y - y_ref.narrow(0, offset, mine)).abs().max().item<double>());
     (y_ref * w).sum().backward();
     (y * w.narrow(0, offset, mine)).sum().backward();
     WCHECK(torch::allclose(x_mine.grad(), x_ref.grad().narrow(0, offset, mine), 1e-4, 1e-5),
@@ -120,7 +121,8 @@ KINDLING_WORKER(sync_batchnorm_matches_full_batch) {
     for (const auto& item : model->named_parameters()) {
       auto g = item.value().grad() * world;
       auto r = reference->named_parameters()[item.key()].grad();
-      WCHECK(torch::allclose(g, r, 1e-3, 1e-4), << item.key() << " gradient differs by " << (g - r).abs().max().item<double>());
+      WCHECK(torch::allclose(g, r, 1e-3, 1e-4),
+             << item.key() << " gradient differs by " << (g - r).abs().max().item<double>());
     }
   }
   WCHECK(torch::allclose(model->bn->running_mean, reference->bn->running_mean, 1e-5, 1e-6));

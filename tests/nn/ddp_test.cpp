@@ -53,7 +53,9 @@ std::pair<torch::Tensor, torch::Tensor> global_batch(int world, int64_t seed) {
 
 torch::Tensor rows(const torch::Tensor& t, int rank) { return t.narrow(0, rank * kLocalBatch, kLocalBatch); }
 
-void initialize() { kd::initialize(kindling::testing::test_backend(), kd::InitOptions().timeout(std::chrono::seconds(60))); }
+void initialize() {
+  kd::initialize(kindling::testing::test_backend(), kd::InitOptions().timeout(std::chrono::seconds(60)));
+}
 
 // Exact equality of `t` on all ranks.
 bool identical_everywhere(const torch::Tensor& t) {
@@ -111,9 +113,10 @@ KINDLING_WORKER(ddp_unused_parameter_error) {
   } catch (const std::exception& e) {
     what = e.what();
   }
-  WCHECK(what.find("2 parameter(s) got no gradient in this backward: never.bias, never.weight") != std::string::npos ||
-             what.find("2 parameter(s) got no gradient in this backward: never.weight, never.bias") != std::string::npos,
-         << what);
+  WCHECK(
+      what.find("2 parameter(s) got no gradient in this backward: never.bias, never.weight") != std::string::npos ||
+          what.find("2 parameter(s) got no gradient in this backward: never.weight, never.bias") != std::string::npos,
+      << what);
   WCHECK(what.find("find_unused_parameters(true)") != std::string::npos, << what);
   kd::finalize();
 }
@@ -122,7 +125,8 @@ KINDLING_WORKER(ddp_unused_parameter_error) {
 KINDLING_WORKER(ddp_find_unused) {
   initialize();
   const int rank = kd::get_rank(), world = kd::get_world_size();
-  auto model = kd::auto_model(seeded_model(), kindling::nn::DdpOptions().find_unused_parameters(true).bucket_cap_mb(0.01));
+  auto model =
+      kd::auto_model(seeded_model(), kindling::nn::DdpOptions().find_unused_parameters(true).bucket_cap_mb(0.01));
   auto [x, y] = global_batch(world, 11);
   torch::mse_loss(model(rows(x, rank), /*use_extra=*/rank == 0), rows(y, rank)).backward();
   // Reference: the average over ranks of each rank's local gradient, computed here for all ranks.
@@ -158,7 +162,8 @@ KINDLING_WORKER(ddp_no_sync) {
   WCHECK(model.reducer()->synchronized_backwards() == 1);
   Mlp reference = seeded_model();
   for (int r = 0; r < world; ++r) {
-    ((torch::mse_loss(reference(rows(x1, r)), rows(y1, r)) + torch::mse_loss(reference(rows(x2, r)), rows(y2, r))) / world)
+    ((torch::mse_loss(reference(rows(x1, r)), rows(y1, r)) + torch::mse_loss(reference(rows(x2, r)), rows(y2, r))) /
+     world)
         .backward();
   }
   for (const auto& item : model->named_parameters()) {
@@ -202,7 +207,8 @@ KINDLING_WORKER(ddp_no_grad_forward_is_local) {
   torch::mse_loss(reference(x), y).backward();
   WCHECK(torch::equal(model->scale, reference->scale), << "buffer not broadcast: " << model->scale);
   auto q = reference->named_parameters();
-  for (const auto& item : model->named_parameters()) expect_close(item.value().grad(), q[item.key()].grad(), item.key());
+  for (const auto& item : model->named_parameters())
+    expect_close(item.value().grad(), q[item.key()].grad(), item.key());
   kd::finalize();
 }
 

@@ -32,7 +32,9 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-std::string tail(const std::string& s, std::size_t n = 3000) { return s.size() <= n ? s : "..." + s.substr(s.size() - n); }
+std::string tail(const std::string& s, std::size_t n = 3000) {
+  return s.size() <= n ? s : "..." + s.substr(s.size() - n);
+}
 
 }  // namespace
 
@@ -158,8 +160,9 @@ std::vector<RankResult> run_workers(const std::string& worker, const LaunchOptio
     res.rank = r;
     std::map<std::string, std::string> env;
     if (options.set_dist_env) {
-      env = {{"RANK", std::to_string(r)}, {"LOCAL_RANK", std::to_string(r)}, {"WORLD_SIZE", std::to_string(n)},
-             {"LOCAL_WORLD_SIZE", std::to_string(n)}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}};
+      env = {{"RANK", std::to_string(r)},       {"LOCAL_RANK", std::to_string(r)},
+             {"WORLD_SIZE", std::to_string(n)}, {"LOCAL_WORLD_SIZE", std::to_string(n)},
+             {"MASTER_ADDR", "127.0.0.1"},      {"MASTER_PORT", port}};
     }
     env["KINDLING_TEST_PORT"] = port;
     env["KINDLING_TEST_RANK"] = std::to_string(r);
@@ -180,8 +183,10 @@ std::vector<RankResult> run_workers(const std::string& worker, const LaunchOptio
     if (pid == 0) {
       ::setpgid(0, 0);
       for (const auto& kv : env) {
-        if (kv.second.empty()) ::unsetenv(kv.first.c_str());
-        else ::setenv(kv.first.c_str(), kv.second.c_str(), 1);
+        if (kv.second.empty())
+          ::unsetenv(kv.first.c_str());
+        else
+          ::setenv(kv.first.c_str(), kv.second.c_str(), 1);
       }
       int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);

@@ -69,20 +69,19 @@ RankResult run_command(const std::vector<std::string>& argv, const std::map<std:
 std::string describe(const std::vector<RankResult>& results);
 
 /// Throws std::runtime_error with the location unless cond holds (for use inside workers).
-#define WCHECK(cond, ...)                                                                   \
-  do {                                                                                      \
-    if (!(cond)) {                                                                          \
-      std::ostringstream kindling_wcheck_;                                                  \
-      kindling_wcheck_ << __FILE__ << ":" << __LINE__ << ": check failed: " #cond " " << "" \
-                       __VA_ARGS__;                                                         \
-      throw std::runtime_error(kindling_wcheck_.str());                                     \
-    }                                                                                       \
+#define WCHECK(cond, ...)                                                             \
+  do {                                                                                \
+    if (!(cond)) {                                                                    \
+      std::ostringstream kindling_wcheck_;                                            \
+      kindling_wcheck_ << __FILE__ << ":" << __LINE__ << ": check failed: " #cond " " \
+                       << "" __VA_ARGS__;                                             \
+      throw std::runtime_error(kindling_wcheck_.str());                               \
+    }                                                                                 \
   } while (0)
 
-#define KINDLING_WORKER(name)                                                                            \
-  static void kindling_worker_##name();                                                                  \
-  static const bool kindling_worker_reg_##name =                                                         \
-      ::kindling::testing::register_worker(#name, kindling_worker_##name);                               \
+#define KINDLING_WORKER(name)                                                                                         \
+  static void kindling_worker_##name();                                                                               \
+  static const bool kindling_worker_reg_##name = ::kindling::testing::register_worker(#name, kindling_worker_##name); \
   static void kindling_worker_##name()
 
 }  // namespace testing

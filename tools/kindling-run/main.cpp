@@ -48,7 +48,8 @@ struct UsageError {
 };
 
 int parse_number(const std::string& flag, const std::string& value) {
-  if (value.empty() || value.size() > 9 || !std::all_of(value.begin(), value.end(), [](unsigned char c) { return std::isdigit(c); })) {
+  if (value.empty() || value.size() > 9 ||
+      !std::all_of(value.begin(), value.end(), [](unsigned char c) { return std::isdigit(c); })) {
     throw UsageError{"kindling-run: " + flag + " expects a non-negative integer, got '" + value + "'" +
                      (value.find(':') != std::string::npos ? " (elastic ranges such as 1:4 are not supported)" : "")};
   }
@@ -141,9 +142,12 @@ Options parse(int argc, char** argv) {
     throw UsageError{"kindling-run: --master_port must be between 1 and 65535, got " + std::to_string(o.master_port)};
   }
   if (o.standalone) {
-    if (o.nnodes != 1) throw UsageError{"kindling-run: --standalone runs one node; it cannot be combined with --nnodes " + std::to_string(o.nnodes)};
+    if (o.nnodes != 1)
+      throw UsageError{"kindling-run: --standalone runs one node; it cannot be combined with --nnodes " +
+                       std::to_string(o.nnodes)};
     if (o.addr_given || o.port_given) {
-      throw UsageError{"kindling-run: --standalone picks the rendezvous address itself; drop --master_addr/--master_port"};
+      throw UsageError{
+          "kindling-run: --standalone picks the rendezvous address itself; drop --master_addr/--master_port"};
     }
   }
   return o;

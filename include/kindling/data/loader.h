@@ -46,31 +46,58 @@ namespace data {
 struct KINDLING_API DataLoaderOptions {
   /// Samples per batch, at least 1 (auto_dataloader: the global batch, divided by the world
   /// size when it is at least the world size).
-  DataLoaderOptions& batch_size(int64_t v) { batch_size_ = v; return *this; }
+  DataLoaderOptions& batch_size(int64_t v) {
+    batch_size_ = v;
+    return *this;
+  }
   /// Shuffle each epoch. Unset means false for DataLoader and true for auto_dataloader in
   /// a distributed run (idist's rule). Must not be true together with a sampler.
-  DataLoaderOptions& shuffle(bool v) { shuffle_ = v; return *this; }
+  DataLoaderOptions& shuffle(bool v) {
+    shuffle_ = v;
+    return *this;
+  }
   /// Worker threads that load batches ahead (0: load in the calling thread); not negative.
   /// In a distributed run auto_dataloader divides it by the processes per node (rounding
   /// up) when it is at least that.
-  DataLoaderOptions& num_workers(int64_t v) { num_workers_ = v; return *this; }
+  DataLoaderOptions& num_workers(int64_t v) {
+    num_workers_ = v;
+    return *this;
+  }
   /// Batches each worker keeps ready ahead of the consumer (default 2; at least 1).
-  DataLoaderOptions& prefetch_factor(int64_t v) { prefetch_factor_ = v; return *this; }
+  DataLoaderOptions& prefetch_factor(int64_t v) {
+    prefetch_factor_ = v;
+    return *this;
+  }
   /// Drop the last batch when it would be smaller than batch_size.
-  DataLoaderOptions& drop_last(bool v) { drop_last_ = v; return *this; }
+  DataLoaderOptions& drop_last(bool v) {
+    drop_last_ = v;
+    return *this;
+  }
   /// Put batches in pinned (page-locked) memory for fast copies to a GPU. Unset: true when
   /// kindling::dist::device() is a CUDA device. Ignored with a warning where LibTorch has
   /// no CUDA.
-  DataLoaderOptions& pin_memory(bool v) { pin_memory_ = v; return *this; }
+  DataLoaderOptions& pin_memory(bool v) {
+    pin_memory_ = v;
+    return *this;
+  }
   /// Hand out batches on this device: the consumer's thread copies each batch there as it
   /// becomes current, non-blocking (asynchronous from pinned memory on the current CUDA
   /// stream, so later work on that stream sees the data). Unset: batches stay on the CPU;
   /// auto_dataloader sets kindling::dist::device() when that is a CUDA device.
-  DataLoaderOptions& device(c10::Device v) { device_ = v; return *this; }
+  DataLoaderOptions& device(c10::Device v) {
+    device_ = v;
+    return *this;
+  }
   /// Seed of the shuffle and of sample_rng() (random transforms).
-  DataLoaderOptions& seed(uint64_t v) { seed_ = v; return *this; }
+  DataLoaderOptions& seed(uint64_t v) {
+    seed_ = v;
+    return *this;
+  }
   /// A sampler that decides the order (instead of shuffle).
-  DataLoaderOptions& sampler(std::shared_ptr<Sampler> v) { sampler_ = std::move(v); return *this; }
+  DataLoaderOptions& sampler(std::shared_ptr<Sampler> v) {
+    sampler_ = std::move(v);
+    return *this;
+  }
 
   int64_t batch_size() const { return batch_size_; }
   std::optional<bool> shuffle() const { return shuffle_; }

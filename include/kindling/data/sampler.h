@@ -81,14 +81,29 @@ class KINDLING_API SubsetRandomSampler : public Sampler {
 /// Options of DistributedSampler (chain the setters). Unset num_replicas / rank mean
 /// kindling::dist's world size and rank at construction.
 struct KINDLING_API DistributedSamplerOptions {
-  DistributedSamplerOptions& num_replicas(int v) { num_replicas_ = v; return *this; }
-  DistributedSamplerOptions& rank(int v) { rank_ = v; return *this; }
+  DistributedSamplerOptions& num_replicas(int v) {
+    num_replicas_ = v;
+    return *this;
+  }
+  DistributedSamplerOptions& rank(int v) {
+    rank_ = v;
+    return *this;
+  }
   /// Shuffle with a generator seeded from seed + epoch (default true).
-  DistributedSamplerOptions& shuffle(bool v) { shuffle_ = v; return *this; }
-  DistributedSamplerOptions& seed(uint64_t v) { seed_ = v; return *this; }
+  DistributedSamplerOptions& shuffle(bool v) {
+    shuffle_ = v;
+    return *this;
+  }
+  DistributedSamplerOptions& seed(uint64_t v) {
+    seed_ = v;
+    return *this;
+  }
   /// Drop the tail so that every rank gets the same number of distinct samples (default
   /// false: pad by repeating from the start).
-  DistributedSamplerOptions& drop_last(bool v) { drop_last_ = v; return *this; }
+  DistributedSamplerOptions& drop_last(bool v) {
+    drop_last_ = v;
+    return *this;
+  }
 
   std::optional<int> num_replicas() const { return num_replicas_; }
   std::optional<int> rank() const { return rank_; }

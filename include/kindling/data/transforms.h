@@ -91,12 +91,24 @@ class KINDLING_API Pad {
 /// Options of RandomCrop (chain the setters).
 struct KINDLING_API RandomCropOptions {
   /// Pixels added on each side before cropping (default 0).
-  RandomCropOptions& padding(int64_t v) { padding_ = v; return *this; }
+  RandomCropOptions& padding(int64_t v) {
+    padding_ = v;
+    return *this;
+  }
   /// Value of added pixels with PaddingMode::kConstant (default 0).
-  RandomCropOptions& fill(double v) { fill_ = v; return *this; }
+  RandomCropOptions& fill(double v) {
+    fill_ = v;
+    return *this;
+  }
   /// Pad an image still smaller than the crop (see RandomCrop) instead of failing.
-  RandomCropOptions& pad_if_needed(bool v) { pad_if_needed_ = v; return *this; }
-  RandomCropOptions& mode(PaddingMode v) { mode_ = v; return *this; }
+  RandomCropOptions& pad_if_needed(bool v) {
+    pad_if_needed_ = v;
+    return *this;
+  }
+  RandomCropOptions& mode(PaddingMode v) {
+    mode_ = v;
+    return *this;
+  }
 
   int64_t padding() const { return padding_; }
   double fill() const { return fill_; }

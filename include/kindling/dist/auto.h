@@ -22,7 +22,8 @@ namespace dist {
 namespace detail {
 /// Moves `module` to device() and, in a distributed model with more than one rank in the
 /// group, returns its reducer (else null).
-KINDLING_API std::shared_ptr<nn::GradientReducer> prepare_model(torch::nn::Module& module, const nn::DdpOptions& options);
+KINDLING_API std::shared_ptr<nn::GradientReducer> prepare_model(torch::nn::Module& module,
+                                                                const nn::DdpOptions& options);
 }  // namespace detail
 
 /// idist.auto_model: places the module on device() and, when distributed, wraps it in

@@ -50,23 +50,38 @@ namespace dist {
 struct KINDLING_API InitOptions {
   /// Where ranks meet: "env://" (MASTER_ADDR / MASTER_PORT, the default),
   /// "tcp://host:port" or "file:///path/to/shared/file". Default: "env://".
-  InitOptions& init_method(std::string v) { init_method_ = std::move(v); return *this; }
+  InitOptions& init_method(std::string v) {
+    init_method_ = std::move(v);
+    return *this;
+  }
   const std::string& init_method() const { return init_method_; }
 
   /// Timeout of the rendezvous and of every collective. Default: 30 minutes (as PyTorch).
-  InitOptions& timeout(std::chrono::milliseconds v) { timeout_ = v; return *this; }
+  InitOptions& timeout(std::chrono::milliseconds v) {
+    timeout_ = v;
+    return *this;
+  }
   std::chrono::milliseconds timeout() const { return timeout_; }
 
   /// This process's rank, used when the environment has no RANK. Default: unset.
-  InitOptions& rank(int v) { rank_ = v; return *this; }
+  InitOptions& rank(int v) {
+    rank_ = v;
+    return *this;
+  }
   std::optional<int> rank() const { return rank_; }
 
   /// The number of ranks, used when the environment has no WORLD_SIZE. Default: unset.
-  InitOptions& world_size(int v) { world_size_ = v; return *this; }
+  InitOptions& world_size(int v) {
+    world_size_ = v;
+    return *this;
+  }
   std::optional<int> world_size() const { return world_size_; }
 
   /// Worker threads of each gloo process group. Default: 2 (as PyTorch).
-  InitOptions& gloo_threads(int v) { gloo_threads_ = v; return *this; }
+  InitOptions& gloo_threads(int v) {
+    gloo_threads_ = v;
+    return *this;
+  }
   int gloo_threads() const { return gloo_threads_; }
 
  private:
@@ -178,8 +193,9 @@ KINDLING_API at::Tensor all_gather(const at::Tensor& tensor, const Group& group 
 
 /// Gathers tensors of the same dtype and number of dimensions but different shapes.
 /// `shapes[i]` is the shape of the i-th member's tensor. Returns one tensor per member.
-KINDLING_API std::vector<at::Tensor> all_gather_tensors_with_shapes(
-    const at::Tensor& tensor, const std::vector<std::vector<int64_t>>& shapes, const Group& group = Group());
+KINDLING_API std::vector<at::Tensor> all_gather_tensors_with_shapes(const at::Tensor& tensor,
+                                                                    const std::vector<std::vector<int64_t>>& shapes,
+                                                                    const Group& group = Group());
 
 /// Like all_gather_tensors_with_shapes, but the shapes (and even the number of dimensions)
 /// are exchanged for you at the cost of one extra small collective.
@@ -191,8 +207,7 @@ KINDLING_API at::Tensor broadcast(const at::Tensor& tensor, int src = 0, const G
 
 /// Safe-mode broadcast: only `src` needs a value; other ranks may pass std::nullopt and
 /// get a new tensor of the source's shape and dtype. Costs one extra small collective.
-KINDLING_API at::Tensor broadcast(const std::optional<at::Tensor>& tensor, int src = 0,
-                                  const Group& group = Group());
+KINDLING_API at::Tensor broadcast(const std::optional<at::Tensor>& tensor, int src = 0, const Group& group = Group());
 
 /// Reduces `tensor` onto global rank `dst` (in place there; on other ranks its content
 /// afterwards is unspecified, as in torch.distributed). Returns it.
@@ -210,8 +225,7 @@ KINDLING_API std::vector<at::Tensor> gather(const at::Tensor& tensor, int dst = 
 
 /// Sends `inputs[i]` to the i-th member and returns what each member sent to this rank.
 /// Inputs share one dtype; their shapes may differ (they are exchanged first).
-KINDLING_API std::vector<at::Tensor> all_to_all(const std::vector<at::Tensor>& inputs,
-                                                const Group& group = Group());
+KINDLING_API std::vector<at::Tensor> all_to_all(const std::vector<at::Tensor>& inputs, const Group& group = Group());
 
 /// Blocks until every member of the group arrives.
 KINDLING_API void barrier(const Group& group = Group());
@@ -231,7 +245,8 @@ KINDLING_API Work isend(const at::Tensor& tensor, int dst, int tag = 0, const Gr
 /// in place and returns at once; `Work::wait()` finishes it. The tensor must be contiguous
 /// and on device(), and stay alive and untouched until then. In the serial model, or on a
 /// rank outside `group`, the Work is already complete and the tensor unchanged.
-KINDLING_API Work all_reduce_async(const at::Tensor& tensor, ReduceOp op = ReduceOp::kSum, const Group& group = Group());
+KINDLING_API Work all_reduce_async(const at::Tensor& tensor, ReduceOp op = ReduceOp::kSum,
+                                   const Group& group = Group());
 /// An uninitialized tensor meant to be all-reduced many times on `group` (DDP's gradient
 /// buckets use it). On the mpi backend, when every member of the group runs on this node,
 /// its memory lies in the group's MPI-3 shared-memory window, and all_reduce on it reads and

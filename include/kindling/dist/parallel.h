@@ -59,26 +59,56 @@ class KINDLING_API ParallelOptions {
   /// `backend`: "serial", "gloo", "nccl" or "mpi". No backend (or "serial") runs fn once.
   explicit ParallelOptions(std::string backend) : backend_(std::move(backend)) {}
 
-  ParallelOptions& backend(std::string v) { backend_ = std::move(v); return *this; }
+  ParallelOptions& backend(std::string v) {
+    backend_ = std::move(v);
+    return *this;
+  }
   /// Processes to start on this node (spawn mode).
-  ParallelOptions& nproc_per_node(int v) { nproc_per_node_ = v; return *this; }
+  ParallelOptions& nproc_per_node(int v) {
+    nproc_per_node_ = v;
+    return *this;
+  }
   /// Number of nodes of the job (default 1). With more than one, node_rank and
   /// master_addr/master_port (or init_method) are required.
-  ParallelOptions& nnodes(int v) { nnodes_ = v; return *this; }
+  ParallelOptions& nnodes(int v) {
+    nnodes_ = v;
+    return *this;
+  }
   /// Index of this node, in [0, nnodes).
-  ParallelOptions& node_rank(int v) { node_rank_ = v; return *this; }
+  ParallelOptions& node_rank(int v) {
+    node_rank_ = v;
+    return *this;
+  }
   /// Address of the node of rank 0 (default 127.0.0.1).
-  ParallelOptions& master_addr(std::string v) { master_addr_ = std::move(v); return *this; }
+  ParallelOptions& master_addr(std::string v) {
+    master_addr_ = std::move(v);
+    return *this;
+  }
   /// Port on which rank 0 hosts the rendezvous (default 15000, as idist).
-  ParallelOptions& master_port(int v) { master_port_ = v; return *this; }
+  ParallelOptions& master_port(int v) {
+    master_port_ = v;
+    return *this;
+  }
   /// "env://" (default), "tcp://host:port" or "file:///path".
-  ParallelOptions& init_method(std::string v) { init_method_ = std::move(v); return *this; }
+  ParallelOptions& init_method(std::string v) {
+    init_method_ = std::move(v);
+    return *this;
+  }
   /// Rendezvous and collective timeout (default 30 minutes).
-  ParallelOptions& timeout(std::chrono::milliseconds v) { timeout_ = v; return *this; }
-  ParallelOptions& start_method(StartMethod v) { start_method_ = v; return *this; }
+  ParallelOptions& timeout(std::chrono::milliseconds v) {
+    timeout_ = v;
+    return *this;
+  }
+  ParallelOptions& start_method(StartMethod v) {
+    start_method_ = v;
+    return *this;
+  }
   /// Time between SIGTERM and SIGKILL when the other children are stopped after a
   /// failure (default 3000 ms).
-  ParallelOptions& grace_period(std::chrono::milliseconds v) { grace_period_ = v; return *this; }
+  ParallelOptions& grace_period(std::chrono::milliseconds v) {
+    grace_period_ = v;
+    return *this;
+  }
 
   const std::optional<std::string>& backend() const { return backend_; }
   const std::optional<int>& nproc_per_node() const { return nproc_per_node_; }

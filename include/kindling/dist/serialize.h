@@ -33,9 +33,7 @@ namespace dist {
 /// Appends raw bytes to a buffer.
 class ByteWriter {
  public:
-  void write(const void* data, std::size_t size) {
-    bytes_.append(static_cast<const char*>(data), size);
-  }
+  void write(const void* data, std::size_t size) { bytes_.append(static_cast<const char*>(data), size); }
   template <typename T>
   void pod(const T& value) {
     static_assert(std::is_trivially_copyable<T>::value, "pod() needs a trivially copyable type");
@@ -57,7 +55,8 @@ class ByteReader {
   explicit ByteReader(const std::string& bytes) : bytes_(bytes) {}
   void read(void* out, std::size_t size) {
     KINDLING_CHECK(size <= bytes_.size() - pos_, "kindling::dist deserialization: the message is truncated (",
-                   bytes_.size(), " bytes, needed ", pos_ + size, "); the sender and receiver disagree on the value's type");
+                   bytes_.size(), " bytes, needed ", pos_ + size,
+                   "); the sender and receiver disagree on the value's type");
     std::memcpy(out, bytes_.data() + pos_, size);
     pos_ += size;
   }
@@ -89,9 +88,9 @@ struct Codec;
 namespace detail {
 template <typename T>
 struct ArithmeticName;
-#define KINDLING_ARITH_NAME(type, text) \
-  template <>                           \
-  struct ArithmeticName<type> {         \
+#define KINDLING_ARITH_NAME(type, text)       \
+  template <>                                 \
+  struct ArithmeticName<type> {               \
     static const char* get() { return text; } \
   };
 KINDLING_ARITH_NAME(bool, "bool")
@@ -197,9 +196,7 @@ struct Codec<std::map<K, V, C, A>> : detail::MapCodec<std::map<K, V, C, A>> {
 
 template <typename K, typename V, typename H, typename E, typename A>
 struct Codec<std::unordered_map<K, V, H, E, A>> : detail::MapCodec<std::unordered_map<K, V, H, E, A>> {
-  static std::string name() {
-    return "unordered_map<" + Codec<K>::name() + "," + Codec<V>::name() + ">";
-  }
+  static std::string name() { return "unordered_map<" + Codec<K>::name() + "," + Codec<V>::name() + ">"; }
 };
 
 /// Encodes `value` with its type signature.

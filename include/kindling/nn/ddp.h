@@ -50,21 +50,36 @@ namespace nn {
 struct KINDLING_API DdpOptions {
   /// Bucket size in MiB (default 25, as PyTorch), positive. The first bucket is capped at
   /// 1 MiB so that communication starts early in backward.
-  DdpOptions& bucket_cap_mb(double v) { bucket_cap_mb_ = v; return *this; }
+  DdpOptions& bucket_cap_mb(double v) {
+    bucket_cap_mb_ = v;
+    return *this;
+  }
   /// Allow parameters that get no gradient in an iteration (PyTorch's
   /// find_unused_parameters). Costs one extra small all-reduce per iteration. Without it,
   /// a parameter that gets no gradient is an error naming it (kindling::UsageError at the
   /// end of backward, on the rank that did not use it).
-  DdpOptions& find_unused_parameters(bool v) { find_unused_parameters_ = v; return *this; }
+  DdpOptions& find_unused_parameters(bool v) {
+    find_unused_parameters_ = v;
+    return *this;
+  }
   /// Broadcast buffers (BatchNorm statistics...) from the group's first rank (rank 0 for the
   /// world) before each forward that has gradients enabled and sync on (default true).
-  DdpOptions& broadcast_buffers(bool v) { broadcast_buffers_ = v; return *this; }
+  DdpOptions& broadcast_buffers(bool v) {
+    broadcast_buffers_ = v;
+    return *this;
+  }
   /// The group whose ranks train together (default: the world).
-  DdpOptions& group(dist::Group v) { group_ = std::move(v); return *this; }
+  DdpOptions& group(dist::Group v) {
+    group_ = std::move(v);
+    return *this;
+  }
   /// idist's sync_bn: in a distributed run, switch every kindling::nn::BatchNorm2d of the
   /// model to batch statistics over the group (convert_sync_batchnorm, which also says
   /// why torch::nn::BatchNorm layers are refused). Default false.
-  DdpOptions& sync_batchnorm(bool v) { sync_batchnorm_ = v; return *this; }
+  DdpOptions& sync_batchnorm(bool v) {
+    sync_batchnorm_ = v;
+    return *this;
+  }
 
   double bucket_cap_mb() const { return bucket_cap_mb_; }
   bool find_unused_parameters() const { return find_unused_parameters_; }
@@ -132,7 +147,9 @@ class KINDLING_API NoSyncGuard {
   /// A null `reducer` (the serial model) makes a guard that does nothing.
   explicit NoSyncGuard(GradientReducer* reducer);
   ~NoSyncGuard();
-  NoSyncGuard(NoSyncGuard&& other) noexcept : reducer_(other.reducer_), previous_(other.previous_) { other.reducer_ = nullptr; }
+  NoSyncGuard(NoSyncGuard&& other) noexcept : reducer_(other.reducer_), previous_(other.previous_) {
+    other.reducer_ = nullptr;
+  }
   NoSyncGuard(const NoSyncGuard&) = delete;
   NoSyncGuard& operator=(const NoSyncGuard&) = delete;
 

@@ -68,12 +68,12 @@ class Communicator {
 
 /// Shared state of a group (world or new_group) on this rank.
 struct GroupState {
-  int id = 0;                      // 0 = world, k = k-th new_group
-  std::vector<int> ranks;          // global ranks, ascending
-  int group_rank = -1;             // this rank's index in `ranks`, -1 if not a member
+  int id = 0;                          // 0 = world, k = k-th new_group
+  std::vector<int> ranks;              // global ranks, ascending
+  int group_rank = -1;                 // this rank's index in `ranks`, -1 if not a member
   std::shared_ptr<Communicator> comm;  // null on non-members
   std::chrono::milliseconds timeout{0};
-  std::atomic<bool> valid{true};   // false after finalize()
+  std::atomic<bool> valid{true};  // false after finalize()
 
   // Progress, read by the progress monitor: how many collectives this rank entered on
   // the group and the name of the last one.
@@ -125,7 +125,7 @@ struct WorldConfig {
   int rank = 0;
   int world_size = 1;
   std::optional<int> local_rank;  // from the launcher's environment, when it says
-  std::string init_method;  // env://, tcp://..., file://...
+  std::string init_method;        // env://, tcp://..., file://...
   std::string master_addr;
   int master_port = 0;
   std::chrono::milliseconds timeout{0};

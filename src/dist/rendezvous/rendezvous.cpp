@@ -33,13 +33,15 @@ c10::intrusive_ptr<c10d::Store> tcp_store(const std::string& host, int port, con
   } catch (const std::exception& e) {
     const std::string msg = engine_message(e);
     if (opts.isServer) {
-      throw UsageError(::kindling::detail::rank_prefix() + "kindling::dist::initialize: rank 0 could not host the rendezvous store on port " +
+      throw UsageError(::kindling::detail::rank_prefix() +
+                       "kindling::dist::initialize: rank 0 could not host the rendezvous store on port " +
                        std::to_string(port) + ": " + msg +
                        ". Another job may use this port: choose a free MASTER_PORT (or tcp:// port).");
     }
-    throw TimeoutError(::kindling::detail::rank_prefix() + "kindling::dist::initialize: could not reach the rendezvous store at " + host +
-                       ":" + std::to_string(port) + " within " + std::to_string(config.timeout.count()) + " ms (" +
-                       msg + "). Check that rank 0 is running and that MASTER_ADDR/MASTER_PORT (or the tcp:// " +
+    throw TimeoutError(::kindling::detail::rank_prefix() +
+                       "kindling::dist::initialize: could not reach the rendezvous store at " + host + ":" +
+                       std::to_string(port) + " within " + std::to_string(config.timeout.count()) + " ms (" + msg +
+                       "). Check that rank 0 is running and that MASTER_ADDR/MASTER_PORT (or the tcp:// " +
                        "address) are the same on every rank.");
   }
   if (agent_store) {

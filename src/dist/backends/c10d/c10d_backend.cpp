@@ -19,7 +19,11 @@ std::string joined_key(int group_index, int rank) {
 
 C10dBackend::C10dBackend(std::string name, c10::intrusive_ptr<c10d::Store> store, int rank, int world_size,
                          std::chrono::milliseconds timeout, ProcessGroupFactory factory)
-    : name_(std::move(name)), store_(std::move(store)), rank_(rank), world_size_(world_size), timeout_(timeout),
+    : name_(std::move(name)),
+      store_(std::move(store)),
+      rank_(rank),
+      world_size_(world_size),
+      timeout_(timeout),
       factory_(std::move(factory)) {}
 
 void C10dBackend::create_world() { world_ = create_group(0, {}, rank_); }
@@ -30,8 +34,9 @@ void C10dBackend::adopt_world(c10::intrusive_ptr<c10d::ProcessGroup> pg) {
 
 std::shared_ptr<Communicator> C10dBackend::create_group(int group_index, const std::vector<int>& ranks,
                                                         int group_rank) {
-  KINDLING_CHECK(store_, "kindling::dist::new_group: the process group handed to kindling came without a store, "
-                         "so kindling cannot create new groups; pass the store to use_process_group()");
+  KINDLING_CHECK(store_,
+                 "kindling::dist::new_group: the process group handed to kindling came without a store, "
+                 "so kindling cannot create new groups; pass the store to use_process_group()");
   const int size = group_index == 0 ? world_size_ : static_cast<int>(ranks.size());
   std::shared_ptr<C10dCommunicator> comm;
   const std::string what = group_index == 0 ? std::string("kindling::dist::initialize (") + name_ + " rendezvous)"
@@ -82,8 +87,9 @@ void store_based_barrier(c10d::Store& store, int group_index, int rank, int worl
   int64_t count = 0;
   while ((count = store.add(key, 0)) < world_size) {
     if (std::chrono::steady_clock::now() - start > timeout) {
-      throw TimeoutError(::kindling::detail::rank_prefix() + what + ": timed out after " + std::to_string(timeout.count()) +
-                         " ms waiting for all ranks: " + std::to_string(count) + " of " + std::to_string(world_size) +
+      throw TimeoutError(::kindling::detail::rank_prefix() + what + ": timed out after " +
+                         std::to_string(timeout.count()) + " ms waiting for all ranks: " + std::to_string(count) +
+                         " of " + std::to_string(world_size) +
                          " arrived; ranks that did not arrive: " + missing_joiners(store, group_index, world_size) +
                          ". Start every rank with the same WORLD_SIZE and rendezvous address, or raise the timeout.");
     }

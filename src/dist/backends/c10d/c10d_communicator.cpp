@@ -65,7 +65,10 @@ class C10dOp : public PendingOp {
  public:
   C10dOp(c10::intrusive_ptr<c10d::Work> work, std::vector<at::Tensor> keep = {},
          std::vector<std::vector<at::Tensor>> keep_lists = {}, std::function<void()> on_done = {})
-      : work_(std::move(work)), keep_(std::move(keep)), keep_lists_(std::move(keep_lists)), on_done_(std::move(on_done)) {}
+      : work_(std::move(work)),
+        keep_(std::move(keep)),
+        keep_lists_(std::move(keep_lists)),
+        on_done_(std::move(on_done)) {}
   void wait(std::chrono::milliseconds timeout) override {
     work_->wait(timeout);
     if (on_done_) {

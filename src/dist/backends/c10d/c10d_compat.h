@@ -31,7 +31,7 @@ using C10dEngine = ::c10d::ProcessGroup;
 /// The store of group `group_name` ("0" world, "<k>" k-th new_group) under the job's
 /// store, with torch.distributed's prefix: "<name>" in 1.13, "<name>/" in 2.x.
 inline c10::intrusive_ptr<::c10d::Store> group_store(const c10::intrusive_ptr<::c10d::Store>& store,
-                                                      const std::string& group_name) {
+                                                     const std::string& group_name) {
 #if TORCH_VERSION_MAJOR >= 2
   return c10::make_intrusive<::c10d::PrefixStore>(group_name + "/", store);
 #else
@@ -43,7 +43,7 @@ inline c10::intrusive_ptr<::c10d::Store> group_store(const c10::intrusive_ptr<::
 /// store, named after the first device type it serves ("cpu" for gloo, "cuda" for nccl);
 /// 1.13 uses the group's store itself.
 inline c10::intrusive_ptr<::c10d::Store> engine_store(const c10::intrusive_ptr<::c10d::Store>& group,
-                                                       const std::string& device) {
+                                                      const std::string& device) {
 #if TORCH_VERSION_MAJOR >= 2
   return c10::make_intrusive<::c10d::PrefixStore>(device + "/", group);
 #else

@@ -38,8 +38,8 @@ std::unique_ptr<Backend> make_gloo_backend(const WorldConfig& config) {
   auto factory = [timeout, threads](c10::intrusive_ptr<c10d::Store> s, int rank, int size, const std::string& name) {
     return make_gloo(std::move(s), rank, size, name, timeout, threads, true);
   };
-  auto backend = std::make_unique<C10dBackend>("gloo", store, config.rank, config.world_size, config.timeout,
-                                               std::move(factory));
+  auto backend =
+      std::make_unique<C10dBackend>("gloo", store, config.rank, config.world_size, config.timeout, std::move(factory));
   backend->create_world();
   return backend;
 }
@@ -55,7 +55,8 @@ std::unique_ptr<Backend> make_external_c10d_backend(c10::intrusive_ptr<c10d::Pro
       return make_gloo(std::move(s), r, n, group_name, timeout, 0, false);
     };
   } else {
-    factory = [name](c10::intrusive_ptr<c10d::Store>, int, int, const std::string&) -> c10::intrusive_ptr<c10d::ProcessGroup> {
+    factory = [name](c10::intrusive_ptr<c10d::Store>, int, int,
+                     const std::string&) -> c10::intrusive_ptr<c10d::ProcessGroup> {
       KINDLING_CHECK(false, "kindling::dist::new_group: cannot create groups for an external '", name,
                      "' process group");
       return {};

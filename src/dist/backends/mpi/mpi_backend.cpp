@@ -65,18 +65,19 @@ MPI_Datatype mpi_type(at::ScalarType t, bool for_reduction) {
     case at::kBFloat16:
       if (!for_reduction) return MPI_UINT16_T;  // moved as 16-bit words
       break;
-    default:
-      break;
+    default: break;
   }
-  KINDLING_CHECK(false, "kindling::dist: the mpi backend cannot ", for_reduction ? "reduce" : "move", " tensors of dtype ",
-                 c10::toString(t), for_reduction ? "; convert to float32 (or float64) before the reduction" : "");
+  KINDLING_CHECK(false, "kindling::dist: the mpi backend cannot ", for_reduction ? "reduce" : "move",
+                 " tensors of dtype ", c10::toString(t),
+                 for_reduction ? "; convert to float32 (or float64) before the reduction" : "");
   return MPI_BYTE;
 }
 
 MPI_Op mpi_op(ReduceOp op, at::ScalarType t) {
   const bool complex = at::isComplexType(t);
-  KINDLING_CHECK(!complex || op == ReduceOp::kSum || op == ReduceOp::kProduct, "kindling::dist: the mpi backend cannot ",
-                 to_string(op), " complex tensors (MPI defines only SUM and PRODUCT for them)");
+  KINDLING_CHECK(!complex || op == ReduceOp::kSum || op == ReduceOp::kProduct,
+                 "kindling::dist: the mpi backend cannot ", to_string(op),
+                 " complex tensors (MPI defines only SUM and PRODUCT for them)");
   switch (op) {
     case ReduceOp::kSum: return MPI_SUM;
     case ReduceOp::kProduct: return MPI_PROD;
@@ -89,8 +90,10 @@ MPI_Op mpi_op(ReduceOp op, at::ScalarType t) {
 }
 
 int count_of(const at::Tensor& t) {
-  KINDLING_CHECK(t.numel() <= std::numeric_limits<int>::max(), "kindling::dist: the mpi backend moves at most 2^31-1 "
-                 "elements per call, got ", t.numel(), "; split the tensor");
+  KINDLING_CHECK(t.numel() <= std::numeric_limits<int>::max(),
+                 "kindling::dist: the mpi backend moves at most 2^31-1 "
+                 "elements per call, got ",
+                 t.numel(), "; split the tensor");
   return static_cast<int>(t.numel());
 }
 
@@ -127,7 +130,8 @@ class Watchdog {
       std::lock_guard<std::mutex> lock(mu_);
       if (!armed_ || std::chrono::steady_clock::now() < deadline_) continue;
       log(LogLevel::kCritical,
-          std::string("kindling::dist (mpi backend): ") + call_ + " did not complete within the timeout of " + std::to_string(timeout_.count()) +
+          std::string("kindling::dist (mpi backend): ") + call_ + " did not complete within the timeout of " +
+              std::to_string(timeout_.count()) +
               " ms. A blocking MPI collective cannot be cancelled, so kindling ends the job (MPI_Abort). Every rank "
               "must call the same collectives in the same order; look for a rank that skipped this one or failed "
               "earlier, or raise InitOptions::timeout if a rank is only slow.");
@@ -282,11 +286,12 @@ class MpiCommunicator : public Communicator {
     const bool direct = consecutive(outputs);
     at::Tensor flat = direct ? at::Tensor() : at::empty({size_, input.numel()}, input.options());
     std::vector<at::Tensor> outs = outputs;
-    auto p = std::make_unique<MpiOp>("MPI_Allgather", std::vector<at::Tensor>{input, flat}, [outs, flat, direct]() mutable {
-      if (!direct) {
-        for (std::size_t i = 0; i < outs.size(); ++i) outs[i].view({-1}).copy_(flat[static_cast<int64_t>(i)]);
-      }
-    });
+    auto p =
+        std::make_unique<MpiOp>("MPI_Allgather", std::vector<at::Tensor>{input, flat}, [outs, flat, direct]() mutable {
+          if (!direct) {
+            for (std::size_t i = 0; i < outs.size(); ++i) outs[i].view({-1}).copy_(flat[static_cast<int64_t>(i)]);
+          }
+        });
     void* dst = direct ? outputs[0].data_ptr() : flat.data_ptr();
     const auto type = mpi_type(input.scalar_type(), false);
     const int count = count_of(input);
@@ -313,11 +318,13 @@ class MpiCommunicator : public Communicator {
     const bool direct = is_root && consecutive(outputs);
     at::Tensor flat = (is_root && !direct) ? at::empty({size_, input.numel()}, input.options()) : at::Tensor();
     std::vector<at::Tensor> outs = outputs;
-    auto p = std::make_unique<MpiOp>("MPI_Gather", std::vector<at::Tensor>{input, flat}, [outs, flat, is_root, direct]() mutable {
-      if (is_root && !direct) {
-        for (std::size_t i = 0; i < outs.size(); ++i) outs[i].view({-1}).copy_(flat[static_cast<int64_t>(i)]);
-      }
-    });
+    auto p = std::make_unique<MpiOp>("MPI_Gather", std::vector<at::Tensor>{input, flat},
+                                     [outs, flat, is_root, direct]() mutable {
+                                       if (is_root && !direct) {
+                                         for (std::size_t i = 0; i < outs.size(); ++i)
+                                           outs[i].view({-1}).copy_(flat[static_cast<int64_t>(i)]);
+                                       }
+                                     });
     void* dst = !is_root ? nullptr : (direct ? outputs[0].data_ptr() : flat.data_ptr());
     const auto type = mpi_type(input.scalar_type(), false);
     const int count = count_of(input);
@@ -352,7 +359,8 @@ class MpiCommunicator : public Communicator {
       int64_t offset = 0;
       for (int i = 0; i < size_; ++i) {
         const int64_t c = splits.empty() ? total / size_ : splits[static_cast<std::size_t>(i)];
-        KINDLING_CHECK(offset + c <= std::numeric_limits<int>::max(), "kindling::dist::all_to_all: the mpi backend moves "
+        KINDLING_CHECK(offset + c <= std::numeric_limits<int>::max(),
+                       "kindling::dist::all_to_all: the mpi backend moves "
                        "at most 2^31-1 elements per call");
         counts[static_cast<std::size_t>(i)] = static_cast<int>(c);
         displs[static_cast<std::size_t>(i)] = static_cast<int>(offset);
@@ -361,7 +369,8 @@ class MpiCommunicator : public Communicator {
       return std::make_pair(counts, displs);
     };
     auto send = std::make_shared<std::pair<std::vector<int>, std::vector<int>>>(to_counts(input_splits, input.numel()));
-    auto recv = std::make_shared<std::pair<std::vector<int>, std::vector<int>>>(to_counts(output_splits, output.numel()));
+    auto recv =
+        std::make_shared<std::pair<std::vector<int>, std::vector<int>>>(to_counts(output_splits, output.numel()));
     // The count arrays must live until the operation completes.
     auto p = std::make_unique<MpiOp>("MPI_Alltoallv", std::vector<at::Tensor>{input, output}, [send, recv]() {});
     const auto type = mpi_type(input.scalar_type(), false);
@@ -436,20 +445,23 @@ std::unique_ptr<Backend> make_mpi_backend(const WorldConfig& config, const std::
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
-  KINDLING_CHECK(!finalized, "kindling::dist::initialize(\"mpi\"): MPI was already finalized in this process and cannot "
-                             "start again; initialize the mpi backend once per process");
+  KINDLING_CHECK(!finalized,
+                 "kindling::dist::initialize(\"mpi\"): MPI was already finalized in this process and cannot "
+                 "start again; initialize the mpi backend once per process");
   int provided = 0;
   if (!initialized) {
     const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-    KINDLING_CHECK_T(CommunicationError, rc == MPI_SUCCESS, "kindling::dist::initialize(\"mpi\"): MPI_Init_thread failed: ",
-                     mpi_error(rc));
+    KINDLING_CHECK_T(CommunicationError, rc == MPI_SUCCESS,
+                     "kindling::dist::initialize(\"mpi\"): MPI_Init_thread failed: ", mpi_error(rc));
     g_we_initialized = true;
     std::atexit(finalize_at_exit);
   } else {
     MPI_Query_thread(&provided);
   }
-  KINDLING_CHECK(provided >= MPI_THREAD_MULTIPLE, "kindling::dist::initialize(\"mpi\"): this MPI library provides thread "
-                 "level ", provided, " but kindling needs MPI_THREAD_MULTIPLE (", MPI_THREAD_MULTIPLE,
+  KINDLING_CHECK(provided >= MPI_THREAD_MULTIPLE,
+                 "kindling::dist::initialize(\"mpi\"): this MPI library provides thread "
+                 "level ",
+                 provided, " but kindling needs MPI_THREAD_MULTIPLE (", MPI_THREAD_MULTIPLE,
                  "); use an MPI built with thread support (Debian's Open MPI has it)");
   MPI_Comm world = MPI_COMM_NULL;
   check(MPI_Comm_dup(MPI_COMM_WORLD, &world), "MPI_Comm_dup");
@@ -459,8 +471,8 @@ std::unique_ptr<Backend> make_mpi_backend(const WorldConfig& config, const std::
   MPI_Comm_size(world, &size);
   if (size != config.world_size || rank != config.rank) {
     MPI_Comm_free(&world);
-    KINDLING_CHECK(false, "kindling::dist::initialize(\"mpi\"): MPI says rank ", rank, " of ", size, " but the ", launcher,
-                   " environment says rank ", config.rank, " of ", config.world_size,
+    KINDLING_CHECK(false, "kindling::dist::initialize(\"mpi\"): MPI says rank ", rank, " of ", size, " but the ",
+                   launcher, " environment says rank ", config.rank, " of ", config.world_size,
                    ". MPI programs are started by mpirun or srun --mpi=pmix, e.g. `mpirun -np ", config.world_size,
                    " ./program`; kindling-run, torchrun and Parallel's spawn start processes MPI does not know about");
   }

@@ -26,7 +26,7 @@ namespace dist {
 namespace detail {
 namespace {
 
-constexpr int kSlots = 2;                 // segments in flight per rank (double buffering)
+constexpr int kSlots = 2;  // segments in flight per rank (double buffering)
 constexpr std::int64_t kControlBytes = 4096;
 constexpr std::int64_t kDefaultSegmentBytes = 1 << 20;  // measured: 1 MiB beats 256 KiB and 4 MiB for staged tensors
 
@@ -201,8 +201,7 @@ void fold_any(at::ScalarType t, ReduceOp op, void* out1, void* out2, const std::
     case at::kByte:
     case at::kBool:  // 0/1 bytes: AND/OR/MIN/MAX as on uint8
       return fold_op<std::uint8_t>(op, out1, out2, src, count);
-    default:
-      throw std::logic_error("kindling::dist: shared-memory all_reduce has no kernel for this dtype");
+    default: throw std::logic_error("kindling::dist: shared-memory all_reduce has no kernel for this dtype");
   }
 }
 
@@ -215,12 +214,9 @@ bool has_kernel(at::ScalarType t, ReduceOp op) {
     case at::kInt:
     case at::kShort:
     case at::kChar:
-    case at::kByte:
-      return true;
-    case at::kBool:
-      return op != ReduceOp::kSum && op != ReduceOp::kProduct;
-    default:
-      return false;
+    case at::kByte: return true;
+    case at::kBool: return op != ReduceOp::kSum && op != ReduceOp::kProduct;
+    default: return false;
   }
 }
 
@@ -232,9 +228,9 @@ struct alignas(64) Line {
   char pad[64 - sizeof(std::atomic<std::int64_t>)];
 };
 struct ShmAllreduce::Control {
-  Line counter[3];     // arrived, reduced, finished: the last segment this rank completed the phase of
+  Line counter[3];       // arrived, reduced, finished: the last segment this rank completed the phase of
   Line numel, dtype_op;  // what the rank is reducing, checked against the peers
-  Line location;       // 0: staged through my slots; else 1 + offset of my tensor in my window
+  Line location;         // 0: staged through my slots; else 1 + offset of my tensor in my window
 };
 enum { kArrived = 0, kReduced = 1, kFinished = 2 };
 
@@ -381,11 +377,13 @@ at::Tensor ShmAllreduce::empty(at::IntArrayRef sizes, const at::TensorOptions& o
   const auto opts = options.device(at::kCPU);
   int64_t numel = 1;
   for (auto d : sizes) numel *= d;
-  const std::int64_t bytes = numel * static_cast<std::int64_t>(c10::elementSize(c10::typeMetaToScalarType(opts.dtype())));
+  const std::int64_t bytes =
+      numel * static_cast<std::int64_t>(c10::elementSize(c10::typeMetaToScalarType(opts.dtype())));
   char* p = heap_->allocate(bytes);
   if (p == nullptr) return at::empty(sizes, opts);  // heap full: an ordinary tensor (staged path)
   std::shared_ptr<Heap> heap = heap_;
-  return at::from_blob(p, sizes, [heap](void* q) { heap->release(q); }, opts);
+  return at::from_blob(
+      p, sizes, [heap](void* q) { heap->release(q); }, opts);
 }
 
 bool ShmAllreduce::handles(const at::Tensor& t, ReduceOp op) const {
@@ -420,7 +418,8 @@ void ShmAllreduce::wait_for(int q, int which, std::int64_t value, const char* ph
 
 void ShmAllreduce::run(at::Tensor& t, ReduceOp op, std::chrono::milliseconds timeout) {
   if (broken_) {
-    throw CommunicationError(::kindling::detail::rank_prefix() + "kindling::dist::all_reduce (mpi backend, shared memory): this group's "
+    throw CommunicationError(::kindling::detail::rank_prefix() +
+                             "kindling::dist::all_reduce (mpi backend, shared memory): this group's "
                              "ranks are out of step after an earlier timeout or mismatch on group rank " +
                              std::to_string(rank_) + "; end the job and fix the first error");
   }
@@ -469,16 +468,19 @@ void ShmAllreduce::run(at::Tensor& t, ReduceOp op, std::chrono::milliseconds tim
     bool any_staged = !direct;
     for (int q = 0; q < size_; ++q) {
       Control* c = control(q);
-      if (c->numel.value.load(std::memory_order_relaxed) != numel || c->dtype_op.value.load(std::memory_order_relaxed) != tag) {
+      if (c->numel.value.load(std::memory_order_relaxed) != numel ||
+          c->dtype_op.value.load(std::memory_order_relaxed) != tag) {
         broken_ = true;
-        throw UsageError(::kindling::detail::rank_prefix() + "kindling::dist::all_reduce (mpi backend, shared memory): group rank " +
+        throw UsageError(::kindling::detail::rank_prefix() +
+                         "kindling::dist::all_reduce (mpi backend, shared memory): group rank " +
                          std::to_string(rank_) + " reduces " + std::to_string(numel) + " elements of " +
                          c10::toString(dtype) + " with " + to_string(op) + " but group rank " + std::to_string(q) +
                          " passed a different number of elements, dtype or op. Every rank must pass a tensor of the "
                          "same shape and dtype and the same op; this group's shared-memory path is now unusable");
       }
       const std::int64_t loc = c->location.value.load(std::memory_order_relaxed);
-      where[static_cast<std::size_t>(q)] = loc == 0 ? nullptr : base_[static_cast<std::size_t>(q)] + (loc - 1) + start * elem;
+      where[static_cast<std::size_t>(q)] =
+          loc == 0 ? nullptr : base_[static_cast<std::size_t>(q)] + (loc - 1) + start * elem;
       any_staged = any_staged || loc == 0;
     }
     if (hi(rank_) > lo(rank_)) {

@@ -69,7 +69,7 @@ class ShmAllreduce {
   int size_ = 1;
   std::shared_ptr<Heap> heap_;
   std::vector<char*> base_;  // each rank's segment of the window, mapped here
-  std::int64_t seq_ = 0;      // segments completed by this rank
+  std::int64_t seq_ = 0;     // segments completed by this rank
   bool broken_ = false;
 };
 

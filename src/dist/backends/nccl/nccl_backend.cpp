@@ -15,8 +15,9 @@ namespace detail {
 std::unique_ptr<Backend> make_nccl_backend(const WorldConfig& config) {
   const int gpus = static_cast<int>(c10::cuda::device_count());
   const int local = config.local_rank.value_or(config.world_size == 1 ? 0 : config.rank);
-  KINDLING_CHECK(gpus > 0, "kindling::dist::initialize(\"nccl\"): nccl backend is required but no cuda capable devices "
-                           "are visible (CUDA_VISIBLE_DEVICES='",
+  KINDLING_CHECK(gpus > 0,
+                 "kindling::dist::initialize(\"nccl\"): nccl backend is required but no cuda capable devices "
+                 "are visible (CUDA_VISIBLE_DEVICES='",
                  std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES") : "<unset>",
                  "'); use the gloo backend on CPU");
   KINDLING_CHECK(local < gpus, ::kindling::detail::rank_prefix(), "kindling::dist::initialize(\"nccl\"): local rank ",
@@ -35,8 +36,8 @@ std::unique_ptr<Backend> make_nccl_backend(const WorldConfig& config) {
     auto engine = c10::make_intrusive<c10d::ProcessGroupNCCL>(engine_store(s, "cuda"), rank, size, opts);
     return as_process_group(engine, s, "nccl", EngineDevices{false, true}, name, gpu);
   };
-  auto backend = std::make_unique<C10dBackend>("nccl", store, config.rank, config.world_size, config.timeout,
-                                               std::move(factory));
+  auto backend =
+      std::make_unique<C10dBackend>("nccl", store, config.rank, config.world_size, config.timeout, std::move(factory));
   backend->create_world();
   return backend;
 }
