@@ -43,6 +43,27 @@ void run(GroupState& g, const char* name, Start&& start, bool p2p = false) {
   }
 }
 
+/// Starts one asynchronous operation (isend, irecv, all_reduce_async): counts it, starts it
+/// on the group's communicator and returns the state a Work waits on; engine failures at
+/// start are translated. `collective` selects the wait slack (see wait_timeout).
+template <typename Start>
+std::shared_ptr<WorkState> start_async(const std::shared_ptr<GroupState>& g, const char* name, bool collective,
+                                       Start&& start) {
+  auto state = std::make_shared<WorkState>();
+  state->group = g;
+  state->name = name;
+  state->seq = enter(*g, name);
+  state->collective = collective;
+  try {
+    state->op = start(*g->comm);
+  } catch (const kindling::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    translate(e, *g, name, state->seq);
+  }
+  return state;
+}
+
 /// The group's state when this rank takes part in a collective on it; null in the serial
 /// model or when this rank is not a member (idist then returns the input unchanged).
 std::shared_ptr<GroupState> participant(const Group& group, const char* name);

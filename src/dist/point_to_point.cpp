@@ -30,20 +30,10 @@ Work start_p2p(const at::Tensor& tensor, int peer, int tag, const Group& group, 
   auto g = p2p_group(group, name, peer, !is_send);
   detail::check_in_place_tensor(tensor, name);
   const int peer_index = peer < 0 ? -1 : g->index_of(peer);
-  const int64_t seq = detail::enter(*g, name);
-  auto state = std::make_shared<detail::WorkState>();
-  state->group = g;
-  state->name = name;
-  state->seq = seq;
   at::Tensor t = tensor;
-  try {
-    state->op = is_send ? g->comm->send(t, peer_index, tag) : g->comm->recv(t, peer_index, tag);
-  } catch (const kindling::Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    detail::translate(e, *g, name, seq);
-  }
-  return Work(state);
+  return Work(detail::start_async(g, name, /*collective=*/false, [&](detail::Communicator& c) {
+    return is_send ? c.send(t, peer_index, tag) : c.recv(t, peer_index, tag);
+  }));
 }
 
 }  // namespace

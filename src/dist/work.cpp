@@ -28,30 +28,20 @@ Work all_reduce_async(const at::Tensor& tensor, ReduceOp op, const Group& group)
   KINDLING_CHECK(tensor.defined(),
                  "kindling::dist::all_reduce_async: the tensor is undefined; pass a tensor with data");
   detail::check_bitwise(op, tensor.scalar_type(), name);
-  auto state = std::make_shared<detail::WorkState>();
-  state->name = name;
   auto g = participant(group, name);
   if (!g) {
-    state->op = std::make_unique<detail::DoneOp>();
-    return Work(state);
+    auto done = std::make_shared<detail::WorkState>();
+    done->name = name;
+    done->op = std::make_unique<detail::DoneOp>();
+    return Work(done);
   }
   detail::check_in_place_tensor(tensor, name);
   KINDLING_CHECK(tensor.scalar_type() != at::kBool,
                  "kindling::dist::all_reduce_async: bool tensors are not supported; "
                  "reduce a uint8 tensor (or use the blocking all_reduce)");
-  const int64_t seq = detail::enter(*g, name);
-  state->group = g;
-  state->seq = seq;
-  state->collective = true;
   at::Tensor t = tensor;
-  try {
-    state->op = g->comm->all_reduce(t, op);
-  } catch (const kindling::Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    detail::translate(e, *g, name, seq);
-  }
-  return Work(state);
+  return Work(
+      detail::start_async(g, name, /*collective=*/true, [&](detail::Communicator& c) { return c.all_reduce(t, op); }));
 }
 
 Work& Work::operator=(Work&& other) noexcept {
