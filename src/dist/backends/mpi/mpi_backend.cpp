@@ -4,41 +4,28 @@
 // MPI_Isend / MPI_Irecv polled with MPI_Testall until done or timed out. MPI errors are
 // returned (MPI_ERRORS_RETURN), not fatal, and become kindling errors naming the MPI call.
 #include "dist/backends/mpi/mpi_backend.h"
+#include "dist/backends/mpi/mpi_op.h"
 #include "dist/backends/mpi/shm_allreduce.h"
 
 // The C API only: Open MPI's deprecated C++ bindings would need libmpi_cxx.
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
-#include <sched.h>
 
 #include <ATen/ATen.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
-#include <mutex>
+#include <limits>
 #include <stdexcept>
-#include <thread>
 
 #include "kindling/error.h"
-#include "kindling/log.h"
 
 namespace kindling {
 namespace dist {
 namespace detail {
 namespace {
-
-std::string mpi_error(int code) {
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
-  return std::string(text, static_cast<std::size_t>(len));
-}
-
-void check(int code, const char* call) {
-  if (code != MPI_SUCCESS) throw std::runtime_error(std::string(call) + " failed: " + mpi_error(code));
-}
 
 bool g_we_initialized = false;
 
@@ -47,184 +34,6 @@ void finalize_at_exit() {
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
 }
-
-// MPI datatypes for a tensor's elements. `for_reduction` rejects types MPI cannot add up.
-MPI_Datatype mpi_type(at::ScalarType t, bool for_reduction) {
-  switch (t) {
-    case at::kFloat: return MPI_FLOAT;
-    case at::kDouble: return MPI_DOUBLE;
-    case at::kLong: return MPI_INT64_T;
-    case at::kInt: return MPI_INT32_T;
-    case at::kShort: return MPI_INT16_T;
-    case at::kChar: return MPI_INT8_T;
-    case at::kByte: return MPI_UINT8_T;
-    case at::kBool: return MPI_C_BOOL;
-    case at::kComplexFloat: return MPI_C_FLOAT_COMPLEX;
-    case at::kComplexDouble: return MPI_C_DOUBLE_COMPLEX;
-    case at::kHalf:
-    case at::kBFloat16:
-      if (!for_reduction) return MPI_UINT16_T;  // moved as 16-bit words
-      break;
-    default: break;
-  }
-  KINDLING_CHECK(false, "kindling::dist: the mpi backend cannot ", for_reduction ? "reduce" : "move",
-                 " tensors of dtype ", c10::toString(t),
-                 for_reduction ? "; convert to float32 (or float64) before the reduction" : "");
-  return MPI_BYTE;
-}
-
-MPI_Op mpi_op(ReduceOp op, at::ScalarType t) {
-  const bool complex = at::isComplexType(t);
-  KINDLING_CHECK(!complex || op == ReduceOp::kSum || op == ReduceOp::kProduct,
-                 "kindling::dist: the mpi backend cannot ", to_string(op),
-                 " complex tensors (MPI defines only SUM and PRODUCT for them)");
-  switch (op) {
-    case ReduceOp::kSum: return MPI_SUM;
-    case ReduceOp::kProduct: return MPI_PROD;
-    case ReduceOp::kMin: return MPI_MIN;
-    case ReduceOp::kMax: return MPI_MAX;
-    case ReduceOp::kAnd: return t == at::kBool ? MPI_LAND : MPI_BAND;
-    case ReduceOp::kOr: return t == at::kBool ? MPI_LOR : MPI_BOR;
-  }
-  return MPI_SUM;
-}
-
-int count_of(const at::Tensor& t) {
-  KINDLING_CHECK(t.numel() <= std::numeric_limits<int>::max(),
-                 "kindling::dist: the mpi backend moves at most 2^31-1 "
-                 "elements per call, got ",
-                 t.numel(), "; split the tensor");
-  return static_cast<int>(t.numel());
-}
-
-// Open MPI's non-blocking collectives (libnbc) run other, slower algorithms than its
-// blocking ones (2-2.5x slower at 4 MiB on shared memory here), so collectives run as
-// blocking calls. A blocking MPI call cannot be interrupted: this watchdog ends the whole
-// job with a clear message when one outlives its timeout, instead of hanging.
-class Watchdog {
- public:
-  static Watchdog& get() {
-    static Watchdog* w = new Watchdog();  // never destroyed: may run until exit
-    return *w;
-  }
-  void arm(const char* call, std::chrono::milliseconds timeout) {
-    std::lock_guard<std::mutex> lock(mu_);
-    call_ = call;
-    timeout_ = timeout;
-    deadline_ = std::chrono::steady_clock::now() + timeout;
-    armed_ = true;
-    if (!thread_started_) {
-      thread_started_ = true;
-      std::thread([this] { loop(); }).detach();
-    }
-  }
-  void disarm() {
-    std::lock_guard<std::mutex> lock(mu_);
-    armed_ = false;
-  }
-
- private:
-  void loop() {
-    while (true) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!armed_ || std::chrono::steady_clock::now() < deadline_) continue;
-      log(LogLevel::kCritical,
-          std::string("kindling::dist (mpi backend): ") + call_ + " did not complete within the timeout of " +
-              std::to_string(timeout_.count()) +
-              " ms. A blocking MPI collective cannot be cancelled, so kindling ends the job (MPI_Abort). Every rank "
-              "must call the same collectives in the same order; look for a rank that skipped this one or failed "
-              "earlier, or raise InitOptions::timeout if a rank is only slow.");
-      MPI_Abort(MPI_COMM_WORLD, 124);
-      std::_Exit(124);
-    }
-  }
-  std::mutex mu_;
-  const char* call_ = "";
-  std::chrono::milliseconds timeout_{0};
-  std::chrono::steady_clock::time_point deadline_;
-  bool armed_ = false;
-  bool thread_started_ = false;
-};
-
-// One started operation: its requests, the tensors they use, and what to do on completion.
-// A deferred operation (blocking collectives) runs its call in wait(), under the watchdog.
-class MpiOp : public PendingOp {
- public:
-  MpiOp(const char* call, std::vector<at::Tensor> keep, std::function<void()> on_done = {})
-      : call_(call), keep_(std::move(keep)), on_done_(std::move(on_done)) {}
-
-  void defer(std::function<int()> blocking) { blocking_ = std::move(blocking); }
-  // A deferred operation that keeps its own time (throws on timeout): no watchdog.
-  void defer_timed(std::function<void(std::chrono::milliseconds)> timed) { timed_ = std::move(timed); }
-
-  MPI_Request* add_request() {
-    requests_.emplace_back(MPI_REQUEST_NULL);
-    return &requests_.back();
-  }
-
-  void wait(std::chrono::milliseconds timeout) override {
-    if (timed_) {
-      if (done_) return;
-      timed_(timeout);
-      done_ = true;
-      if (on_done_) on_done_();
-      return;
-    }
-    if (blocking_) {
-      if (done_) return;
-      Watchdog::get().arm(call_, timeout);
-      const int rc = blocking_();
-      Watchdog::get().disarm();
-      check(rc, call_);
-      done_ = true;
-      if (on_done_) on_done_();
-      return;
-    }
-    const auto start = std::chrono::steady_clock::now();
-    const auto deadline = start + timeout;
-    for (long spins = 0; !test(); ++spins) {
-      const auto now = std::chrono::steady_clock::now();
-      if (now >= deadline) {
-        throw std::runtime_error(std::string(call_) + " timed out after " + std::to_string(timeout.count()) +
-                                 " ms (the MPI operation is still pending; this process should exit)");
-      }
-      // Busy-poll first (shared-memory latency is in microseconds), then give the core away.
-      if (spins > 20000) {
-        if (now - start > std::chrono::seconds(1)) {
-          std::this_thread::sleep_for(std::chrono::microseconds(200));
-        } else {
-          sched_yield();
-        }
-      }
-    }
-  }
-
-  bool is_completed() override { return (blocking_ || timed_) ? done_ : test(); }
-  int source_rank() override { return source_; }
-
- private:
-  bool test() {
-    if (done_) return true;
-    int flag = 0;
-    std::vector<MPI_Status> statuses(requests_.size());
-    check(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &flag, statuses.data()), call_);
-    if (!flag) return false;
-    if (!statuses.empty()) source_ = statuses.front().MPI_SOURCE;
-    done_ = true;
-    if (on_done_) on_done_();
-    return true;
-  }
-
-  const char* call_;
-  std::vector<at::Tensor> keep_;
-  std::function<void()> on_done_;
-  std::function<int()> blocking_;
-  std::function<void(std::chrono::milliseconds)> timed_;
-  std::vector<MPI_Request> requests_;
-  int source_ = -1;
-  bool done_ = false;
-};
 
 // True when outs[i] are consecutive, equally sized slices of one contiguous buffer.
 bool consecutive(const std::vector<at::Tensor>& outs) {

@@ -1,0 +1,75 @@
+#pragma once
+// Internal to the mpi backend: MPI error and type helpers, and MpiOp, one started MPI
+// operation (a PendingOp) with its requests, the tensors they use and a completion action.
+
+// The C API only: Open MPI's deprecated C++ bindings would need libmpi_cxx.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "dist/backends/backend.h"
+#include "kindling/dist/dist.h"
+
+namespace kindling {
+namespace dist {
+namespace detail {
+
+/// MPI's text for the error `code`.
+std::string mpi_error(int code);
+
+/// Throws std::runtime_error naming `call` unless `code` is MPI_SUCCESS.
+void check(int code, const char* call);
+
+/// MPI datatypes for a tensor's elements. `for_reduction` rejects types MPI cannot add up.
+MPI_Datatype mpi_type(at::ScalarType t, bool for_reduction);
+
+/// The MPI reduction for `op` on elements of type `t`; throws for ops MPI lacks on `t`.
+MPI_Op mpi_op(ReduceOp op, at::ScalarType t);
+
+/// The element count of `t` as MPI's int; throws above 2^31-1.
+int count_of(const at::Tensor& t);
+
+/// One started operation: its requests, the tensors they use, and what to do on completion.
+/// A deferred operation (blocking collectives) runs its call in wait(), under the watchdog.
+class MpiOp : public PendingOp {
+ public:
+  MpiOp(const char* call, std::vector<at::Tensor> keep, std::function<void()> on_done = {})
+      : call_(call), keep_(std::move(keep)), on_done_(std::move(on_done)) {}
+
+  void defer(std::function<int()> blocking) { blocking_ = std::move(blocking); }
+  // A deferred operation that keeps its own time (throws on timeout): no watchdog.
+  void defer_timed(std::function<void(std::chrono::milliseconds)> timed) { timed_ = std::move(timed); }
+
+  MPI_Request* add_request() {
+    requests_.emplace_back(MPI_REQUEST_NULL);
+    return &requests_.back();
+  }
+
+  void wait(std::chrono::milliseconds timeout) override;
+
+  bool is_completed() override { return (blocking_ || timed_) ? done_ : test(); }
+  int source_rank() override { return source_; }
+
+ private:
+  bool test();
+
+  const char* call_;
+  std::vector<at::Tensor> keep_;
+  std::function<void()> on_done_;
+  std::function<int()> blocking_;
+  std::function<void(std::chrono::milliseconds)> timed_;
+  std::vector<MPI_Request> requests_;
+  int source_ = -1;
+  bool done_ = false;
+};
+
+}  // namespace detail
+}  // namespace dist
+}  // namespace kindling
