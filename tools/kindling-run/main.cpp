@@ -47,6 +47,8 @@ struct UsageError {
   std::string message;
 };
 
+// Not kindling::detail::parse_int (src/common/env.h): kindling-run links only kindling_supervisor, not the
+// LibTorch-based kindling library (so that it starts fast), and parse_int is an unexported internal of that library.
 int parse_number(const std::string& flag, const std::string& value) {
   if (value.empty() || value.size() > 9 ||
       !std::all_of(value.begin(), value.end(), [](unsigned char c) { return std::isdigit(c); })) {
