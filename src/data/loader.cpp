@@ -24,12 +24,13 @@ std::string DataLoaderOptions::to_string() const {
       << ", num_workers=" << num_workers_ << ", prefetch_factor=" << prefetch_factor_
       << ", drop_last=" << (drop_last_ ? "true" : "false")
       << ", pin_memory=" << (pin_memory_ ? (*pin_memory_ ? "true" : "false") : "unset")
-      << ", device=" << (device_ ? device_->str() : std::string("unset")) << ", seed=" << seed_ << ", sampler=";
+      << ", device=" << (device_ ? device_->str() : std::string("unset")) << ", seed=" << seed_
+      << ", pad_shards=" << (pad_shards_ ? "true" : "false") << ", sampler=";
   if (!sampler_) {
     out << "none";
   } else if (auto* d = dynamic_cast<const DistributedSampler*>(sampler_.get())) {
     out << "DistributedSampler(num_replicas=" << d->num_replicas() << ", rank=" << d->rank()
-        << ", shuffle=" << (d->shuffle() ? "true" : "false") << ")";
+        << ", shuffle=" << (d->shuffle() ? "true" : "false") << (d->pad() ? "" : ", pad=false") << ")";
   } else if (auto* p = dynamic_cast<const DistributedProxySampler*>(sampler_.get())) {
     out << "DistributedProxySampler(num_replicas=" << p->num_replicas() << ", rank=" << p->rank() << ")";
   } else if (dynamic_cast<const RandomSampler*>(sampler_.get())) {
@@ -244,7 +245,8 @@ void DataLoader::set_epoch(int64_t epoch) {
   next_epoch_ = epoch;
 }
 
-DataLoader::Iterator DataLoader::begin() {
+DataLoader::Iterator DataLoader::begin_at(int64_t first) {
+  KINDLING_CHECK(first >= 0, "kindling::data::DataLoader::begin_at: the first batch must not be negative, got ", first);
   if (auto previous = active_.lock()) previous->stop();
   auto run = std::make_shared<detail::EpochRun>();
   run->dataset = dataset_;
@@ -262,11 +264,13 @@ DataLoader::Iterator DataLoader::begin() {
     run->batches.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(i),
                               order.begin() + static_cast<std::ptrdiff_t>(end));
   }
-  if (run->batches.empty()) return end();
+  if (first >= run->count()) return end();
   run->window = options_.num_workers() * options_.prefetch_factor();
-  run->start(std::min<int64_t>(options_.num_workers(), run->count()));
+  run->next_to_load = first;
+  run->consumed = first;
+  run->start(std::min<int64_t>(options_.num_workers(), run->count() - first));
   active_ = run;
-  run->advance_to(0);
+  run->advance_to(first);
   return Iterator(std::move(run));
 }
 

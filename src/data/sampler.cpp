@@ -16,7 +16,8 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, const DistributedSa
       rank_(options.rank().value_or(dist::get_rank())),
       shuffle_(options.shuffle()),
       seed_(options.seed()),
-      drop_last_(options.drop_last()) {
+      drop_last_(options.drop_last()),
+      pad_(options.pad() || options.drop_last()) {
   KINDLING_CHECK(size_ >= 0, "kindling::data::DistributedSampler: dataset size must not be negative, got ", size_);
   KINDLING_CHECK(num_replicas_ >= 1, "kindling::data::DistributedSampler: num_replicas must be at least 1, got ",
                  num_replicas_);
@@ -25,9 +26,16 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, const DistributedSa
   if (drop_last_ && size_ % num_replicas_ != 0) {
     num_samples_ = (size_ - num_replicas_ + num_replicas_ - 1) / num_replicas_;  // ceil((n - r) / r)
     if (size_ < num_replicas_) num_samples_ = 0;
+  } else if (!pad_) {
+    num_samples_ = size_ > rank_ ? (size_ - rank_ + num_replicas_ - 1) / num_replicas_ : 0;
   } else {
     num_samples_ = (size_ + num_replicas_ - 1) / num_replicas_;
   }
+}
+
+int64_t DistributedSampler::total_size() const {
+  if (!pad_) return size_;
+  return num_samples_ * num_replicas_;
 }
 
 std::vector<int64_t> DistributedSampler::indices() const {
@@ -43,7 +51,9 @@ std::vector<int64_t> DistributedSampler::indices() const {
     for (int64_t i = 0; i < size_; ++i) all[static_cast<std::size_t>(i)] = i;
   }
   const auto total = static_cast<std::size_t>(total_size());
-  if (!drop_last_) {
+  if (!pad_) {
+    // No padding: every index once; this rank's positions below the size.
+  } else if (!drop_last_) {
     // Pad by repeating from the start (as often as needed) to a multiple of the replicas.
     const std::size_t n = all.size();
     for (std::size_t k = 0; all.size() < total && n > 0; ++k) all.push_back(all[k % n]);

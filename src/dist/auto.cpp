@@ -50,7 +50,7 @@ data::DataLoader auto_dataloader(std::shared_ptr<const data::Dataset> dataset, d
       const bool shuffle = options.shuffle().value_or(true);
       options.sampler(std::make_shared<data::DistributedSampler>(
           dataset->size(),
-          data::DistributedSamplerOptions().num_replicas(ws).rank(rank).shuffle(shuffle).seed(options.seed())));
+          data::DistributedSamplerOptions().num_replicas(ws).rank(rank).shuffle(shuffle).seed(options.seed()).pad(options.pad_shards())));
       options.shuffle(false);
     } else if (auto* d = dynamic_cast<data::DistributedSampler*>(sampler.get())) {
       if (d->rank() != rank) {

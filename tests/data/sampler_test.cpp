@@ -5,6 +5,7 @@
 #include <kindling/data/sampler.h>
 #include <kindling/error.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -82,6 +83,31 @@ TEST(DistributedSampler, RejectsBadArguments) {
                kindling::UsageError);
   EXPECT_THROW(kindling::data::DistributedSampler(-1, DistributedSamplerOptions().num_replicas(1).rank(0)),
                kindling::UsageError);
+}
+
+TEST(DistributedSampler, WithoutPaddingEverySampleOnceAndShardsMayBeEmpty) {
+  using kindling::data::DistributedSampler;
+  using kindling::data::DistributedSamplerOptions;
+  for (int64_t n : {0, 1, 2, 10, 11, 12}) {
+    for (int replicas : {1, 2, 3, 4}) {
+      for (bool shuffle : {false, true}) {
+        std::vector<int64_t> all;
+        for (int r = 0; r < replicas; ++r) {
+          DistributedSampler s(n,
+                               DistributedSamplerOptions().num_replicas(replicas).rank(r).shuffle(shuffle).pad(false));
+          s.set_epoch(3);
+          const auto mine = s.indices();
+          EXPECT_EQ(static_cast<int64_t>(mine.size()), s.size());
+          EXPECT_EQ(s.size(), n > r ? (n - r + replicas - 1) / replicas : 0) << "n=" << n << " r=" << r;
+          all.insert(all.end(), mine.begin(), mine.end());
+        }
+        std::sort(all.begin(), all.end());
+        std::vector<int64_t> expected(static_cast<std::size_t>(n));
+        for (int64_t i = 0; i < n; ++i) expected[static_cast<std::size_t>(i)] = i;
+        EXPECT_EQ(all, expected) << "n=" << n << " replicas=" << replicas << " shuffle=" << shuffle;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -93,6 +93,14 @@ struct KINDLING_API DataLoaderOptions {
     seed_ = v;
     return *this;
   }
+  /// (auto_dataloader in a distributed run) Pad the ranks' shards to equal length by
+  /// repeating samples, as torch's DistributedSampler (default true). false: every sample
+  /// is seen exactly once and shards may differ by one sample or be empty, so metrics equal
+  /// the single-process value: use it for evaluation loaders, never for DDP training.
+  DataLoaderOptions& pad_shards(bool v) {
+    pad_shards_ = v;
+    return *this;
+  }
   /// A sampler that decides the order (instead of shuffle).
   DataLoaderOptions& sampler(std::shared_ptr<Sampler> v) {
     sampler_ = std::move(v);
@@ -107,6 +115,7 @@ struct KINDLING_API DataLoaderOptions {
   std::optional<bool> pin_memory() const { return pin_memory_; }
   std::optional<c10::Device> device() const { return device_; }
   uint64_t seed() const { return seed_; }
+  bool pad_shards() const { return pad_shards_; }
   const std::shared_ptr<Sampler>& sampler() const { return sampler_; }
   /// "batch_size=64, shuffle=unset, num_workers=2, ..." (for logs). Does not throw.
   std::string to_string() const;
@@ -120,6 +129,7 @@ struct KINDLING_API DataLoaderOptions {
   std::optional<bool> pin_memory_;
   std::optional<c10::Device> device_;
   uint64_t seed_ = 0;
+  bool pad_shards_ = true;
   std::shared_ptr<Sampler> sampler_;
 };
 
@@ -168,7 +178,12 @@ class KINDLING_API DataLoader {
   /// iterators must not be used any more. Throws kindling::Error when a sample's get() (or
   /// its transform) throws a std::exception, naming the sample, batch and epoch; other
   /// errors (the sampler's, collate()'s, pinning, the copy to the device) propagate as they are.
-  Iterator begin();
+  Iterator begin() { return begin_at(0); }
+  /// begin(), positioned at batch `first` of the epoch (0-based): the batches before it are
+  /// neither loaded nor transformed, and the ones after it are the same as begin()'s (what
+  /// an exact resume needs). Returns end() when `first` >= size(). Throws as begin(), and
+  /// kindling::UsageError for a negative `first`.
+  Iterator begin_at(int64_t first);
   Iterator end() { return Iterator(); }
 
   /// The epoch the next begin() runs. Throws kindling::UsageError for a negative epoch.

@@ -105,11 +105,22 @@ struct KINDLING_API DistributedSamplerOptions {
     return *this;
   }
 
+  /// Pad the shards to equal length by repeating samples (default true, as torch). false:
+  /// every sample is visited exactly once and rank r gets positions r, r + replicas, ...
+  /// of the epoch's order, so shards differ in length by at most one and may be empty.
+  /// For evaluation, where metrics must equal the single-process value; never for DDP
+  /// training (ranks would run different numbers of steps). Ignored with drop_last.
+  DistributedSamplerOptions& pad(bool v) {
+    pad_ = v;
+    return *this;
+  }
+
   std::optional<int> num_replicas() const { return num_replicas_; }
   std::optional<int> rank() const { return rank_; }
   bool shuffle() const { return shuffle_; }
   uint64_t seed() const { return seed_; }
   bool drop_last() const { return drop_last_; }
+  bool pad() const { return pad_; }
 
  private:
   std::optional<int> num_replicas_;
@@ -117,9 +128,11 @@ struct KINDLING_API DistributedSamplerOptions {
   bool shuffle_ = true;
   uint64_t seed_ = 0;
   bool drop_last_ = false;
+  bool pad_ = true;
 };
 
-/// Python's torch.utils.data.DistributedSampler, index for index.
+/// Python's torch.utils.data.DistributedSampler, index for index (with pad(false): the
+/// unpadded shards described at DistributedSamplerOptions::pad).
 class KINDLING_API DistributedSampler : public Sampler {
  public:
   /// `num_replicas` / `rank` default to kindling::dist's world size and rank. Throws
@@ -134,12 +147,15 @@ class KINDLING_API DistributedSampler : public Sampler {
   /// This rank's indices for the current epoch (num_samples() of them).
   std::vector<int64_t> indices() const override;
   int64_t size() const override { return num_samples_; }
-  /// Samples per rank: ceil(size / replicas), or floor with drop_last.
+  /// This rank's samples: ceil(size / replicas), floor with drop_last, and without padding
+  /// the positions of this rank below size.
   int64_t num_samples() const { return num_samples_; }
-  int64_t total_size() const { return num_samples_ * num_replicas_; }
+  /// Indices over all ranks in one epoch (the dataset size when not padded).
+  int64_t total_size() const;
   int num_replicas() const { return num_replicas_; }
   int rank() const { return rank_; }
   bool shuffle() const { return shuffle_; }
+  bool pad() const { return pad_; }
 
  private:
   int64_t size_;
@@ -148,6 +164,7 @@ class KINDLING_API DistributedSampler : public Sampler {
   bool shuffle_;
   uint64_t seed_;
   bool drop_last_;
+  bool pad_;
   int64_t epoch_ = 0;
   int64_t num_samples_;
 };

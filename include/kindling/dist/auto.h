@@ -55,7 +55,8 @@ Optimizer& auto_optim(Optimizer& optimizer) {
 /// - batch_size >= world size becomes batch_size / world size (floor; a warning on rank 0
 ///   when it does not divide); a smaller one is kept;
 /// - num_workers >= processes per node becomes ceil(num_workers / processes per node);
-/// - no sampler: a DistributedSampler(shuffle = options.shuffle() or true, seed);
+/// - no sampler: a DistributedSampler(shuffle = options.shuffle() or true, seed,
+///   pad = options.pad_shards(): false for an exact evaluation, see DataLoaderOptions);
 ///   a DistributedSampler: kept, with a warning if its rank or replicas disagree with the
 ///   run; any other sampler: wrapped in a DistributedProxySampler.
 /// In every run pin_memory defaults to "device() is CUDA", and so does the batches'
