@@ -1,0 +1,259 @@
+#pragma once
+/// \file
+/// ignite's create_supervised_trainer / create_supervised_evaluator: engines for the usual
+/// supervised step over kindling::data::Example batches (data = x, target = y).
+///
+/// \code
+///   auto model = kindling::dist::auto_model(MyNet());
+///   torch::optim::SGD optimizer(model->parameters(), 0.1);
+///   auto loss_fn = [](const at::Tensor& y_pred, const at::Tensor& y) { return at::cross_entropy_loss(y_pred, y); };
+///   Engine trainer = create_supervised_trainer(model, optimizer, loss_fn);
+///   Engine evaluator = create_supervised_evaluator(model, {{"accuracy", std::make_shared<metrics::Accuracy>()},
+///                                                          {"loss", std::make_shared<metrics::Loss>(loss_fn)}});
+///   trainer.on(Events::EPOCH_COMPLETED, [&](Engine&) { evaluator.run(test_loader); });
+///   trainer.run(train_loader, 10);
+/// \endcode
+///
+/// `model` is a LibTorch module holder (MyNet), a std::shared_ptr to a module, or a
+/// kindling::nn::DistributedDataParallel; it is called as model.forward(x) when it has a
+/// forward of its own (DDP), else model->forward(x). Ranks: the engines communicate only through the model (DDP's
+/// gradient all-reduce, buffer broadcast) and the metrics (at EPOCH_COMPLETED), so every
+/// rank runs them over its own shard.
+
+#include <ATen/ATen.h>
+#include <torch/optim/optimizer.h>
+
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "kindling/data/dataset.h"
+#include "kindling/engine/engine.h"
+#include "kindling/error.h"
+#include "kindling/metrics/metric.h"
+
+namespace kindling {
+namespace engine {
+
+/// (x, y) from a batch, on `device` when given (copied non-blocking when asked).
+using PrepareBatch =
+    std::function<std::pair<at::Tensor, at::Tensor>(const data::Example&, std::optional<c10::Device>, bool)>;
+
+/// ignite's _prepare_batch: the batch's data and target, moved to `device` when given.
+/// Local; throws what at::Tensor::to throws.
+KINDLING_API std::pair<at::Tensor, at::Tensor> prepare_batch(const data::Example& batch,
+                                                             std::optional<c10::Device> device, bool non_blocking);
+
+/// Options of create_supervised_trainer (chain the setters); ignite's arguments.
+struct KINDLING_API SupervisedTrainerOptions {
+  /// Where batches go (unset: where they are).
+  SupervisedTrainerOptions& device(c10::Device v) {
+    device_ = v;
+    return *this;
+  }
+  SupervisedTrainerOptions& non_blocking(bool v) {
+    non_blocking_ = v;
+    return *this;
+  }
+  SupervisedTrainerOptions& prepare_batch(PrepareBatch v) {
+    prepare_batch_ = std::move(v);
+    return *this;
+  }
+  /// Applied to the model's output before the loss (e.g. pick one head).
+  SupervisedTrainerOptions& model_transform(std::function<at::Tensor(const at::Tensor&)> v) {
+    model_transform_ = std::move(v);
+    return *this;
+  }
+  /// What the iteration returns from (x, y, y_pred, loss); default: loss.item() as a number.
+  SupervisedTrainerOptions& output_transform(
+      std::function<Value(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&)> v) {
+    output_transform_ = std::move(v);
+    return *this;
+  }
+  /// Accumulate gradients over this many iterations (>= 1): the loss is divided by it,
+  /// zero_grad runs when (iteration - 1) % steps == 0 and step when iteration % steps == 0
+  /// (iteration is the engine's global one, as ignite). With DDP the backward passes
+  /// between steps skip the gradient all-reduce (no_sync).
+  SupervisedTrainerOptions& gradient_accumulation_steps(int64_t v) {
+    gradient_accumulation_steps_ = v;
+    return *this;
+  }
+  std::optional<c10::Device> device() const { return device_; }
+  bool non_blocking() const { return non_blocking_; }
+  const PrepareBatch& prepare_batch() const { return prepare_batch_; }
+  const std::function<at::Tensor(const at::Tensor&)>& model_transform() const { return model_transform_; }
+  const std::function<Value(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&)>&
+  output_transform() const {
+    return output_transform_;
+  }
+  int64_t gradient_accumulation_steps() const { return gradient_accumulation_steps_; }
+
+ private:
+  std::optional<c10::Device> device_;
+  bool non_blocking_ = false;
+  PrepareBatch prepare_batch_;
+  std::function<at::Tensor(const at::Tensor&)> model_transform_;
+  std::function<Value(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&)> output_transform_;
+  int64_t gradient_accumulation_steps_ = 1;
+};
+
+/// Options of create_supervised_evaluator (chain the setters); ignite's arguments.
+struct KINDLING_API SupervisedEvaluatorOptions {
+  SupervisedEvaluatorOptions& device(c10::Device v) {
+    device_ = v;
+    return *this;
+  }
+  SupervisedEvaluatorOptions& non_blocking(bool v) {
+    non_blocking_ = v;
+    return *this;
+  }
+  SupervisedEvaluatorOptions& prepare_batch(PrepareBatch v) {
+    prepare_batch_ = std::move(v);
+    return *this;
+  }
+  SupervisedEvaluatorOptions& model_transform(std::function<at::Tensor(const at::Tensor&)> v) {
+    model_transform_ = std::move(v);
+    return *this;
+  }
+  /// What the iteration returns from (x, y, y_pred); default: the tuple {y_pred, y}.
+  SupervisedEvaluatorOptions& output_transform(
+      std::function<Value(const at::Tensor&, const at::Tensor&, const at::Tensor&)> v) {
+    output_transform_ = std::move(v);
+    return *this;
+  }
+  std::optional<c10::Device> device() const { return device_; }
+  bool non_blocking() const { return non_blocking_; }
+  const PrepareBatch& prepare_batch() const { return prepare_batch_; }
+  const std::function<at::Tensor(const at::Tensor&)>& model_transform() const { return model_transform_; }
+  const std::function<Value(const at::Tensor&, const at::Tensor&, const at::Tensor&)>& output_transform() const {
+    return output_transform_;
+  }
+
+ private:
+  std::optional<c10::Device> device_;
+  bool non_blocking_ = false;
+  PrepareBatch prepare_batch_;
+  std::function<at::Tensor(const at::Tensor&)> model_transform_;
+  std::function<Value(const at::Tensor&, const at::Tensor&, const at::Tensor&)> output_transform_;
+};
+
+/// The loss: (y_pred, y) -> a 0-dim tensor (the batch mean, as ignite's Loss expects).
+using LossFunction = std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>;
+
+/// Metrics by name, attached in this order.
+using NamedMetrics = std::vector<std::pair<std::string, std::shared_ptr<metrics::Metric>>>;
+
+namespace detail {
+
+// A wrapper with its own forward (kindling::nn::DistributedDataParallel), as opposed to a
+// module holder or pointer whose module's forward is reached through ->.
+template <typename M, typename = void>
+struct HasOwnForward : std::false_type {};
+template <typename M>
+struct HasOwnForward<M, std::void_t<decltype(std::declval<M&>().forward(std::declval<at::Tensor>()))>>
+    : std::true_type {};
+template <typename M, typename = void>
+struct HasNoSync : std::false_type {};
+template <typename M>
+struct HasNoSync<M, std::void_t<decltype(std::declval<M&>().no_sync())>> : std::true_type {};
+
+template <typename Model>
+at::Tensor call_model(Model& model, const at::Tensor& x) {
+  if constexpr (HasOwnForward<Model>::value) {
+    return model.forward(x);
+  } else {
+    return model->forward(x);
+  }
+}
+
+/// Restores a module's train/eval mode on scope exit.
+template <typename Model>
+class ModeGuard {
+ public:
+  ModeGuard(Model& model, bool training) : model_(model), was_(model->is_training()) { model_->train(training); }
+  ~ModeGuard() { model_->train(was_); }
+
+ private:
+  Model& model_;
+  bool was_;
+};
+
+KINDLING_API void check_accumulation_steps(int64_t steps);
+KINDLING_API void attach_metrics(Engine& evaluator, const NamedMetrics& metrics);
+
+}  // namespace detail
+
+/// An Engine whose iteration is ignite's supervised training step: zero_grad (per the
+/// accumulation steps), model in train mode, (x, y) = prepare_batch, y_pred =
+/// model_transform(model(x)), loss = loss_fn(y_pred, y) / steps, backward, optimizer step
+/// (per the steps); returns output_transform(x, y, y_pred, loss * steps). `model` and
+/// `optimizer` are used by reference: they must outlive the engine. Throws
+/// kindling::UsageError for gradient_accumulation_steps < 1. Every rank calls it (the model
+/// may be DDP).
+template <typename Model>
+Engine create_supervised_trainer(Model model, torch::optim::Optimizer& optimizer, LossFunction loss_fn,
+                                 SupervisedTrainerOptions options = SupervisedTrainerOptions()) {
+  detail::check_accumulation_steps(options.gradient_accumulation_steps());
+  KINDLING_CHECK(static_cast<bool>(loss_fn), "kindling::engine::create_supervised_trainer: loss_fn is empty");
+  return Engine([model, &optimizer, loss_fn = std::move(loss_fn), o = std::move(options)](
+                    Engine& engine, const data::Example& batch) mutable -> Value {
+    const int64_t steps = o.gradient_accumulation_steps();
+    const int64_t it = engine.state().iteration;
+    if ((it - 1) % steps == 0) optimizer.zero_grad();
+    model->train(true);
+    auto xy = o.prepare_batch() ? o.prepare_batch()(batch, o.device(), o.non_blocking())
+                                : prepare_batch(batch, o.device(), o.non_blocking());
+    at::Tensor y_pred = detail::call_model(model, xy.first);
+    if (o.model_transform()) y_pred = o.model_transform()(y_pred);
+    at::Tensor loss = loss_fn(y_pred, xy.second);
+    if (steps > 1) loss = loss / static_cast<double>(steps);
+    const bool step = it % steps == 0;
+    if constexpr (detail::HasNoSync<Model>::value) {
+      if (!step) {
+        auto guard = model.no_sync();
+        loss.backward();
+      } else {
+        loss.backward();
+      }
+    } else {
+      loss.backward();
+    }
+    if (step) optimizer.step();
+    const at::Tensor full = steps > 1 ? loss * static_cast<double>(steps) : loss;
+    if (o.output_transform()) return o.output_transform()(xy.first, xy.second, y_pred, full);
+    return full.item<double>();
+  });
+}
+
+/// An Engine whose iteration evaluates the model: in eval mode and without gradients,
+/// (x, y) = prepare_batch, y_pred = model_transform(model(x)); returns output_transform(x,
+/// y, y_pred), by default {y_pred, y}. The model's train/eval mode is restored after each
+/// iteration (ignite leaves it in eval mode). `metrics` are attached in order (EpochWise).
+/// Every rank calls it and runs it over its shard: the metrics reduce across ranks at
+/// EPOCH_COMPLETED.
+template <typename Model>
+Engine create_supervised_evaluator(Model model, const NamedMetrics& metrics = {},
+                                   SupervisedEvaluatorOptions options = SupervisedEvaluatorOptions()) {
+  Engine evaluator([model, o = std::move(options)](Engine&, const data::Example& batch) mutable -> Value {
+    detail::ModeGuard<Model> mode(model, false);
+    at::NoGradGuard no_grad;
+    auto xy = o.prepare_batch() ? o.prepare_batch()(batch, o.device(), o.non_blocking())
+                                : prepare_batch(batch, o.device(), o.non_blocking());
+    at::Tensor y_pred = detail::call_model(model, xy.first);
+    if (o.model_transform()) y_pred = o.model_transform()(y_pred);
+    if (o.output_transform()) return o.output_transform()(xy.first, xy.second, y_pred);
+    return {y_pred, xy.second};
+  });
+  detail::attach_metrics(evaluator, metrics);
+  return evaluator;
+}
+
+}  // namespace engine
+}  // namespace kindling

@@ -1,0 +1,92 @@
+#pragma once
+/// \file
+/// kindling::engine::Value: what a process function returns (State::output) and what a
+/// metric computes (State::metrics). One small type for both, readable without casts:
+///
+/// \code
+///   return loss.item<double>();                  // a number
+///   return {y_pred, y};                          // a tuple of tensors (what metrics read)
+///   return Value::named({{"y_pred", y_pred}, {"y", y}, {"loss", loss}});
+///   double acc = engine.state().metrics.at("accuracy").number();
+/// \endcode
+///
+/// Metrics read (y_pred, y) from a tuple's first two tensors or from the names "y_pred"
+/// and "y". Values are local to their process: nothing here communicates.
+
+#include <ATen/core/Tensor.h>
+
+#include <cstddef>
+#include <initializer_list>
+#include <map>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kindling/export.h"
+
+namespace kindling {
+namespace engine {
+
+/// Nothing, a number, one tensor, a tuple of tensors, or named tensors. Accessors throw
+/// kindling::UsageError naming the kind held when asked for another kind. Copies share
+/// tensor storage (as at::Tensor copies do).
+class KINDLING_API Value {
+ public:
+  enum class Kind { kNone, kNumber, kTensor, kTuple, kNamed };
+
+  Value() = default;
+  /// A number (any arithmetic type; stored as double).
+  template <typename T, std::enable_if_t<std::is_arithmetic<T>::value, int> = 0>
+  Value(T number) : kind_(Kind::kNumber), number_(static_cast<double>(number)) {}  // NOLINT: implicit on purpose
+  /// One tensor.
+  Value(at::Tensor tensor);  // NOLINT: implicit on purpose
+  /// A tuple of tensors, e.g. {y_pred, y}.
+  Value(std::initializer_list<at::Tensor> tuple);
+  /// A tuple of tensors.
+  static Value tuple(std::vector<at::Tensor> tensors);
+  /// Named tensors, e.g. {{"y_pred", p}, {"y", y}}.
+  static Value named(std::map<std::string, at::Tensor> tensors);
+
+  Kind kind() const { return kind_; }
+  bool is_none() const { return kind_ == Kind::kNone; }
+  bool is_number() const { return kind_ == Kind::kNumber; }
+  bool is_tensor() const { return kind_ == Kind::kTensor; }
+  bool is_tuple() const { return kind_ == Kind::kTuple; }
+  bool is_named() const { return kind_ == Kind::kNamed; }
+
+  /// The number; a one-element tensor gives its value (this may synchronise with a GPU).
+  /// Throws kindling::UsageError for other kinds.
+  double number() const;
+  /// The tensor; a number gives a 0-dim float64 tensor. Throws kindling::UsageError for
+  /// a tuple, named tensors or nothing.
+  at::Tensor tensor() const;
+  /// Tuple element `i`. Throws kindling::UsageError when this is not a tuple or `i` is
+  /// out of range.
+  const at::Tensor& operator[](std::size_t i) const;
+  /// Named tensor `key`. Throws kindling::UsageError when this is not named or has no such key.
+  const at::Tensor& operator[](const std::string& key) const;
+  /// The tuple's tensors (empty for other kinds).
+  const std::vector<at::Tensor>& tuple_elements() const { return tuple_; }
+  /// The named tensors (empty for other kinds).
+  const std::map<std::string, at::Tensor>& named_elements() const { return named_; }
+  /// Whether this is named and has `key`.
+  bool contains(const std::string& key) const { return named_.count(key) > 0; }
+  /// Elements of a tuple or named value; 1 for a number or tensor; 0 for nothing.
+  std::size_t size() const;
+
+  /// "0.2513" (numbers and one-element tensors, 4 significant decimals as ignite's logs),
+  /// "tensor[3, 10] Float", "(tensor[..], tensor[..])", "{loss: 0.25, y: tensor[..]}", "none".
+  std::string to_string() const;
+  /// The kind as a word ("number", "tensor", "tuple", "named", "none").
+  static const char* kind_name(Kind kind);
+
+ private:
+  Kind kind_ = Kind::kNone;
+  double number_ = 0;
+  at::Tensor tensor_;
+  std::vector<at::Tensor> tuple_;
+  std::map<std::string, at::Tensor> named_;
+};
+
+}  // namespace engine
+}  // namespace kindling

@@ -1,0 +1,124 @@
+#pragma once
+/// \file
+/// kindling::metrics::Metric: ignite's Metric base. A metric accumulates local state in
+/// update() (no communication), and compute() reduces it across the ranks of the job (ignite's
+/// sync_all_reduce) without changing the local state, so compute() may be called again.
+///
+/// \code
+///   auto acc = std::make_shared<kindling::metrics::Accuracy>();
+///   acc->attach(evaluator, "accuracy");                 // reset / update / compute per epoch
+///   evaluator.run(test_loader);
+///   double a = evaluator.state().metrics.at("accuracy").number();
+/// \endcode
+///
+/// Ranks: update() is local; compute() (and so the handler attached on the "completed"
+/// event) is a collective when kindling::dist runs more than one process: every rank must
+/// call it the same number of times, which it does when every rank runs the engine over its
+/// shard (a rank whose shard is empty runs epochs of no iteration and still takes part).
+///
+/// Output convention: update() receives the engine's output after output_transform; most
+/// metrics read (y_pred, y) from a tuple's first two tensors or from the names "y_pred" and
+/// "y" (see y_pred_and_y()).
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kindling/dist/dist.h"
+#include "kindling/engine/engine.h"
+#include "kindling/engine/value.h"
+#include "kindling/error.h"
+#include "kindling/export.h"
+
+namespace kindling {
+namespace metrics {
+
+using engine::Value;
+
+/// compute() was called before the metric saw enough data (ignite's NotComputableError).
+class KINDLING_API NotComputableError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// When an attached metric resets, updates and computes (ignite's MetricUsage classes).
+enum class Usage {
+  kEpochWise,                    // reset EPOCH_STARTED, update ITERATION_COMPLETED, compute EPOCH_COMPLETED
+  kRunningEpochWise,             // reset STARTED, update EPOCH_COMPLETED, compute EPOCH_COMPLETED
+  kBatchWise,                    // reset ITERATION_STARTED, update and compute ITERATION_COMPLETED
+  kRunningBatchWise,             // reset STARTED, update and compute ITERATION_COMPLETED
+  kSingleEpochRunningBatchWise,  // reset EPOCH_STARTED, update and compute ITERATION_COMPLETED
+};
+
+/// ignite's usage_name ("epoch_wise", ...).
+KINDLING_API const char* to_string(Usage usage);
+
+/// Maps the engine's output to what update() reads.
+using OutputTransform = std::function<Value(const Value&)>;
+
+class KINDLING_API Metric : public std::enable_shared_from_this<Metric> {
+ public:
+  /// `output_transform` (empty: identity) is applied to the engine's output before update();
+  /// `device` is where the accumulators live (CPU by default).
+  explicit Metric(OutputTransform output_transform = {}, c10::Device device = c10::Device(c10::kCPU));
+  virtual ~Metric();
+  Metric(const Metric&) = delete;
+  Metric& operator=(const Metric&) = delete;
+
+  /// Clears the accumulated state. Local.
+  virtual void reset() = 0;
+  /// Accumulates one (transformed) output. Local; throws kindling::UsageError for an output
+  /// of the wrong kind or shape, naming the metric.
+  virtual void update(const Value& output) = 0;
+  /// The value over everything seen since reset(), reduced across ranks; the local state is
+  /// unchanged. A collective in a distributed run (all ranks). Throws NotComputableError
+  /// when nothing was seen on any rank.
+  virtual Value compute() = 0;
+  /// The metric's class name, for messages ("Accuracy").
+  virtual std::string name() const = 0;
+
+  /// Attaches to `engine` under `name`: reset, update and compute on the usage's events;
+  /// compute stores its result in engine.state().metrics[name]. Attaching one metric
+  /// twice (two names) shares the reset and update. The metric must be owned by a
+  /// std::shared_ptr (the engine keeps it alive). Throws kindling::UsageError otherwise.
+  virtual void attach(engine::Engine& engine, const std::string& name, Usage usage = Usage::kEpochWise);
+  /// Removes this metric's handlers of `usage` from `engine` (and the names it stored).
+  virtual void detach(engine::Engine& engine, Usage usage = Usage::kEpochWise);
+  /// Whether compute is attached to `engine` for `usage`.
+  bool is_attached(const engine::Engine& engine, Usage usage = Usage::kEpochWise) const;
+
+  /// The handlers attach() installs (public so that users can call them as ignite's):
+  /// reset; output_transform then update (without gradients); compute then store.
+  void started(engine::Engine& engine);
+  void iteration_completed(engine::Engine& engine);
+  void completed(engine::Engine& engine, const std::string& name);
+
+  const OutputTransform& output_transform() const { return output_transform_; }
+  c10::Device device() const { return device_; }
+
+ protected:
+  /// (y_pred, y) from a tuple's first two tensors or the names "y_pred" / "y". Throws
+  /// kindling::UsageError naming this metric and what it got.
+  std::pair<at::Tensor, at::Tensor> y_pred_and_y(const Value& output) const;
+  /// The sum (or other op) over ranks of a local accumulator; a copy, the argument is left
+  /// as it is (ignite's sync_all_reduce). Without a distributed run: the value itself.
+  /// A collective: every rank calls it, in the same order.
+  at::Tensor reduce(const at::Tensor& local, dist::ReduceOp op = dist::ReduceOp::kSum) const;
+  double reduce(double local, dist::ReduceOp op = dist::ReduceOp::kSum) const;
+  int64_t reduce(int64_t local, dist::ReduceOp op = dist::ReduceOp::kSum) const;
+
+ private:
+  struct Attachment;
+  OutputTransform output_transform_;
+  c10::Device device_;
+  std::map<const void*, std::map<Usage, std::shared_ptr<Attachment>>> attachments_;  // by Engine::id()
+};
+
+}  // namespace metrics
+}  // namespace kindling

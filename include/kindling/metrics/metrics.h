@@ -1,0 +1,28 @@
+#pragma once
+/// \file
+/// Umbrella header: every metric of kindling::metrics (ignite's ignite.metrics).
+/// - metric.h            Metric, Usage, NotComputableError: the base and attaching to an engine
+/// - classification.h    the input checks shared by Accuracy, Precision and Recall
+/// - accuracy.h          Accuracy
+/// - precision_recall.h  Precision, Recall and their Average modes
+/// - fbeta.h             Fbeta (F1 with beta = 1)
+/// - top_k.h             TopKCategoricalAccuracy
+/// - confusion_matrix.h  ConfusionMatrix, IoU, mIoU, DiceCoefficient, cm_accuracy / precision / recall
+/// - loss.h, average.h   Loss, Average
+/// - regression.h        MeanSquaredError, MeanAbsoluteError, RootMeanSquaredError
+/// - running_average.h   RunningAverage
+/// - epoch_metric.h      EpochMetric (a function over all predictions and targets)
+/// - metrics_lambda.h    MetricsLambda and arithmetic on metrics
+#include "kindling/metrics/metric.h"
+#include "kindling/metrics/classification.h"
+#include "kindling/metrics/accuracy.h"
+#include "kindling/metrics/average.h"
+#include "kindling/metrics/confusion_matrix.h"
+#include "kindling/metrics/epoch_metric.h"
+#include "kindling/metrics/fbeta.h"
+#include "kindling/metrics/loss.h"
+#include "kindling/metrics/metrics_lambda.h"
+#include "kindling/metrics/precision_recall.h"
+#include "kindling/metrics/regression.h"
+#include "kindling/metrics/running_average.h"
+#include "kindling/metrics/top_k.h"

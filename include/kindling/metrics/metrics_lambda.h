@@ -1,0 +1,96 @@
+#pragma once
+/// \file
+/// MetricsLambda (ignite's): a metric computed from other metrics' values, and the
+/// arithmetic on metrics that builds one.
+///
+/// \code
+///   auto precision = std::make_shared<Precision>();
+///   auto recall = std::make_shared<Recall>();
+///   auto f1 = precision * recall * 2.0 / (precision + recall + 1e-20);   // a MetricsLambda
+///   f1->attach(evaluator, "f1");   // precision and recall are reset and updated for it
+/// \endcode
+///
+/// Attaching a MetricsLambda attaches the reset and update handlers of every metric it
+/// depends on, nested lambdas included, but not their compute: they do not appear in
+/// State::metrics unless attached themselves. A dependency shared by several lambdas, or
+/// also attached on its own with a usage of the same events, is still reset and updated
+/// once per event, through its own output_transform.
+///
+/// Ranks: compute() computes the dependencies in order, so it makes their collectives; call
+/// it on every rank (the attached handler does).
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kindling/metrics/metric.h"
+
+namespace kindling {
+namespace metrics {
+
+class KINDLING_API MetricsLambda : public Metric {
+ public:
+  /// Receives the dependencies' computed values, in the order of `args`.
+  using Function = std::function<Value(const std::vector<Value>&)>;
+
+  /// compute() is f(args[0]->compute(), args[1]->compute(), ...). Throws
+  /// kindling::UsageError for an empty f or a null argument.
+  MetricsLambda(Function f, std::vector<std::shared_ptr<Metric>> args);
+
+  /// Resets every dependency (nested lambdas recursively). Local.
+  void reset() override;
+  /// Does nothing while the lambda is attached to an engine (the engine's call: its
+  /// dependencies are updated by their own handlers). Otherwise throws kindling::UsageError:
+  /// a lambda is not updated directly; attach it, or update its source metrics.
+  void update(const Value& output) override;
+  /// f of the dependencies' values (tensors moved to the CPU). Throws what a dependency's
+  /// compute throws (NotComputableError among others). A collective when the dependencies'
+  /// computes are: all ranks.
+  Value compute() override;
+  std::string name() const override { return "MetricsLambda"; }
+
+  /// Attaches the dependencies' reset and update handlers on the usage's events, then this
+  /// lambda as Metric::attach does (its compute stores under `name`).
+  void attach(engine::Engine& engine, const std::string& name, Usage usage = Usage::kEpochWise) override;
+  /// Removes this lambda's handlers and the dependencies' handlers it added (a dependency
+  /// still used by another attached lambda keeps them).
+  void detach(engine::Engine& engine, Usage usage = Usage::kEpochWise) override;
+
+  const std::vector<std::shared_ptr<Metric>>& args() const { return args_; }
+
+ private:
+  struct Registration;
+  Function f_;
+  std::vector<std::shared_ptr<Metric>> args_;
+  // By Engine::id(), then usage: the dependency handlers this lambda holds.
+  std::map<const void*, std::map<Usage, std::vector<std::shared_ptr<Registration>>>> registrations_;
+};
+
+/// a op b for op in '+', '-', '*', '/': numbers give a number; with a tensor the result is
+/// a tensor (a number acts as a Python scalar in type promotion; '/' is true division).
+/// Throws kindling::UsageError for other kinds of values or another op.
+KINDLING_API Value apply(const Value& a, const Value& b, char op);
+
+/// Arithmetic on metrics (and numbers on either side): a MetricsLambda computing the
+/// operation on the computed values with apply(). Throws kindling::UsageError for a null metric.
+KINDLING_API std::shared_ptr<MetricsLambda> operator+(const std::shared_ptr<Metric>& a,
+                                                      const std::shared_ptr<Metric>& b);
+KINDLING_API std::shared_ptr<MetricsLambda> operator+(const std::shared_ptr<Metric>& a, double b);
+KINDLING_API std::shared_ptr<MetricsLambda> operator+(double a, const std::shared_ptr<Metric>& b);
+KINDLING_API std::shared_ptr<MetricsLambda> operator-(const std::shared_ptr<Metric>& a,
+                                                      const std::shared_ptr<Metric>& b);
+KINDLING_API std::shared_ptr<MetricsLambda> operator-(const std::shared_ptr<Metric>& a, double b);
+KINDLING_API std::shared_ptr<MetricsLambda> operator-(double a, const std::shared_ptr<Metric>& b);
+KINDLING_API std::shared_ptr<MetricsLambda> operator*(const std::shared_ptr<Metric>& a,
+                                                      const std::shared_ptr<Metric>& b);
+KINDLING_API std::shared_ptr<MetricsLambda> operator*(const std::shared_ptr<Metric>& a, double b);
+KINDLING_API std::shared_ptr<MetricsLambda> operator*(double a, const std::shared_ptr<Metric>& b);
+KINDLING_API std::shared_ptr<MetricsLambda> operator/(const std::shared_ptr<Metric>& a,
+                                                      const std::shared_ptr<Metric>& b);
+KINDLING_API std::shared_ptr<MetricsLambda> operator/(const std::shared_ptr<Metric>& a, double b);
+KINDLING_API std::shared_ptr<MetricsLambda> operator/(double a, const std::shared_ptr<Metric>& b);
+
+}  // namespace metrics
+}  // namespace kindling

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# kindling::engine's costs with Google Benchmark (bench/engine/main.cpp): event dispatch with
+# 0/10/100 handlers, Accuracy update/compute, and one MLP epoch through
+# create_supervised_trainer against the same loop written by hand, in the same run
+# (interleaved repetitions, medians). Usage: scripts/bench-engine.sh [repetitions] (default 9).
+# Needs a build with benchmarks (scripts/build.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+REPS=${1:-9}
+OUT=$(mktemp)
+trap 'rm -f "$OUT"' EXIT
+echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+OMP_NUM_THREADS=1 "$BUILD/bench/engine/bench_engine" --benchmark_repetitions="$REPS" \
+  --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true \
+  --benchmark_format=json --benchmark_out="$OUT" --benchmark_out_format=json >/dev/null
+python3 - "$OUT" <<'PY'
+import json, sys
+runs = json.load(open(sys.argv[1]))["benchmarks"]
+med = {b["run_name"]: b for b in runs if b.get("aggregate_name") == "median"}
+for name, b in med.items():
+    print(f"{name:22s} median {b['real_time']:12.1f} {b['time_unit']}")
+loop, eng = med["Epoch/0"]["real_time"], med["Epoch/1"]["real_time"]
+print(f"engine epoch / hand-written epoch = {eng / loop:.4f} (samples/s ratio {loop / eng:.4f})")
+PY

@@ -1,0 +1,163 @@
+// kindling::metrics::Metric: attaching to an engine per usage, the output convention, and
+// the cross-rank reduction done at compute (ignite's sync_all_reduce).
+#include "kindling/metrics/metric.h"
+
+#include <ATen/ATen.h>
+
+namespace kindling {
+namespace metrics {
+
+using engine::Engine;
+using engine::Event;
+using engine::Events;
+using engine::HandlerHandle;
+
+struct Metric::Attachment {
+  HandlerHandle started, updated;
+  std::map<std::string, HandlerHandle> completed;  // by name
+};
+
+const char* to_string(Usage usage) {
+  switch (usage) {
+    case Usage::kEpochWise: return "epoch_wise";
+    case Usage::kRunningEpochWise: return "running_epoch_wise";
+    case Usage::kBatchWise: return "batch_wise";
+    case Usage::kRunningBatchWise: return "running_batch_wise";
+    case Usage::kSingleEpochRunningBatchWise: return "single_epoch_running_batch_wise";
+  }
+  return "?";
+}
+
+namespace {
+
+struct UsageEvents {
+  Event started, updated, completed;
+};
+
+UsageEvents events_of(Usage usage) {
+  switch (usage) {
+    case Usage::kEpochWise: return {Events::EPOCH_STARTED, Events::ITERATION_COMPLETED, Events::EPOCH_COMPLETED};
+    case Usage::kRunningEpochWise: return {Events::STARTED, Events::EPOCH_COMPLETED, Events::EPOCH_COMPLETED};
+    case Usage::kBatchWise:
+      return {Events::ITERATION_STARTED, Events::ITERATION_COMPLETED, Events::ITERATION_COMPLETED};
+    case Usage::kRunningBatchWise: return {Events::STARTED, Events::ITERATION_COMPLETED, Events::ITERATION_COMPLETED};
+    case Usage::kSingleEpochRunningBatchWise:
+      return {Events::EPOCH_STARTED, Events::ITERATION_COMPLETED, Events::ITERATION_COMPLETED};
+  }
+  return {Events::EPOCH_STARTED, Events::ITERATION_COMPLETED, Events::EPOCH_COMPLETED};
+}
+
+}  // namespace
+
+Metric::Metric(OutputTransform output_transform, c10::Device device)
+    : output_transform_(std::move(output_transform)), device_(device) {}
+
+Metric::~Metric() = default;
+
+void Metric::attach(Engine& engine, const std::string& name, Usage usage) {
+  std::shared_ptr<Metric> self = weak_from_this().lock();
+  KINDLING_CHECK(self != nullptr, "kindling::metrics::", this->name(),
+                 "::attach: the metric must be owned by a "
+                 "std::shared_ptr (make it with std::make_shared) so that the engine can keep it alive");
+  KINDLING_CHECK(!name.empty(), "kindling::metrics::", this->name(), "::attach: the name must not be empty");
+  const UsageEvents ev = events_of(usage);
+  auto& slot = attachments_[engine.id()][usage];
+  if (!slot) slot = std::make_shared<Attachment>();
+  if (!slot->started.attached()) {
+    slot->started = engine.add_event_handler(ev.started, [self](Engine& e) { self->started(e); });
+  }
+  if (!slot->updated.attached()) {
+    slot->updated = engine.add_event_handler(ev.updated, [self](Engine& e) { self->iteration_completed(e); });
+  }
+  auto old = slot->completed.find(name);
+  if (old != slot->completed.end() && old->second.attached()) old->second.remove();
+  slot->completed[name] = engine.add_event_handler(ev.completed, [self, name](Engine& e) { self->completed(e, name); });
+}
+
+void Metric::detach(Engine& engine, Usage usage) {
+  auto e = attachments_.find(engine.id());
+  if (e == attachments_.end()) return;
+  auto u = e->second.find(usage);
+  if (u == e->second.end()) return;
+  Attachment& a = *u->second;
+  for (HandlerHandle* h : {&a.started, &a.updated}) {
+    if (h->attached()) h->remove();
+  }
+  for (auto& kv : a.completed) {
+    if (kv.second.attached()) {
+      kv.second.remove();
+      engine.state().metrics.erase(kv.first);
+    }
+  }
+  e->second.erase(u);
+  if (e->second.empty()) attachments_.erase(e);
+}
+
+bool Metric::is_attached(const Engine& engine, Usage usage) const {
+  auto e = attachments_.find(engine.id());
+  if (e == attachments_.end()) return false;
+  auto u = e->second.find(usage);
+  if (u == e->second.end()) return false;
+  for (const auto& kv : u->second->completed) {
+    if (engine.has_event_handler(kv.second)) return true;
+  }
+  return false;
+}
+
+void Metric::started(Engine&) { reset(); }
+
+void Metric::iteration_completed(Engine& engine) {
+  at::NoGradGuard no_grad;
+  const Value& output = engine.state().output;
+  if (output_transform_) {
+    update(output_transform_(output));
+  } else {
+    update(output);
+  }
+}
+
+void Metric::completed(Engine& engine, const std::string& name) {
+  Value result = compute();
+  if (result.is_tensor()) {
+    at::Tensor t = result.tensor();
+    if (t.dim() == 0) {
+      result = Value(t.item<double>());
+    } else if (!t.device().is_cpu()) {
+      result = Value(t.cpu());
+    }
+  }
+  engine.state().metrics[name] = std::move(result);
+}
+
+std::pair<at::Tensor, at::Tensor> Metric::y_pred_and_y(const Value& output) const {
+  if (output.is_named()) {
+    KINDLING_CHECK(output.contains("y_pred") && output.contains("y"), "kindling::metrics::", name(),
+                   ": when the (transformed) engine output is named, it should contain the keys y_pred and y, but "
+                   "it has ",
+                   output.to_string(), "; set an output_transform");
+    return {output["y_pred"], output["y"]};
+  }
+  KINDLING_CHECK(output.is_tuple() && output.size() >= 2, "kindling::metrics::", name(),
+                 ": the (transformed) engine output should be the tuple {y_pred, y} or named tensors y_pred and y, "
+                 "but it is ",
+                 output.to_string(), "; set an output_transform");
+  return {output[0], output[1]};
+}
+
+at::Tensor Metric::reduce(const at::Tensor& local, dist::ReduceOp op) const {
+  if (dist::get_world_size() <= 1) return local;
+  return dist::all_reduce(local.clone(), op);
+}
+
+double Metric::reduce(double local, dist::ReduceOp op) const {
+  if (dist::get_world_size() <= 1) return local;
+  return dist::all_reduce(local, op);
+}
+
+int64_t Metric::reduce(int64_t local, dist::ReduceOp op) const {
+  if (dist::get_world_size() <= 1) return local;
+  return dist::all_reduce(local, op);
+}
+
+}  // namespace metrics
+}  // namespace kindling

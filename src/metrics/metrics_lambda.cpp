@@ -1,0 +1,259 @@
+// MetricsLambda: a metric computed from other metrics, whose reset and update handlers it
+// attaches (shared and counted per engine, event and dependency), and metric arithmetic.
+#include "kindling/metrics/metrics_lambda.h"
+
+#include <ATen/ATen.h>
+#include <ATen/ScalarOps.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <mutex>
+#include <tuple>
+
+namespace kindling {
+namespace metrics {
+
+using engine::Engine;
+using engine::Event;
+using engine::Events;
+using engine::HandlerHandle;
+
+namespace {
+
+struct UsageEvents {
+  Event started, updated;
+};
+
+// The reset and update events of a usage (as Metric::attach; see metric.h).
+UsageEvents events_of(Usage usage) {
+  switch (usage) {
+    case Usage::kEpochWise: return {Events::EPOCH_STARTED, Events::ITERATION_COMPLETED};
+    case Usage::kRunningEpochWise: return {Events::STARTED, Events::EPOCH_COMPLETED};
+    case Usage::kBatchWise: return {Events::ITERATION_STARTED, Events::ITERATION_COMPLETED};
+    case Usage::kRunningBatchWise: return {Events::STARTED, Events::ITERATION_COMPLETED};
+    case Usage::kSingleEpochRunningBatchWise: return {Events::EPOCH_STARTED, Events::ITERATION_COMPLETED};
+  }
+  return {Events::EPOCH_STARTED, Events::ITERATION_COMPLETED};
+}
+
+constexpr Usage kUsages[] = {Usage::kEpochWise, Usage::kRunningEpochWise, Usage::kBatchWise, Usage::kRunningBatchWise,
+                             Usage::kSingleEpochRunningBatchWise};
+
+// Whether `dep` is attached on its own (Metric::attach) with a usage whose reset (or update)
+// is on `event`: its own handler then runs, and a lambda's would repeat it.
+bool handled_by_itself(const Metric& dep, const Engine& engine, int event, bool reset) {
+  for (Usage u : kUsages) {
+    const UsageEvents ev = events_of(u);
+    if ((reset ? ev.started : ev.updated).id() == event && dep.is_attached(engine, u)) return true;
+  }
+  return false;
+}
+
+// (engine id, event id, reset (1) or update (0), dependency)
+using Key = std::tuple<const void*, int, int, const Metric*>;
+
+struct Shared {
+  HandlerHandle handle;
+  int users = 0;
+  uint64_t serial = 0;  // tells a live entry from a stale one of a dead engine at the same address
+};
+
+std::mutex registry_mutex;
+std::map<Key, Shared>& registry() {
+  static std::map<Key, Shared> r;
+  return r;
+}
+uint64_t next_serial = 1;
+
+// The non-lambda metrics under `args`, each once, in first-seen order.
+void collect_leaves(const std::vector<std::shared_ptr<Metric>>& args, std::vector<std::shared_ptr<Metric>>& out) {
+  for (const auto& a : args) {
+    if (auto lambda = std::dynamic_pointer_cast<MetricsLambda>(a)) {
+      collect_leaves(lambda->args(), out);
+    } else if (std::find(out.begin(), out.end(), a) == out.end()) {
+      out.push_back(a);
+    }
+  }
+}
+
+// One reset or update handler of a dependency, as held by one lambda: its key and serial.
+using DepRegistration = std::pair<Key, uint64_t>;
+
+DepRegistration acquire(Engine& engine, const Event& event, bool reset, const std::shared_ptr<Metric>& dep) {
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  const Key key{engine.id(), event.id(), reset ? 1 : 0, dep.get()};
+  Shared& s = registry()[key];
+  if (!s.handle.attached()) {  // new, or left over from a dead engine
+    const int id = event.id();
+    if (reset) {
+      s.handle = engine.add_event_handler(event, [dep, id](Engine& e) {
+        if (!handled_by_itself(*dep, e, id, true)) dep->started(e);
+      });
+    } else {
+      s.handle = engine.add_event_handler(event, [dep, id](Engine& e) {
+        if (!handled_by_itself(*dep, e, id, false)) dep->iteration_completed(e);
+      });
+    }
+    s.users = 0;
+    s.serial = next_serial++;
+  }
+  ++s.users;
+  return DepRegistration{key, s.serial};
+}
+
+void release(const DepRegistration& r) {
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  auto it = registry().find(r.first);
+  if (it == registry().end() || it->second.serial != r.second) return;
+  if (--it->second.users > 0) return;
+  if (it->second.handle.attached()) it->second.handle.remove();
+  registry().erase(it);
+}
+
+bool live(const DepRegistration& r) {
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  auto it = registry().find(r.first);
+  return it != registry().end() && it->second.serial == r.second && it->second.handle.attached();
+}
+
+}  // namespace
+
+struct MetricsLambda::Registration {
+  DepRegistration dep;
+};
+
+MetricsLambda::MetricsLambda(Function f, std::vector<std::shared_ptr<Metric>> args)
+    : Metric(OutputTransform(), c10::Device(c10::kCPU)), f_(std::move(f)), args_(std::move(args)) {
+  KINDLING_CHECK(static_cast<bool>(f_), "kindling::metrics::MetricsLambda: the function is empty");
+  for (std::size_t i = 0; i < args_.size(); ++i) {
+    KINDLING_CHECK(args_[i] != nullptr, "kindling::metrics::MetricsLambda: argument ", i,
+                   " is null; pass the metrics the function reads");
+  }
+}
+
+void MetricsLambda::reset() {
+  for (const auto& a : args_) a->reset();
+}
+
+void MetricsLambda::update(const Value&) {
+  KINDLING_CHECK(!registrations_.empty(),
+                 "kindling::metrics::MetricsLambda is not updated directly; attach it, its "
+                 "source metrics are updated then (or update the source metrics themselves)");
+}
+
+Value MetricsLambda::compute() {
+  std::vector<Value> values;
+  values.reserve(args_.size());
+  for (const auto& a : args_) {
+    Value v = a->compute();
+    if (v.is_tensor() && !v.tensor().device().is_cpu()) v = Value(v.tensor().cpu());
+    values.push_back(std::move(v));
+  }
+  return f_(values);
+}
+
+void MetricsLambda::attach(Engine& engine, const std::string& name, Usage usage) {
+  KINDLING_CHECK(weak_from_this().lock() != nullptr,
+                 "kindling::metrics::MetricsLambda::attach: the metric must be "
+                 "owned by a std::shared_ptr (make it with std::make_shared)");
+  KINDLING_CHECK(!name.empty(), "kindling::metrics::MetricsLambda::attach: the name must not be empty");
+  auto& by_usage = registrations_[engine.id()];
+  auto found = by_usage.find(usage);
+  if (found != by_usage.end()) {
+    const bool all_live = std::all_of(found->second.begin(), found->second.end(),
+                                      [](const std::shared_ptr<Registration>& r) { return live(r->dep); });
+    if (!all_live) by_usage.erase(found);  // an engine that died at this address: start again
+  }
+  if (by_usage.count(usage) == 0) {
+    std::vector<std::shared_ptr<Metric>> leaves;
+    collect_leaves(args_, leaves);
+    const UsageEvents ev = events_of(usage);
+    std::vector<std::shared_ptr<Registration>> held;
+    for (const auto& dep : leaves) {
+      held.push_back(std::make_shared<Registration>(Registration{acquire(engine, ev.started, true, dep)}));
+      held.push_back(std::make_shared<Registration>(Registration{acquire(engine, ev.updated, false, dep)}));
+    }
+    by_usage[usage] = std::move(held);
+  }
+  Metric::attach(engine, name, usage);
+}
+
+void MetricsLambda::detach(Engine& engine, Usage usage) {
+  auto e = registrations_.find(engine.id());
+  if (e != registrations_.end()) {
+    auto u = e->second.find(usage);
+    if (u != e->second.end()) {
+      for (const auto& r : u->second) release(r->dep);
+      e->second.erase(u);
+    }
+    if (e->second.empty()) registrations_.erase(e);
+  }
+  Metric::detach(engine, usage);
+}
+
+Value apply(const Value& a, const Value& b, char op) {
+  KINDLING_CHECK((a.is_number() || a.is_tensor()) && (b.is_number() || b.is_tensor()),
+                 "kindling::metrics::MetricsLambda: arithmetic needs numbers or tensors, got ", a.to_string(), " ", op,
+                 " ", b.to_string(), "; compute such values in a MetricsLambda function of your own");
+  KINDLING_CHECK(op == '+' || op == '-' || op == '*' || op == '/', "kindling::metrics::apply: unknown operation '", op,
+                 "', expected one of + - * /");
+  if (a.is_number() && b.is_number()) {
+    const double x = a.number(), y = b.number();
+    switch (op) {
+      case '+': return x + y;
+      case '-': return x - y;
+      case '*': return x * y;
+      default: return x / y;
+    }
+  }
+  // A number takes part in type promotion as a Python scalar does (a "wrapped number").
+  const at::Tensor x = a.is_number() ? at::native::wrapped_scalar_tensor(a.number()) : a.tensor();
+  const at::Tensor y = b.is_number() ? at::native::wrapped_scalar_tensor(b.number()) : b.tensor();
+  switch (op) {
+    case '+': return at::add(x, y);
+    case '-': return at::sub(x, y);
+    case '*': return at::mul(x, y);
+    default: return at::div(x, y);
+  }
+}
+
+namespace {
+
+std::shared_ptr<Metric> checked(const std::shared_ptr<Metric>& m, char op) {
+  KINDLING_CHECK(m != nullptr, "kindling::metrics: operator", op, " got a null metric");
+  return m;
+}
+
+std::shared_ptr<MetricsLambda> binary(const std::shared_ptr<Metric>& a, const std::shared_ptr<Metric>& b, char op) {
+  return std::make_shared<MetricsLambda>([op](const std::vector<Value>& v) { return apply(v[0], v[1], op); },
+                                         std::vector<std::shared_ptr<Metric>>{checked(a, op), checked(b, op)});
+}
+
+std::shared_ptr<MetricsLambda> with_number(const std::shared_ptr<Metric>& m, double c, bool metric_first, char op) {
+  return std::make_shared<MetricsLambda>(
+      [op, c, metric_first](const std::vector<Value>& v) {
+        return metric_first ? apply(v[0], Value(c), op) : apply(Value(c), v[0], op);
+      },
+      std::vector<std::shared_ptr<Metric>>{checked(m, op)});
+}
+
+}  // namespace
+
+#define KINDLING_METRIC_OPERATOR(OP)                                                                               \
+  std::shared_ptr<MetricsLambda> operator OP(const std::shared_ptr<Metric>& a, const std::shared_ptr<Metric>& b) { \
+    return binary(a, b, (#OP)[0]);                                                                                 \
+  }                                                                                                                \
+  std::shared_ptr<MetricsLambda> operator OP(const std::shared_ptr<Metric>& a, double b) {                         \
+    return with_number(a, b, true, (#OP)[0]);                                                                      \
+  }                                                                                                                \
+  std::shared_ptr<MetricsLambda> operator OP(double a, const std::shared_ptr<Metric>& b) {                         \
+    return with_number(b, a, false, (#OP)[0]);                                                                     \
+  }
+KINDLING_METRIC_OPERATOR(+)
+KINDLING_METRIC_OPERATOR(-)
+KINDLING_METRIC_OPERATOR(*)
+KINDLING_METRIC_OPERATOR(/)
+#undef KINDLING_METRIC_OPERATOR
+
+}  // namespace metrics
+}  // namespace kindling

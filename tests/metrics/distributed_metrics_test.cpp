@@ -1,0 +1,242 @@
+// Every metric computed over uneven shards by 1, 2 or 3 real processes (gloo and mpi; a
+// rank with no batch at all at 3) equals the single-process value on the union of the
+// shards; RunningAverage of the output averages over the ranks every iteration.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kindling/dist/dist.h"
+#include "kindling/engine/engine.h"
+#include "kindling/metrics/metrics.h"
+#include "support/multiprocess.h"
+
+namespace kd = kindling::dist;
+namespace km = kindling::metrics;
+using kindling::engine::Engine;
+using kindling::engine::Events;
+using kindling::engine::Value;
+using kindling::testing::LaunchOptions;
+using kindling::testing::run_workers;
+
+namespace {
+
+constexpr int64_t kSamples = 50;
+constexpr int64_t kClasses = 4;
+constexpr int64_t kBatch = 4;
+
+// One sample's fields, made deterministically from its index.
+struct Sample {
+  at::Tensor logits, y, bin_pred, bin_y, multilabel_pred, multilabel_y, reg_pred, reg_y;
+};
+
+Sample sample(int64_t i) {
+  at::Generator gen = at::detail::createCPUGenerator(1000 + static_cast<uint64_t>(i));
+  Sample s;
+  s.logits = at::randn({kClasses}, gen);
+  s.y = at::scalar_tensor((i * 7) % kClasses, at::kLong);
+  s.bin_pred = at::scalar_tensor((i * 5) % 3 == 0 ? 1 : 0, at::kLong);
+  s.bin_y = at::scalar_tensor(i % 2, at::kLong);
+  s.multilabel_pred = (at::rand({3}, gen) > 0.5).to(at::kLong);
+  s.multilabel_y = (at::rand({3}, gen) > 0.4).to(at::kLong);
+  s.reg_pred = at::randn({}, gen).to(at::kDouble);
+  s.reg_y = at::randn({}, gen).to(at::kDouble);
+  return s;
+}
+
+// The indices of `rank`'s shard: uneven on purpose, and empty for the last of 3 ranks.
+std::vector<int64_t> shard(int rank, int ws) {
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < kSamples; ++i) {
+    if (ws == 1) {
+      out.push_back(i);
+    } else if (ws == 2) {
+      if ((i < 33) == (rank == 0)) out.push_back(i);
+    } else if (rank < ws - 1) {
+      if (i % (ws - 1) == rank) out.push_back(i);
+    }
+  }
+  return out;
+}
+
+std::vector<Value> batches(const std::vector<int64_t>& indices) {
+  std::vector<Value> out;
+  for (std::size_t b = 0; b < indices.size(); b += kBatch) {
+    std::map<std::string, std::vector<at::Tensor>> parts;
+    for (std::size_t k = b; k < std::min(indices.size(), b + kBatch); ++k) {
+      Sample s = sample(indices[k]);
+      parts["logits"].push_back(s.logits);
+      parts["y"].push_back(s.y);
+      parts["bin_pred"].push_back(s.bin_pred);
+      parts["bin_y"].push_back(s.bin_y);
+      parts["ml_pred"].push_back(s.multilabel_pred);
+      parts["ml_y"].push_back(s.multilabel_y);
+      parts["reg_pred"].push_back(s.reg_pred);
+      parts["reg_y"].push_back(s.reg_y);
+    }
+    std::map<std::string, at::Tensor> named;
+    for (auto& kv : parts) named[kv.first] = at::stack(kv.second);
+    out.push_back(Value::named(named));
+  }
+  return out;
+}
+
+km::OutputTransform pick(const std::string& pred, const std::string& target) {
+  return [pred, target](const Value& o) { return Value{o[pred], o[target]}; };
+}
+
+// Runs an evaluator with every metric over this process's shard; returns name -> text.
+std::map<std::string, std::string> evaluate(const std::vector<int64_t>& indices) {
+  Engine evaluator([](Engine&, const Value& batch) { return batch; });
+  std::vector<std::pair<std::string, std::shared_ptr<km::Metric>>> metrics{
+      {"accuracy", std::make_shared<km::Accuracy>(pick("logits", "y"))},
+      {"binary_accuracy", std::make_shared<km::Accuracy>(pick("bin_pred", "bin_y"))},
+      {"multilabel_accuracy", std::make_shared<km::Accuracy>(pick("ml_pred", "ml_y"), true)},
+      {"loss",
+       std::make_shared<km::Loss>([](const at::Tensor& p, const at::Tensor& y) { return at::cross_entropy_loss(p, y); },
+                                  pick("logits", "y"))},
+      {"average", std::make_shared<km::Average>([](const Value& o) { return Value(o["reg_pred"].unsqueeze(1)); })},
+      {"top2", std::make_shared<km::TopKCategoricalAccuracy>(2, pick("logits", "y"))},
+      {"mse", std::make_shared<km::MeanSquaredError>(pick("reg_pred", "reg_y"))},
+      {"mae", std::make_shared<km::MeanAbsoluteError>(pick("reg_pred", "reg_y"))},
+      {"rmse", std::make_shared<km::RootMeanSquaredError>(pick("reg_pred", "reg_y"))},
+      {"epoch_metric", std::make_shared<km::EpochMetric>(
+                           [](const at::Tensor& p, const at::Tensor& y) {
+                             return Value((at::argmax(p, 1) == y).to(at::kDouble).mean().item<double>());
+                           },
+                           pick("logits", "y"))},
+  };
+  using PR = km::PrecisionRecallBase;
+  for (auto [label, average] : {std::pair<const char*, PR::Average>{"none", PR::Average::kNone},
+                                {"false", PR::Average::kFalse},
+                                {"macro", PR::Average::kMacro},
+                                {"micro", PR::Average::kMicro},
+                                {"weighted", PR::Average::kWeighted}}) {
+    metrics.push_back(
+        {std::string("precision_") + label, std::make_shared<km::Precision>(pick("logits", "y"), average)});
+    metrics.push_back({std::string("recall_") + label, std::make_shared<km::Recall>(pick("logits", "y"), average)});
+  }
+  metrics.push_back({"binary_precision", std::make_shared<km::Precision>(pick("bin_pred", "bin_y"))});
+  metrics.push_back({"multilabel_recall_samples",
+                     std::make_shared<km::Recall>(pick("ml_pred", "ml_y"), PR::Average::kSamples, true)});
+  metrics.push_back({"f1", km::Fbeta(1.0, true, nullptr, nullptr, pick("logits", "y"))});
+  auto cm = std::make_shared<km::ConfusionMatrix>(kClasses, std::nullopt, pick("logits", "y"));
+  metrics.push_back({"confusion", cm});
+  metrics.push_back({"iou", km::IoU(cm)});
+  metrics.push_back({"miou", km::mIoU(cm)});
+  auto acc = std::make_shared<km::Accuracy>(pick("logits", "y"));
+  metrics.push_back({"lambda", acc * 2.0 + 1.0});
+  for (auto& [name, m] : metrics) m->attach(evaluator, name);
+  auto data = batches(indices);
+  evaluator.run(data, 1);
+  std::map<std::string, std::string> out;
+  for (const auto& [name, value] : evaluator.state().metrics) {
+    std::ostringstream text;
+    if (value.is_number()) {
+      char buf[40];
+      std::snprintf(buf, sizeof(buf), "%.17g", value.number());
+      text << buf;
+    } else {
+      at::Tensor t = value.tensor().to(at::kDouble).reshape(-1);
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        char buf[40];
+        std::snprintf(buf, sizeof(buf), "%.17g", t[i].item<double>());
+        text << (i ? "," : "") << buf;
+      }
+    }
+    out[name] = text.str();
+  }
+  return out;
+}
+
+std::vector<double> numbers(const std::string& text) {
+  std::vector<double> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) out.push_back(std::stod(item));
+  return out;
+}
+
+}  // namespace
+
+KINDLING_WORKER(metrics_on_shards) {
+  kd::initialize(kindling::testing::test_backend(), kd::InitOptions().timeout(std::chrono::seconds(60)));
+  for (const auto& [name, text] : evaluate(shard(kd::get_rank(), kd::get_world_size()))) {
+    std::printf("METRIC %s %s\n", name.c_str(), text.c_str());
+  }
+  std::fflush(stdout);
+  kd::finalize();
+}
+
+class DistributedMetricsTest : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+TEST_P(DistributedMetricsTest, EqualTheSingleProcessValueOnTheUnion) {
+  const auto reference = evaluate(shard(0, 1));  // this process is not distributed
+  ASSERT_GE(reference.size(), 25u);
+  LaunchOptions opts;
+  opts.backend = std::get<0>(GetParam());
+  opts.world_size = std::get<1>(GetParam());
+  opts.deadline = std::chrono::seconds(120);
+  auto results = run_workers("metrics_on_shards", opts);
+  for (const auto& r : results) {
+    ASSERT_TRUE(r.ok()) << kindling::testing::describe(results);
+    std::map<std::string, std::string> got;
+    std::istringstream lines(r.out);
+    std::string tag, name, text;
+    while (lines >> tag >> name >> text) {
+      if (tag == "METRIC") got[name] = text;
+    }
+    ASSERT_EQ(got.size(), reference.size()) << r.out;
+    for (const auto& [metric, expected] : reference) {
+      const auto want = numbers(expected), have = numbers(got[metric]);
+      ASSERT_EQ(have.size(), want.size()) << metric;
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        // Loss averages float32 batch means, and the batches group other samples on other
+        // world sizes: float32 rounding. Everything else accumulates exactly (counts, float64).
+        const double tolerance = metric == "loss" ? 1e-6 : 1e-12;
+        EXPECT_NEAR(have[i], want[i], tolerance * std::max(1.0, std::abs(want[i])))
+            << metric << "[" << i << "] on rank " << r.rank;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, DistributedMetricsTest,
+                         ::testing::ValuesIn(kindling::testing::cpu_backend_world_sizes({1, 2, 3})),
+                         [](const auto& info) { return kindling::testing::backend_world_size_name(info.param); });
+
+KINDLING_WORKER(running_average_over_ranks) {
+  kd::initialize(kindling::testing::test_backend(), kd::InitOptions().timeout(std::chrono::seconds(60)));
+  const int r = kd::get_rank(), ws = kd::get_world_size();
+  Engine trainer([r](Engine& e, const int& b) -> Value { return static_cast<double>(b * (r + 1)); });
+  auto avg = km::RunningAverage::of_output([](const Value& o) { return o; }, 0.9);
+  avg->attach(trainer, "running");
+  std::vector<double> seen;
+  trainer.on(Events::ITERATION_COMPLETED, [&](Engine& e) { seen.push_back(e.state().metrics.at("running").number()); });
+  std::vector<int> data{1, 2, 3, 4};
+  trainer.run(data, 1);
+  // Expected: EMA over iterations of the mean over ranks of b * (rank + 1).
+  double ema = 0;
+  for (std::size_t i = 0; i < data.size(); ++i) {
+    const double mean = data[i] * (ws + 1) / 2.0;
+    ema = i == 0 ? mean : ema * 0.9 + 0.1 * mean;
+    WCHECK(std::abs(seen[i] - ema) < 1e-12, << "iteration " << i + 1 << ": " << seen[i] << " vs " << ema);
+  }
+  kd::finalize();
+}
+
+TEST(RunningAverageTest, OutputIsAveragedOverRanksEachIteration) {
+  for (const auto& [backend, ws] : kindling::testing::cpu_backend_world_sizes({2, 3})) {
+    LaunchOptions opts;
+    opts.backend = backend;
+    opts.world_size = ws;
+    auto results = run_workers("running_average_over_ranks", opts);
+    for (const auto& r : results) EXPECT_TRUE(r.ok()) << kindling::testing::describe(results);
+  }
+}

@@ -1,0 +1,207 @@
+// Metrics in one process: values against hand-computed ones, ignite's errors, and the
+// attach usages (which events reset, update and compute).
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+
+#include <string>
+#include <vector>
+
+#include "kindling/engine/engine.h"
+#include "kindling/metrics/metrics.h"
+
+namespace {
+
+namespace km = kindling::metrics;
+using kindling::UsageError;
+using kindling::engine::Engine;
+using kindling::engine::Events;
+using kindling::engine::Value;
+
+at::Tensor longs(std::vector<int64_t> v) { return at::tensor(v, at::kLong); }
+
+// logits whose argmax is `classes` (4 classes).
+at::Tensor logits_for(const std::vector<int64_t>& classes) {
+  at::Tensor out = at::zeros({static_cast<int64_t>(classes.size()), 4});
+  for (std::size_t i = 0; i < classes.size(); ++i) out[static_cast<int64_t>(i)][classes[i]] = 1.0;
+  return out;
+}
+
+template <typename F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(AccuracyTest, MulticlassBinaryMultilabel) {
+  km::Accuracy acc;
+  acc.update({logits_for({0, 1, 2, 3}), longs({0, 1, 0, 0})});
+  acc.update({logits_for({2, 2}), longs({2, 1})});
+  EXPECT_DOUBLE_EQ(acc.compute().number(), 3.0 / 6.0);
+
+  km::Accuracy binary;
+  binary.update({longs({1, 0, 1, 1}), longs({1, 1, 1, 0})});
+  EXPECT_DOUBLE_EQ(binary.compute().number(), 0.5);
+
+  km::Accuracy multilabel({}, /*is_multilabel=*/true);
+  multilabel.update(
+      {at::tensor({1, 0, 1, 0, 0, 1}, at::kLong).view({2, 3}), at::tensor({1, 0, 1, 0, 1, 1}, at::kLong).view({2, 3})});
+  EXPECT_DOUBLE_EQ(multilabel.compute().number(), 0.5);  // a sample counts only when all its labels match
+}
+
+TEST(AccuracyTest, ErrorsAsIgnite) {
+  km::Accuracy acc;
+  EXPECT_NE(error_of([&] { acc.compute(); }).find("Accuracy must have at least one example before it can be computed"),
+            std::string::npos);
+  EXPECT_THROW(acc.compute(), km::NotComputableError);
+  EXPECT_NE(error_of([&] {
+              acc.update({at::zeros({4, 3, 2, 2}), longs({0, 1, 2, 0})});
+            }).find("y must have shape of"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              acc.update({at::full({2}, 0.5), longs({0, 1})});
+            }).find("comprised of 0's and 1's"),
+            std::string::npos);
+  acc.update({logits_for({0, 1}), longs({0, 1})});
+  EXPECT_NE(error_of([&] {
+              acc.update({longs({1, 0}), longs({0, 1})});
+            }).find("input data type has changed from multiclass to binary"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { acc.update(Value(1.5)); }).find("should be the tuple {y_pred, y}"), std::string::npos);
+  acc.reset();  // the type is inferred again after a reset
+  acc.update({longs({1, 0}), longs({0, 0})});
+  EXPECT_DOUBLE_EQ(acc.compute().number(), 0.5);
+}
+
+TEST(LossTest, WeightsEachBatchMeanBySize) {
+  km::Loss loss([](const at::Tensor& p, const at::Tensor& y) { return (p - y).abs().mean(); });
+  loss.update({at::tensor({1.0, 2.0, 3.0}), at::tensor({0.0, 0.0, 0.0})});  // mean 2 over 3
+  loss.update({at::tensor({10.0}), at::tensor({0.0})});                     // mean 10 over 1
+  EXPECT_DOUBLE_EQ(loss.compute().number(), (2.0 * 3 + 10.0) / 4);
+  km::Loss not_mean([](const at::Tensor& p, const at::Tensor& y) { return (p - y).abs(); });
+  EXPECT_NE(error_of([&] {
+              not_mean.update({at::ones({2}), at::zeros({2})});
+            }).find("loss_fn did not return the average loss"),
+            std::string::npos);
+  EXPECT_THROW(km::Loss(km::Loss::LossFunction()), UsageError);
+}
+
+TEST(AverageTest, NumbersAndVectors) {
+  km::Average avg;
+  avg.update(Value(1.0));
+  avg.update(Value(4.0));
+  EXPECT_DOUBLE_EQ(avg.compute().number(), 2.5);
+  km::Average rows;
+  rows.update(Value(at::tensor({1.0, 2.0, 3.0, 4.0}).view({2, 2})));  // two samples of 2 values
+  at::Tensor mean = rows.compute().tensor();
+  EXPECT_TRUE(at::allclose(mean, at::tensor({2.0, 3.0}, at::kDouble)));
+  km::Average empty;
+  EXPECT_THROW(empty.compute(), km::NotComputableError);
+}
+
+TEST(PrecisionRecallTest, MulticlassAveragesByHand) {
+  // y_pred classes 0 1 1 2 2 2, y 0 1 2 2 2 0: per class TP 1,1,2; predicted 1,2,3; actual 2,1,3.
+  const Value out{logits_for({0, 1, 1, 2, 2, 2}), longs({0, 1, 2, 2, 2, 0})};
+  using PR = km::PrecisionRecallBase;
+  km::Precision p_none({}, PR::Average::kFalse), p_macro({}, PR::Average::kMacro), p_micro({}, PR::Average::kMicro),
+      p_weighted({}, PR::Average::kWeighted);
+  km::Recall r_macro({}, PR::Average::kMacro);
+  for (km::Metric* m : std::vector<km::Metric*>{&p_none, &p_macro, &p_micro, &p_weighted, &r_macro}) m->update(out);
+  at::Tensor per_class = p_none.compute().tensor().to(at::kDouble);
+  EXPECT_TRUE(at::allclose(per_class, at::tensor({1.0, 0.5, 2.0 / 3, 0.0}, at::kDouble))) << per_class;
+  EXPECT_NEAR(p_macro.compute().number(), (1.0 + 0.5 + 2.0 / 3 + 0.0) / 4, 1e-12);
+  EXPECT_NEAR(p_micro.compute().number(), 4.0 / 6, 1e-12);
+  EXPECT_NEAR(p_weighted.compute().number(), (1.0 * 2 + 0.5 * 1 + 2.0 / 3 * 3) / 6, 1e-12);
+  EXPECT_NEAR(r_macro.compute().number(), (0.5 + 1.0 + 2.0 / 3 + 0.0) / 4, 1e-12);
+  km::Precision nothing;
+  EXPECT_THROW(nothing.compute(), km::NotComputableError);
+}
+
+TEST(ConfusionMatrixTest, RowsAreTargetsAndIoU) {
+  auto cm = std::make_shared<km::ConfusionMatrix>(4);
+  cm->update({logits_for({0, 1, 1, 2, 2, 2}), longs({0, 1, 2, 2, 2, 0})});
+  at::Tensor m = cm->compute().tensor();
+  at::Tensor expected = at::zeros({4, 4}, at::kLong);
+  expected[0][0] = 1;
+  expected[0][2] = 1;
+  expected[1][1] = 1;
+  expected[2][1] = 1;
+  expected[2][2] = 2;
+  EXPECT_TRUE(at::equal(m.to(at::kLong), expected)) << m;
+  // IoU per class: TP / (TP + FP + FN): class 0 1/2, class 1 1/2, class 2 2/4, class 3 0/0 -> 0.
+  at::Tensor iou = km::IoU(cm)->compute().tensor().to(at::kDouble);
+  EXPECT_TRUE(at::allclose(iou.narrow(0, 0, 3), at::tensor({0.5, 0.5, 0.5}, at::kDouble))) << iou;
+  EXPECT_THROW(km::ConfusionMatrix(1), UsageError);
+}
+
+TEST(RegressionTest, MseMaeRmse) {
+  const Value out{at::tensor({1.0, 2.0, 4.0}), at::tensor({1.0, 0.0, 1.0})};
+  km::MeanSquaredError mse;
+  km::MeanAbsoluteError mae;
+  km::RootMeanSquaredError rmse;
+  for (km::Metric* m : std::vector<km::Metric*>{&mse, &mae, &rmse}) m->update(out);
+  EXPECT_NEAR(mse.compute().number(), 13.0 / 3, 1e-12);
+  EXPECT_NEAR(mae.compute().number(), 5.0 / 3, 1e-12);
+  EXPECT_NEAR(rmse.compute().number(), std::sqrt(13.0 / 3), 1e-12);
+}
+
+TEST(MetricsLambdaTest, ArithmeticOfMetricsFollowsItsSources) {
+  auto acc = std::make_shared<km::Accuracy>();
+  auto doubled = acc * 2.0 + 1.0;
+  Engine engine([](Engine&, const Value& b) { return b; });
+  doubled->attach(engine, "doubled");
+  std::vector<Value> data{{logits_for({0, 1}), longs({0, 0})}, {logits_for({2, 2}), longs({2, 2})}};
+  engine.run(data, 1);
+  EXPECT_DOUBLE_EQ(engine.state().metrics.at("doubled").number(), 0.75 * 2 + 1);
+  EXPECT_EQ(engine.state().metrics.count("accuracy"), 0u);  // sources are updated, not stored
+  auto free_lambda = acc + 1.0;
+  EXPECT_THROW(free_lambda->update(data[0]), UsageError);
+}
+
+TEST(MetricAttachTest, UsagesDecideWhenResetUpdateAndComputeRun) {
+  std::vector<Value> data{Value(1.0), Value(3.0), Value(5.0)};
+  auto per_batch = std::make_shared<km::Average>();
+  auto running = std::make_shared<km::Average>();
+  auto epoch = std::make_shared<km::Average>();
+  Engine engine([](Engine&, const Value& b) { return b; });
+  per_batch->attach(engine, "batch", km::Usage::kBatchWise);
+  running->attach(engine, "running", km::Usage::kRunningBatchWise);
+  epoch->attach(engine, "epoch");
+  std::vector<double> batch_values, running_values;
+  engine.on(Events::ITERATION_COMPLETED, [&](Engine& e) {
+    batch_values.push_back(e.state().metrics.at("batch").number());
+    running_values.push_back(e.state().metrics.at("running").number());
+  });
+  engine.run(data, 2);
+  EXPECT_EQ(batch_values, (std::vector<double>{1, 3, 5, 1, 3, 5}));
+  EXPECT_EQ(running_values, (std::vector<double>{1, 2, 3, 2.5, 2.6, 3}));  // reset once per run
+  EXPECT_DOUBLE_EQ(engine.state().metrics.at("epoch").number(), 3.0);
+  EXPECT_TRUE(epoch->is_attached(engine));
+  EXPECT_FALSE(epoch->is_attached(engine, km::Usage::kBatchWise));
+  epoch->detach(engine);
+  EXPECT_FALSE(epoch->is_attached(engine));
+  EXPECT_EQ(engine.state().metrics.count("epoch"), 0u);
+  km::Average on_stack;
+  EXPECT_THROW(on_stack.attach(engine, "x"), UsageError);  // must be owned by a shared_ptr
+}
+
+TEST(RunningAverageTest, OfAMetricAndItsFormula) {
+  auto src = std::make_shared<km::Accuracy>();
+  auto running = km::RunningAverage::of_metric(src, 0.5);
+  Engine engine([](Engine&, const Value& b) { return b; });
+  running->attach(engine, "running");
+  std::vector<double> seen;
+  engine.on(Events::ITERATION_COMPLETED, [&](Engine& e) { seen.push_back(e.state().metrics.at("running").number()); });
+  std::vector<Value> data{
+      {logits_for({0, 1}), longs({0, 1})}, {logits_for({0, 1}), longs({1, 0})}, {logits_for({0, 1}), longs({0, 0})}};
+  engine.run(data, 1);
+  EXPECT_EQ(seen, (std::vector<double>{1.0, 0.5, 0.5}));  // 1; 0.5*1 + 0.5*0; 0.5*0.5 + 0.5*0.5
+  EXPECT_THROW(km::RunningAverage::of_output([](const Value& v) { return v; }, 1.5), UsageError);
+  EXPECT_THROW(km::RunningAverage::of_output({}), UsageError);
+}
+
+}  // namespace
