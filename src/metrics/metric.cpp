@@ -28,12 +28,6 @@ const char* to_string(Usage usage) {
   return "?";
 }
 
-namespace {
-
-struct UsageEvents {
-  Event started, updated, completed;
-};
-
 UsageEvents events_of(Usage usage) {
   switch (usage) {
     case Usage::kEpochWise: return {Events::EPOCH_STARTED, Events::ITERATION_COMPLETED, Events::EPOCH_COMPLETED};
@@ -47,7 +41,6 @@ UsageEvents events_of(Usage usage) {
   return {Events::EPOCH_STARTED, Events::ITERATION_COMPLETED, Events::EPOCH_COMPLETED};
 }
 
-}  // namespace
 
 Metric::Metric(OutputTransform output_transform, c10::Device device)
     : output_transform_(std::move(output_transform)), device_(device) {}

@@ -20,22 +20,6 @@ using engine::HandlerHandle;
 
 namespace {
 
-struct UsageEvents {
-  Event started, updated;
-};
-
-// The reset and update events of a usage (as Metric::attach; see metric.h).
-UsageEvents events_of(Usage usage) {
-  switch (usage) {
-    case Usage::kEpochWise: return {Events::EPOCH_STARTED, Events::ITERATION_COMPLETED};
-    case Usage::kRunningEpochWise: return {Events::STARTED, Events::EPOCH_COMPLETED};
-    case Usage::kBatchWise: return {Events::ITERATION_STARTED, Events::ITERATION_COMPLETED};
-    case Usage::kRunningBatchWise: return {Events::STARTED, Events::ITERATION_COMPLETED};
-    case Usage::kSingleEpochRunningBatchWise: return {Events::EPOCH_STARTED, Events::ITERATION_COMPLETED};
-  }
-  return {Events::EPOCH_STARTED, Events::ITERATION_COMPLETED};
-}
-
 constexpr Usage kUsages[] = {Usage::kEpochWise, Usage::kRunningEpochWise, Usage::kBatchWise, Usage::kRunningBatchWise,
                              Usage::kSingleEpochRunningBatchWise};
 

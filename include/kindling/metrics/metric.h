@@ -59,6 +59,13 @@ enum class Usage {
 /// ignite's usage_name ("epoch_wise", ...).
 KINDLING_API const char* to_string(Usage usage);
 
+/// The events on which a metric attached with a usage resets, updates and computes.
+struct UsageEvents {
+  engine::Event started, updated, completed;
+};
+/// The events of `usage` (see Usage). Does not throw.
+KINDLING_API UsageEvents events_of(Usage usage);
+
 /// Maps the engine's output to what update() reads.
 using OutputTransform = std::function<Value(const Value&)>;
 
