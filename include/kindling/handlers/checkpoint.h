@@ -1,0 +1,173 @@
+#pragma once
+/// \file
+/// Checkpoint (ignite's): saves state dicts of several objects into one file per call,
+/// keeps the n_saved best (by score) or latest, and loads them back.
+///
+/// \code
+///   namespace kh = kindling::handlers;
+///   auto saver = std::make_shared<kh::DiskSaver>(output_path, kh::DiskSaverOptions().require_empty(false));
+///   auto checkpoint = std::make_shared<kh::Checkpoint>(
+///       kh::Objects{{"model", kh::stateful(model)}, {"optimizer", kh::stateful(optimizer)},
+///                   {"trainer", kh::stateful(trainer)}}, saver,
+///                   kh::CheckpointOptions().filename_prefix("training").n_saved(2));
+///   checkpoint->attach(trainer, Events::ITERATION_COMPLETED.every(1000));
+///   ...
+///   kh::Checkpoint::load_objects(to_load, "/out/training_checkpoint_1000.pt");
+/// \endcode
+///
+/// Files: `{filename_prefix}_{name}_{global_step}_{score_name}={score}.pt`, each part only
+/// when set (ignite's rules; scores with 4 decimals, integers as they are). `name` is the
+/// single object's name when there is one (the file then holds that object's state dict
+/// directly), else "checkpoint" (a dict of name -> state dict). A file is torch's pickle
+/// format: Python's torch.load reads it as nested dicts of tensors and numbers.
+///
+/// Ranks: construct and call it on every rank (the choice of what to keep is made
+/// identically everywhere, from the same metrics); only the saver's rank writes.
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kindling/engine/engine.h"
+#include "kindling/engine/state_dict.h"
+#include "kindling/export.h"
+#include "kindling/handlers/disk_saver.h"
+#include "kindling/handlers/stateful.h"
+
+namespace kindling {
+namespace handlers {
+
+/// Options of Checkpoint (chain the setters); ignite's arguments.
+struct KINDLING_API CheckpointOptions {
+  CheckpointOptions& filename_prefix(std::string v) {
+    filename_prefix_ = std::move(v);
+    return *this;
+  }
+  /// The score of a checkpoint (higher is better); without it, the global step is the priority.
+  CheckpointOptions& score_function(std::function<double(engine::Engine&)> v) {
+    score_function_ = std::move(v);
+    return *this;
+  }
+  /// Name of the score in file names; alone (no score_function) the score is the engine's
+  /// metric of that name.
+  CheckpointOptions& score_name(std::string v) {
+    score_name_ = std::move(v);
+    return *this;
+  }
+  /// Files to keep (>= 1; default 1); n_saved_all() keeps every file.
+  CheckpointOptions& n_saved(int v) {
+    n_saved_ = v;
+    return *this;
+  }
+  CheckpointOptions& n_saved_all() {
+    n_saved_.reset();
+    return *this;
+  }
+  /// The global step in file names, from (engine, event being fired); default: the engine's
+  /// counter for that event.
+  CheckpointOptions& global_step_transform(std::function<int64_t(engine::Engine&, const engine::Event&)> v) {
+    global_step_transform_ = std::move(v);
+    return *this;
+  }
+  /// A pattern with {filename_prefix}, {name}, {global_step}, {score_name}, {score}, {ext}.
+  CheckpointOptions& filename_pattern(std::string v) {
+    filename_pattern_ = std::move(v);
+    return *this;
+  }
+  /// Replace the worst kept file also on an equal score (default: only on a better one).
+  CheckpointOptions& greater_or_equal(bool v) {
+    greater_or_equal_ = v;
+    return *this;
+  }
+  /// Also save this Checkpoint's own state (key "checkpointer").
+  CheckpointOptions& include_self(bool v) {
+    include_self_ = v;
+    return *this;
+  }
+
+  const std::string& filename_prefix() const { return filename_prefix_; }
+  const std::function<double(engine::Engine&)>& score_function() const { return score_function_; }
+  const std::optional<std::string>& score_name() const { return score_name_; }
+  std::optional<int> n_saved() const { return n_saved_; }
+  const std::function<int64_t(engine::Engine&, const engine::Event&)>& global_step_transform() const {
+    return global_step_transform_;
+  }
+  const std::optional<std::string>& filename_pattern() const { return filename_pattern_; }
+  bool greater_or_equal() const { return greater_or_equal_; }
+  bool include_self() const { return include_self_; }
+
+ private:
+  std::string filename_prefix_;
+  std::function<double(engine::Engine&)> score_function_;
+  std::optional<std::string> score_name_;
+  std::optional<int> n_saved_ = 1;
+  std::function<int64_t(engine::Engine&, const engine::Event&)> global_step_transform_;
+  std::optional<std::string> filename_pattern_;
+  bool greater_or_equal_ = false;
+  bool include_self_ = false;
+};
+
+class KINDLING_API Checkpoint {
+ public:
+  /// A saved file and its priority (score or global step).
+  struct Item {
+    double priority;
+    std::string filename;
+  };
+
+  /// Fired on the engine after each save (ignite's CheckpointEvents.SAVED_CHECKPOINT).
+  static const engine::Event SAVED_CHECKPOINT;
+
+  /// Throws kindling::UsageError for no objects, a null object or saver, duplicate names,
+  /// n_saved < 1, or include_self with an object named "checkpointer". Every rank.
+  Checkpoint(Objects to_save, std::shared_ptr<DiskSaver> save_handler, CheckpointOptions options = CheckpointOptions());
+  /// With a folder: a DiskSaver(dirname) with require_empty(false).
+  Checkpoint(Objects to_save, const std::string& dirname, CheckpointOptions options = CheckpointOptions());
+
+  /// Saves when the new priority earns a place among the n_saved kept (evicting the lowest),
+  /// then fires SAVED_CHECKPOINT. Every rank calls it at the same events (the saver's rank
+  /// writes). Throws what the objects' state_dict and the saver throw.
+  void operator()(engine::Engine& engine);
+  /// Adds this checkpoint as a handler of `events` on `engine` (and registers
+  /// SAVED_CHECKPOINT there). The checkpoint must be owned by a std::shared_ptr.
+  engine::HandlerHandle attach(engine::Engine& engine, const engine::EventsList& events);
+
+  /// The path of the latest file saved (unset before the first).
+  std::optional<std::string> last_checkpoint() const;
+  /// The files kept, lowest priority first.
+  const std::vector<Item>& saved() const { return saved_; }
+  /// Forgets the files kept (they stay on disk).
+  void reset() { saved_.clear(); }
+
+  /// {"saved": [[priority, filename], ...]}; load_state_dict restores it. Throws
+  /// kindling::UsageError for another layout.
+  StateDict state_dict() const;
+  void load_state_dict(const StateDict& state);
+
+  /// Loads `to_load` from the file at `path` (written by a Checkpoint). With one object and a
+  /// file that holds that object's state directly, it is loaded from the file's top level.
+  /// Throws kindling::Error naming the file for a missing, truncated or corrupt file, and
+  /// kindling::UsageError naming the file, the object and the key for a missing object or a
+  /// mismatched state; then no object has changed. Local: each rank reads the file itself.
+  static void load_objects(const Objects& to_load, const std::string& path, bool strict = true);
+  /// The same from a state dict already read (e.g. by load_file).
+  static void load_objects(const Objects& to_load, const StateDict& checkpoint, bool strict = true,
+                           const std::string& where = "the checkpoint");
+  /// Reads a checkpoint file into its dict. Throws kindling::Error naming the file when it
+  /// is missing, truncated or not a checkpoint.
+  static StateDict load_file(const std::string& path);
+
+ private:
+  std::string filename_for(const std::string& name, const std::optional<int64_t>& global_step,
+                           const std::string& score) const;
+
+  Objects to_save_;
+  std::shared_ptr<DiskSaver> saver_;
+  CheckpointOptions options_;
+  std::vector<Item> saved_;
+};
+
+}  // namespace handlers
+}  // namespace kindling

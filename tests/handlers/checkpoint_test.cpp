@@ -1,0 +1,287 @@
+// Checkpoint and DiskSaver: ignite's file names and retention, loading back (and failing
+// without changing anything), files Python's torch.load and torchvision read, and saves
+// killed at random points that never leave a half file under a final name.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+#include <torch/serialize.h>
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "kindling/engine/engine.h"
+#include "kindling/handlers/checkpoint.h"
+#include "kindling/models/resnet.h"
+#include "support/multiprocess.h"
+
+namespace {
+
+namespace kh = kindling::handlers;
+using kindling::engine::Engine;
+using kindling::engine::Events;
+using kindling::engine::Value;
+
+std::string temp_dir() {
+  char pattern[] = "/tmp/kindling-ckpt-XXXXXX";
+  return mkdtemp(pattern);
+}
+
+std::vector<std::string> files_in(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      std::string n = e->d_name;
+      if (n != "." && n != "..") names.push_back(n);
+    }
+    closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+template <typename F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+torch::nn::Linear make_linear(int seed) {
+  at::manual_seed(seed);
+  return torch::nn::Linear(4, 3);
+}
+
+TEST(CheckpointTest, KeepsTheBestWithIgnitesFileNames) {
+  const std::string dir = temp_dir();
+  auto model = make_linear(1);
+  Engine evaluator([](Engine&, const int& b) -> Value { return b; });
+  const std::vector<double> scores{0.5, 0.9, 0.7, 0.95, 0.6};
+  int64_t epoch = 0;
+  auto checkpoint = std::make_shared<kh::Checkpoint>(
+      kh::Objects{{"model", kh::stateful(model)}}, std::make_shared<kh::DiskSaver>(dir),
+      kh::CheckpointOptions()
+          .filename_prefix("best")
+          .n_saved(2)
+          .score_name("test_accuracy")
+          .score_function([&](Engine&) { return scores[static_cast<std::size_t>(epoch - 1)]; })
+          .global_step_transform([&](Engine&, const kindling::engine::Event&) { return epoch; }));
+  checkpoint->attach(evaluator, Events::COMPLETED);
+  int saved_events = 0;
+  evaluator.on(kh::Checkpoint::SAVED_CHECKPOINT, [&] { ++saved_events; });
+  std::vector<int> data{1};
+  for (epoch = 1; epoch <= 5; ++epoch) evaluator.run(data);
+  EXPECT_EQ(files_in(dir),
+            (std::vector<std::string>{"best_model_2_test_accuracy=0.9000.pt", "best_model_4_test_accuracy=0.9500.pt"}));
+  EXPECT_EQ(saved_events, 4);  // epochs 1, 2 (room), 3 (0.7 beats 0.5) and 4 earned a place
+  EXPECT_EQ(*checkpoint->last_checkpoint(), dir + "/best_model_4_test_accuracy=0.9500.pt");
+  // The checkpoint's own state round-trips.
+  kh::Checkpoint other(kh::Objects{{"model", kh::stateful(model)}}, dir);
+  other.load_state_dict(checkpoint->state_dict());
+  ASSERT_EQ(other.saved().size(), 2u);
+  EXPECT_EQ(other.saved()[1].filename, "best_model_4_test_accuracy=0.9500.pt");
+}
+
+TEST(CheckpointTest, TrainingCheckpointRoundTripsEveryObject) {
+  const std::string dir = temp_dir();
+  auto model = make_linear(2);
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  Engine trainer([&](Engine&, const int&) -> Value {
+    optimizer.zero_grad();
+    auto loss = model->forward(at::ones({2, 4})).pow(2).mean();
+    loss.backward();
+    optimizer.step();
+    return loss.item<double>();
+  });
+  kh::Objects objects{{"model", kh::stateful(model)},
+                      {"optimizer", kh::stateful(optimizer)},
+                      {"trainer", kh::stateful(trainer)},
+                      {"rng", kh::rng_states()}};
+  auto checkpoint = std::make_shared<kh::Checkpoint>(objects, std::make_shared<kh::DiskSaver>(dir),
+                                                     kh::CheckpointOptions().filename_prefix("training"));
+  checkpoint->attach(trainer, Events::ITERATION_COMPLETED.every(3));
+  std::vector<int> data{1, 2, 3, 4, 5};
+  trainer.run(data, 2);
+  EXPECT_EQ(files_in(dir), std::vector<std::string>{"training_checkpoint_9.pt"});
+
+  // Fresh objects, loaded from the file, equal the saved ones.
+  const kindling::StateDict file = kh::Checkpoint::load_file(dir + "/training_checkpoint_9.pt");
+  auto model2 = make_linear(3);
+  torch::optim::SGD optimizer2(model2->parameters(), torch::optim::SGDOptions(0.5));
+  Engine trainer2([](Engine&, const int&) -> Value { return 0.0; });
+  kh::Checkpoint::load_objects(
+      {{"model", kh::stateful(model2)}, {"optimizer", kh::stateful(optimizer2)}, {"trainer", kh::stateful(trainer2)}},
+      dir + "/training_checkpoint_9.pt");
+  EXPECT_EQ(trainer2.state().iteration, 9);
+  EXPECT_EQ(trainer2.state().epoch_length, 5);
+  const auto saved_weight = file.at("model").toGenericDict().at("weight").toTensor();
+  EXPECT_TRUE(at::equal(model2->weight, saved_weight));
+  auto& group = static_cast<torch::optim::SGDOptions&>(optimizer2.param_groups()[0].options());
+  EXPECT_DOUBLE_EQ(group.lr(), 0.1);
+  EXPECT_DOUBLE_EQ(group.momentum(), 0.9);
+  // Same next step from the same state: the momentum buffers were restored.
+  auto step = [](torch::nn::Linear& m, torch::optim::SGD& o) {
+    o.zero_grad();
+    m->forward(at::ones({2, 4})).pow(2).mean().backward();
+    o.step();
+    return m->weight.detach().clone();
+  };
+  auto model3 = make_linear(4);
+  torch::optim::SGD optimizer3(model3->parameters(), torch::optim::SGDOptions(0.5));
+  kh::Checkpoint::load_objects({{"model", kh::stateful(model3)}, {"optimizer", kh::stateful(optimizer3)}}, file);
+  EXPECT_TRUE(at::equal(step(model2, optimizer2), step(model3, optimizer3)));
+}
+
+TEST(CheckpointTest, MismatchedOrBrokenCheckpointsNameTheProblemAndChangeNothing) {
+  const std::string dir = temp_dir();
+  auto model = make_linear(5);
+  Engine engine([](Engine&, const int& b) -> Value { return b; });
+  kh::Checkpoint checkpoint({{"model", kh::stateful(model)}, {"trainer", kh::stateful(engine)}}, dir);
+  std::vector<int> data{1};
+  engine.on(Events::COMPLETED, [&](Engine& e) { checkpoint(e); });
+  engine.run(data);
+  const std::string path = dir + "/checkpoint_1.pt";
+  ASSERT_EQ(files_in(dir), std::vector<std::string>{"checkpoint_1.pt"});
+
+  at::manual_seed(9);
+  torch::nn::Linear other(4, 5);  // another model: wrong shapes
+  const at::Tensor before = other->weight.detach().clone();
+  Engine other_engine([](Engine&, const int& b) -> Value { return b; });
+  const std::string wrong = error_of([&] {
+    kh::Checkpoint::load_objects({{"trainer", kh::stateful(other_engine)}, {"model", kh::stateful(other)}}, path);
+  });
+  EXPECT_NE(wrong.find(path), std::string::npos) << wrong;
+  EXPECT_NE(wrong.find("'model'"), std::string::npos) << wrong;
+  EXPECT_NE(wrong.find("key 'weight'"), std::string::npos) << wrong;
+  EXPECT_TRUE(at::equal(other->weight, before));
+  EXPECT_EQ(other_engine.state().iteration, 0);  // loaded before the model failed, then restored
+
+  const std::string missing = error_of([&] {
+    kh::Checkpoint::load_objects({{"optimizer", kh::stateful(other)}, {"model", kh::stateful(model)}}, path);
+  });
+  EXPECT_NE(missing.find("object 'optimizer' is not found"), std::string::npos) << missing;
+
+  // A truncated copy.
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::ofstream(dir + "/truncated.pt", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  const std::string truncated = error_of([&] {
+    kh::Checkpoint::load_objects({{"model", kh::stateful(model)}}, dir + "/truncated.pt");
+  });
+  EXPECT_NE(truncated.find(dir + "/truncated.pt"), std::string::npos) << truncated;
+  EXPECT_NE(truncated.find("not a readable checkpoint"), std::string::npos) << truncated;
+  EXPECT_NE(error_of([&] { kh::Checkpoint::load_file(dir + "/absent.pt"); }).find("cannot open"), std::string::npos);
+}
+
+TEST(DiskSaverTest, RequireEmptyAndStaleTemporaryFiles) {
+  const std::string dir = temp_dir();
+  std::ofstream(dir + "/old.pt") << "x";
+  std::ofstream(dir + "/.kindling-partial-123-model_5.pt") << "half";
+  const std::string e = error_of([&] { kh::DiskSaver saver(dir); });
+  EXPECT_NE(e.find("old.pt"), std::string::npos) << e;
+  EXPECT_NE(e.find("require_empty(false)"), std::string::npos) << e;
+  kh::DiskSaver saver(dir, kh::DiskSaverOptions().require_empty(false));
+  EXPECT_EQ(files_in(dir), std::vector<std::string>{"old.pt"});  // the partial file is gone
+  EXPECT_THROW(kh::DiskSaver(dir + "/a/b", kh::DiskSaverOptions().create_dir(false)), kindling::UsageError);
+  kh::DiskSaver nested(dir + "/a/b");
+  nested.save({'h', 'i'}, "x.pt");
+  EXPECT_EQ(files_in(dir + "/a/b"), std::vector<std::string>{"x.pt"});
+}
+
+// A child saves checkpoints in a loop; the parent kills it at a random moment, 50 times.
+// Every file under a final name must load, and the latest complete checkpoint must be there.
+TEST(DiskSaverTest, KilledSavesNeverLeaveHalfFiles) {
+  const std::string dir = temp_dir();
+  std::mt19937 rng(7);
+  int64_t newest_seen = -1;
+  for (int round = 0; round < 50; ++round) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      at::manual_seed(round);
+      auto big = torch::nn::Linear(512, 512);  // ~1 MiB per file
+      kh::Checkpoint checkpoint({{"model", kh::stateful(big)}},
+                                std::make_shared<kh::DiskSaver>(dir, kh::DiskSaverOptions().require_empty(false)),
+                                kh::CheckpointOptions().n_saved(1));
+      Engine engine([](Engine&, const int& b) -> Value { return b; });
+      engine.on(Events::ITERATION_COMPLETED, [&](Engine& e) { checkpoint(e); });
+      engine.state().iteration = 0;
+      std::vector<int> data(100000, 0);
+      // Continue numbering after the files already there, so that the newest name grows.
+      kindling::StateDict start = kindling::new_state_dict();
+      start.insert("epoch_length", static_cast<int64_t>(data.size()));
+      start.insert("iteration", static_cast<int64_t>(round * 1000));
+      start.insert("max_epochs", static_cast<int64_t>(100));
+      engine.load_state_dict(start);
+      engine.run(data);
+      _exit(0);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(std::uniform_int_distribution<int>(20000, 120000)(rng)));
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    int complete = 0;
+    for (const auto& name : files_in(dir)) {
+      if (name.rfind(".kindling-partial-", 0) == 0) continue;  // removed by the next saver
+      ASSERT_EQ(name.substr(name.size() - 3), ".pt");
+      EXPECT_NO_THROW(kh::Checkpoint::load_file(dir + "/" + name)) << name << " in round " << round;
+      const int64_t step = std::stoll(name.substr(6, name.size() - 9));  // model_<step>.pt
+      newest_seen = std::max(newest_seen, step);
+      ++complete;
+    }
+    EXPECT_GE(complete, round == 0 ? 0 : 1) << "round " << round << ": the previous checkpoint is gone";
+  }
+  EXPECT_GT(newest_seen, 0);
+}
+
+// torch.load in Python reads a training checkpoint as nested dicts, and a kindling ResNet-18's
+// file loads into torchvision's resnet18 with strict load_state_dict.
+TEST(CheckpointTest, PythonAndTorchvisionReadTheFiles) {
+  const std::string dir = temp_dir();
+  auto resnet = kindling::models::resnet18(kindling::models::ResNetOptions().num_classes(10));
+  torch::optim::SGD optimizer(resnet->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  optimizer.zero_grad();
+  resnet->forward(at::randn({2, 3, 32, 32})).sum().backward();
+  optimizer.step();
+  Engine trainer([](Engine&, const int& b) -> Value { return b; });
+  std::vector<int> data{1, 2};
+  trainer.run(data);
+  kh::Checkpoint best({{"model", kh::stateful(resnet)}}, dir, kh::CheckpointOptions().filename_prefix("best"));
+  kh::Checkpoint training({{"model", kh::stateful(resnet)},
+                           {"optimizer", kh::stateful(optimizer)},
+                           {"trainer", kh::stateful(trainer)},
+                           {"rng", kh::rng_states()}},
+                          dir, kh::CheckpointOptions().filename_prefix("training"));
+  trainer.on(Events::COMPLETED, [&](Engine& e) {
+    best(e);
+    training(e);
+  });
+  trainer.run(data);
+  const double weight_sum = resnet->named_parameters()["fc.weight"].sum().item<double>();
+  const std::string script = std::string(KINDLING_SOURCE_DIR) + "/tests/handlers/read_checkpoint.py";
+  auto result = kindling::testing::run_command(
+      {KINDLING_PYTHON, script, dir + "/best_model_1.pt", dir + "/training_checkpoint_1.pt"}, {},
+      std::chrono::seconds(120));
+  ASSERT_TRUE(result.ok()) << result.out << result.err;
+  EXPECT_NE(result.out.find("torchvision resnet18: loaded strictly"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("training keys: model optimizer rng trainer"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("trainer: epoch_length=2 iteration=2 max_epochs=1"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("optimizer: groups=1 lr=0.1 momentum=0.9 states=62"), std::string::npos) << result.out;
+  char expected[64];
+  std::snprintf(expected, sizeof(expected), "fc.weight sum %.5f", weight_sum);
+  EXPECT_NE(result.out.find(expected), std::string::npos) << result.out << " expected " << expected;
+}
+
+}  // namespace
