@@ -1,0 +1,117 @@
+#pragma once
+/// \file
+/// ProgressBar (ignite's, after tqdm): on rank 0, one line per epoch with the iteration
+/// count, percentage, a bar, chosen metrics / output values, elapsed time, ETA and rate:
+///
+///   Epoch [2/5]: [120/469]  26%|██▌       | loss=0.3521 [00:04<00:12, 27.61it/s]
+///
+/// On a terminal the line is redrawn in place and, at the end of each epoch, kept (persist)
+/// or cleared. When stderr is not a terminal (a log file, CI) it prints a whole line every
+/// `every` iterations and at the end of the epoch instead of redrawing.
+///
+/// \code
+///   kindling::handlers::ProgressBar bar(kindling::handlers::ProgressBarOptions().persist(true));
+///   bar.attach(trainer, {"running_loss"});
+/// \endcode
+///
+/// Ranks: every rank may construct and attach it; only rank 0 writes. Local: no communication.
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kindling/engine/engine.h"
+#include "kindling/export.h"
+
+namespace kindling {
+namespace handlers {
+
+/// Options of ProgressBar (chain the setters).
+struct KINDLING_API ProgressBarOptions {
+  /// Keep each epoch's finished line on a terminal (default false: cleared, as ignite).
+  ProgressBarOptions& persist(bool v) {
+    persist_ = v;
+    return *this;
+  }
+  /// Characters of the bar itself (default 10).
+  ProgressBarOptions& bar_width(int v) {
+    bar_width_ = v;
+    return *this;
+  }
+  /// Without a terminal: print a line every this many iterations (default 100).
+  ProgressBarOptions& every(int64_t v) {
+    every_ = v;
+    return *this;
+  }
+  /// Draw the bar with '#' instead of Unicode blocks (default: blocks when the locale is UTF-8).
+  ProgressBarOptions& ascii(bool v) {
+    ascii_ = v;
+    return *this;
+  }
+  /// Where to write (default stderr).
+  ProgressBarOptions& stream(std::FILE* v) {
+    stream_ = v;
+    return *this;
+  }
+  /// Treat the stream as a terminal or not (default: isatty on it).
+  ProgressBarOptions& terminal(bool v) {
+    terminal_ = v;
+    return *this;
+  }
+  bool persist() const { return persist_; }
+  int bar_width() const { return bar_width_; }
+  int64_t every() const { return every_; }
+  std::optional<bool> ascii() const { return ascii_; }
+  std::FILE* stream() const { return stream_; }
+  std::optional<bool> terminal() const { return terminal_; }
+
+ private:
+  bool persist_ = false;
+  int bar_width_ = 10;
+  int64_t every_ = 100;
+  std::optional<bool> ascii_;
+  std::FILE* stream_ = stderr;
+  std::optional<bool> terminal_;
+};
+
+class KINDLING_API ProgressBar {
+ public:
+  /// Throws kindling::UsageError for a bar_width < 1 or every < 1.
+  explicit ProgressBar(ProgressBarOptions options = ProgressBarOptions());
+  /// Shows the progress of `engine`: updated on `event` (ITERATION_COMPLETED), the epoch's
+  /// line closed on `closing_event` (EPOCH_COMPLETED). `metric_names` are read from
+  /// engine.state().metrics when present; output_transform maps the output to named numbers
+  /// (e.g. {"loss": output.number()}). The bar must outlive the engine's handlers.
+  void attach(engine::Engine& engine, std::vector<std::string> metric_names = {},
+              std::function<std::map<std::string, double>(const engine::Value&)> output_transform = {},
+              const engine::Event& event = engine::Events::ITERATION_COMPLETED,
+              const engine::Event& closing_event = engine::Events::EPOCH_COMPLETED);
+  /// Writes a message on its own line without breaking the bar (tqdm.write). Rank 0 only.
+  void log_message(const std::string& message);
+  /// The current line (without control characters), for tests and logs.
+  std::string line() const { return line_; }
+
+ private:
+  void update(engine::Engine& engine);
+  void close(engine::Engine& engine);
+  std::string render(engine::Engine& engine) const;
+  void draw();
+
+  ProgressBarOptions options_;
+  bool terminal_ = false;
+  bool ascii_ = true;
+  bool writes_ = false;
+  std::vector<std::string> metric_names_;
+  std::function<std::map<std::string, double>(const engine::Value&)> output_transform_;
+  std::chrono::steady_clock::time_point epoch_start_;
+  int64_t start_iteration_ = 0;
+  bool open_ = false;
+  std::string line_;
+};
+
+}  // namespace handlers
+}  // namespace kindling
