@@ -12,11 +12,14 @@ std::pair<at::Tensor, at::Tensor> prepare_batch(const data::Example& batch, std:
 
 namespace detail {
 
-void check_accumulation_steps(int64_t steps) {
-  KINDLING_CHECK(steps >= 1,
-                 "kindling::engine::create_supervised_trainer: gradient_accumulation_steps must be "
-                 "strictly positive, got ",
-                 steps, "; 1 (the default) means no accumulation");
+void check_trainer_options(const SupervisedTrainerOptions& o) {
+  KINDLING_CHECK(o.gradient_accumulation_steps() >= 1,
+                 "kindling::engine::create_supervised_trainer: "
+                 "gradient_accumulation_steps must be strictly positive, got ",
+                 o.gradient_accumulation_steps(), "; 1 (the default) means no accumulation");
+  KINDLING_CHECK(!o.scaler() || o.amp(),
+                 "kindling::engine::create_supervised_trainer: a scaler is given but amp is "
+                 "off; use amp(true) with the scaler, or drop the scaler");
 }
 
 void attach_metrics(Engine& evaluator, const NamedMetrics& metrics) {

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "kindling/data/dataset.h"
+#include "kindling/engine/amp.h"
 #include "kindling/engine/engine.h"
 #include "kindling/error.h"
 #include "kindling/metrics/metric.h"
@@ -85,6 +86,17 @@ struct KINDLING_API SupervisedTrainerOptions {
     gradient_accumulation_steps_ = v;
     return *this;
   }
+  /// Forward and loss under autocast (ignite's amp_mode="amp"): float16 on CUDA, bfloat16 on CPU.
+  SupervisedTrainerOptions& amp(bool v) {
+    amp_ = v;
+    return *this;
+  }
+  /// Dynamic loss scaling for amp (ignite's scaler): backward on scaler->scale(loss), steps
+  /// through the scaler (skipped on inf/NaN gradients), then scaler->update(). Needs amp(true).
+  SupervisedTrainerOptions& scaler(std::shared_ptr<GradScaler> v) {
+    scaler_ = std::move(v);
+    return *this;
+  }
   std::optional<c10::Device> device() const { return device_; }
   bool non_blocking() const { return non_blocking_; }
   const PrepareBatch& prepare_batch() const { return prepare_batch_; }
@@ -94,8 +106,12 @@ struct KINDLING_API SupervisedTrainerOptions {
     return output_transform_;
   }
   int64_t gradient_accumulation_steps() const { return gradient_accumulation_steps_; }
+  bool amp() const { return amp_; }
+  const std::shared_ptr<GradScaler>& scaler() const { return scaler_; }
 
  private:
+  bool amp_ = false;
+  std::shared_ptr<GradScaler> scaler_;
   std::optional<c10::Device> device_;
   bool non_blocking_ = false;
   PrepareBatch prepare_batch_;
@@ -185,7 +201,7 @@ class ModeGuard {
   bool was_;
 };
 
-KINDLING_API void check_accumulation_steps(int64_t steps);
+KINDLING_API void check_trainer_options(const SupervisedTrainerOptions& options);
 KINDLING_API void attach_metrics(Engine& evaluator, const NamedMetrics& metrics);
 
 }  // namespace detail
@@ -193,14 +209,15 @@ KINDLING_API void attach_metrics(Engine& evaluator, const NamedMetrics& metrics)
 /// An Engine whose iteration is ignite's supervised training step: zero_grad (per the
 /// accumulation steps), model in train mode, (x, y) = prepare_batch, y_pred =
 /// model_transform(model(x)), loss = loss_fn(y_pred, y) / steps, backward, optimizer step
-/// (per the steps); returns output_transform(x, y, y_pred, loss * steps). `model` and
+/// (per the steps; through the scaler when given), with the forward and loss under autocast
+/// when amp(true); returns output_transform(x, y, y_pred, loss * steps). `model` and
 /// `optimizer` are used by reference: they must outlive the engine. Throws
-/// kindling::UsageError for gradient_accumulation_steps < 1. Every rank calls it (the model
+/// kindling::UsageError for gradient_accumulation_steps < 1, or a scaler without amp. Every rank calls it (the model
 /// may be DDP).
 template <typename Model>
 Engine create_supervised_trainer(Model model, torch::optim::Optimizer& optimizer, LossFunction loss_fn,
                                  SupervisedTrainerOptions options = SupervisedTrainerOptions()) {
-  detail::check_accumulation_steps(options.gradient_accumulation_steps());
+  detail::check_trainer_options(options);
   KINDLING_CHECK(static_cast<bool>(loss_fn), "kindling::engine::create_supervised_trainer: loss_fn is empty");
   return Engine([model, &optimizer, loss_fn = std::move(loss_fn), o = std::move(options)](
                     Engine& engine, const data::Example& batch) mutable -> Value {
@@ -210,22 +227,32 @@ Engine create_supervised_trainer(Model model, torch::optim::Optimizer& optimizer
     model->train(true);
     auto xy = o.prepare_batch() ? o.prepare_batch()(batch, o.device(), o.non_blocking())
                                 : prepare_batch(batch, o.device(), o.non_blocking());
-    at::Tensor y_pred = detail::call_model(model, xy.first);
-    if (o.model_transform()) y_pred = o.model_transform()(y_pred);
-    at::Tensor loss = loss_fn(y_pred, xy.second);
-    if (steps > 1) loss = loss / static_cast<double>(steps);
+    at::Tensor y_pred, loss;
+    {
+      Autocast autocast(o.device().value_or(xy.first.device()).type(), std::nullopt, o.amp());
+      y_pred = detail::call_model(model, xy.first);
+      if (o.model_transform()) y_pred = o.model_transform()(y_pred);
+      loss = loss_fn(y_pred, xy.second);
+      if (steps > 1) loss = loss / static_cast<double>(steps);
+    }
     const bool step = it % steps == 0;
+    const at::Tensor to_backward = o.scaler() ? o.scaler()->scale(loss) : loss;
     if constexpr (detail::HasNoSync<Model>::value) {
       if (!step) {
         auto guard = model.no_sync();
-        loss.backward();
+        to_backward.backward();
       } else {
-        loss.backward();
+        to_backward.backward();
       }
     } else {
-      loss.backward();
+      to_backward.backward();
     }
-    if (step) optimizer.step();
+    if (step && o.scaler()) {
+      o.scaler()->step(optimizer);
+      o.scaler()->update();
+    } else if (step) {
+      optimizer.step();
+    }
     const at::Tensor full = steps > 1 ? loss * static_cast<double>(steps) : loss;
     if (o.output_transform()) return o.output_transform()(xy.first, xy.second, y_pred, full);
     return full.item<double>();

@@ -1,0 +1,116 @@
+#pragma once
+/// \file
+/// Automatic mixed precision: an autocast scope and a GradScaler with dynamic loss scaling
+/// (torch.amp's), used by create_supervised_trainer's amp / scaler options or by hand:
+///
+/// \code
+///   kindling::engine::GradScaler scaler;
+///   {
+///     kindling::engine::Autocast autocast(c10::kCUDA);   // float16 on CUDA, bfloat16 on CPU
+///     loss = loss_fn(model->forward(x), y);
+///   }
+///   scaler.scale(loss).backward();
+///   scaler.step(optimizer);   // skipped when a gradient is inf/NaN
+///   scaler.update();          // backs the scale off after a skip, grows it after growth_interval good steps
+/// \endcode
+///
+/// Local: nothing here communicates. With DDP the gradients (and so inf/NaN) are the same on
+/// every rank after the backward's all-reduce, so every rank skips the same steps.
+
+#include <ATen/ATen.h>
+#include <torch/optim/optimizer.h>
+
+#include <map>
+#include <optional>
+
+#include "kindling/engine/state_dict.h"
+#include "kindling/export.h"
+
+namespace kindling {
+namespace engine {
+
+/// Autocast for `device_type` while the object lives (operations run in `dtype`: float16 on
+/// CUDA, bfloat16 on CPU by default); the previous setting comes back at its end. A disabled
+/// scope changes nothing. Throws kindling::UsageError for a device type other than CPU or CUDA.
+class KINDLING_API Autocast {
+ public:
+  explicit Autocast(c10::DeviceType device_type, std::optional<at::ScalarType> dtype = std::nullopt,
+                    bool enabled = true);
+  ~Autocast();
+  Autocast(const Autocast&) = delete;
+  Autocast& operator=(const Autocast&) = delete;
+
+ private:
+  c10::DeviceType device_type_;
+  bool enabled_;
+  bool previous_enabled_ = false;
+  at::ScalarType previous_dtype_ = at::kFloat;
+};
+
+/// Options of GradScaler (chain the setters): torch.amp.GradScaler's arguments.
+struct KINDLING_API GradScalerOptions {
+  GradScalerOptions& init_scale(double v) {
+    init_scale_ = v;
+    return *this;
+  }
+  GradScalerOptions& growth_factor(double v) {
+    growth_factor_ = v;
+    return *this;
+  }
+  GradScalerOptions& backoff_factor(double v) {
+    backoff_factor_ = v;
+    return *this;
+  }
+  GradScalerOptions& growth_interval(int64_t v) {
+    growth_interval_ = v;
+    return *this;
+  }
+  GradScalerOptions& enabled(bool v) {
+    enabled_ = v;
+    return *this;
+  }
+  double init_scale() const { return init_scale_; }
+  double growth_factor() const { return growth_factor_; }
+  double backoff_factor() const { return backoff_factor_; }
+  int64_t growth_interval() const { return growth_interval_; }
+  bool enabled() const { return enabled_; }
+
+ private:
+  double init_scale_ = 65536.0, growth_factor_ = 2.0, backoff_factor_ = 0.5;
+  int64_t growth_interval_ = 2000;
+  bool enabled_ = true;
+};
+
+/// Dynamic loss scaling: multiply the loss before backward, divide the gradients before the
+/// step, skip steps whose gradients overflowed and adapt the scale.
+class KINDLING_API GradScaler {
+ public:
+  /// Throws kindling::UsageError for init_scale <= 0, growth_factor <= 1, backoff_factor
+  /// outside (0, 1) or growth_interval < 1.
+  explicit GradScaler(GradScalerOptions options = GradScalerOptions());
+  /// loss * scale (the loss itself when disabled).
+  at::Tensor scale(const at::Tensor& loss) const;
+  /// Divides the optimizer's gradients by the scale and notes whether any is inf/NaN. Once
+  /// per optimizer between updates; throws kindling::UsageError when called twice.
+  void unscale_(torch::optim::Optimizer& optimizer);
+  /// Unscales (if not done) and steps unless a gradient was inf/NaN. Returns whether it stepped.
+  bool step(torch::optim::Optimizer& optimizer);
+  /// Backs off after a skipped step, grows after growth_interval steps in a row without one.
+  void update();
+  double get_scale() const { return enabled_ ? scale_ : 1.0; }
+  bool is_enabled() const { return enabled_; }
+  /// {"scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker"} (torch's keys).
+  StateDict state_dict() const;
+  /// Throws kindling::UsageError when a key is missing.
+  void load_state_dict(const StateDict& state);
+
+ private:
+  GradScalerOptions options_;
+  bool enabled_;
+  double scale_;
+  int64_t growth_tracker_ = 0;
+  std::map<const torch::optim::Optimizer*, bool> unscaled_;  // optimizer -> found inf/NaN
+};
+
+}  // namespace engine
+}  // namespace kindling

@@ -1,0 +1,163 @@
+// Autocast scope and GradScaler (dynamic loss scaling) on plain ATen operations, so that
+// they work on CPU and CUDA and with LibTorch 1.13 and 2.x alike.
+#include "kindling/engine/amp.h"
+
+#include <ATen/autocast_mode.h>
+#include <torch/version.h>
+
+#include "kindling/error.h"
+
+namespace kindling {
+namespace engine {
+namespace {
+
+bool autocast_enabled(c10::DeviceType t) {
+#if TORCH_VERSION_MAJOR >= 2
+  return at::autocast::is_autocast_enabled(t);
+#else
+  return t == c10::kCUDA ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
+#endif
+}
+
+void set_autocast(c10::DeviceType t, bool on) {
+#if TORCH_VERSION_MAJOR >= 2
+  at::autocast::set_autocast_enabled(t, on);
+#else
+  if (t == c10::kCUDA) {
+    at::autocast::set_enabled(on);
+  } else {
+    at::autocast::set_cpu_enabled(on);
+  }
+#endif
+}
+
+at::ScalarType autocast_dtype(c10::DeviceType t) {
+#if TORCH_VERSION_MAJOR >= 2
+  return at::autocast::get_autocast_dtype(t);
+#else
+  return t == c10::kCUDA ? at::autocast::get_autocast_gpu_dtype() : at::autocast::get_autocast_cpu_dtype();
+#endif
+}
+
+void set_autocast_dtype(c10::DeviceType t, at::ScalarType dtype) {
+#if TORCH_VERSION_MAJOR >= 2
+  at::autocast::set_autocast_dtype(t, dtype);
+#else
+  if (t == c10::kCUDA) {
+    at::autocast::set_autocast_gpu_dtype(dtype);
+  } else {
+    at::autocast::set_autocast_cpu_dtype(dtype);
+  }
+#endif
+}
+
+}  // namespace
+
+Autocast::Autocast(c10::DeviceType device_type, std::optional<at::ScalarType> dtype, bool enabled)
+    : device_type_(device_type), enabled_(enabled) {
+  KINDLING_CHECK(device_type == c10::kCPU || device_type == c10::kCUDA, "kindling::engine::Autocast: device type ",
+                 c10::DeviceTypeName(device_type), " is not supported; use CPU (bfloat16) or CUDA (float16)");
+  if (!enabled_) return;
+  previous_enabled_ = autocast_enabled(device_type_);
+  previous_dtype_ = autocast_dtype(device_type_);
+  set_autocast_dtype(device_type_, dtype.value_or(device_type_ == c10::kCUDA ? at::kHalf : at::kBFloat16));
+  set_autocast(device_type_, true);
+  at::autocast::increment_nesting();
+}
+
+Autocast::~Autocast() {
+  if (!enabled_) return;
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  set_autocast(device_type_, previous_enabled_);
+  set_autocast_dtype(device_type_, previous_dtype_);
+}
+
+GradScaler::GradScaler(GradScalerOptions options)
+    : options_(options), enabled_(options.enabled()), scale_(options.init_scale()) {
+  KINDLING_CHECK(options_.init_scale() > 0, "kindling::engine::GradScaler: init_scale must be positive, got ",
+                 options_.init_scale());
+  KINDLING_CHECK(options_.growth_factor() > 1.0, "kindling::engine::GradScaler: growth_factor must be above 1, got ",
+                 options_.growth_factor());
+  KINDLING_CHECK(options_.backoff_factor() > 0.0 && options_.backoff_factor() < 1.0,
+                 "kindling::engine::GradScaler: backoff_factor must be in (0, 1), got ", options_.backoff_factor());
+  KINDLING_CHECK(options_.growth_interval() >= 1,
+                 "kindling::engine::GradScaler: growth_interval must be at least 1, "
+                 "got ",
+                 options_.growth_interval());
+}
+
+at::Tensor GradScaler::scale(const at::Tensor& loss) const {
+  if (!enabled_) return loss;
+  return loss.to(at::kFloat) * scale_;
+}
+
+void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
+  if (!enabled_) return;
+  KINDLING_CHECK(unscaled_.count(&optimizer) == 0,
+                 "kindling::engine::GradScaler::unscale_: already called for this "
+                 "optimizer since the last update(); call it once per step");
+  const double inverse = 1.0 / scale_;
+  at::Tensor bad;  // accumulated on the gradients' device: one host sync per step, not per tensor
+  at::NoGradGuard no_grad;
+  for (auto& group : optimizer.param_groups()) {
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      at::Tensor g = p.mutable_grad();
+      g.mul_(inverse);
+      at::Tensor nonfinite = at::logical_not(at::isfinite(g)).any();
+      bad = bad.defined() ? at::logical_or(bad, nonfinite.to(bad.device())) : nonfinite;
+    }
+  }
+  unscaled_[&optimizer] = bad.defined() && bad.item<bool>();
+}
+
+bool GradScaler::step(torch::optim::Optimizer& optimizer) {
+  if (!enabled_) {
+    optimizer.step();
+    return true;
+  }
+  if (unscaled_.count(&optimizer) == 0) unscale_(optimizer);
+  if (unscaled_[&optimizer]) return false;
+  optimizer.step();
+  return true;
+}
+
+void GradScaler::update() {
+  if (!enabled_) return;
+  bool found = false;
+  for (const auto& kv : unscaled_) found = found || kv.second;
+  unscaled_.clear();
+  if (found) {
+    scale_ *= options_.backoff_factor();
+    growth_tracker_ = 0;
+  } else if (++growth_tracker_ >= options_.growth_interval()) {
+    scale_ *= options_.growth_factor();
+    growth_tracker_ = 0;
+  }
+}
+
+StateDict GradScaler::state_dict() const {
+  StateDict sd = new_state_dict();
+  if (!enabled_) return sd;
+  sd.insert("scale", scale_);
+  sd.insert("growth_factor", options_.growth_factor());
+  sd.insert("backoff_factor", options_.backoff_factor());
+  sd.insert("growth_interval", options_.growth_interval());
+  sd.insert("_growth_tracker", growth_tracker_);
+  return sd;
+}
+
+void GradScaler::load_state_dict(const StateDict& state) {
+  if (!enabled_) return;
+  for (const char* key : {"scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker"}) {
+    KINDLING_CHECK(state.contains(key), "kindling::engine::GradScaler::load_state_dict: missing key '", key,
+                   "' (an empty state comes from a disabled scaler)");
+  }
+  scale_ = state.at("scale").toDouble();
+  options_.growth_factor(state.at("growth_factor").toDouble()).backoff_factor(state.at("backoff_factor").toDouble());
+  options_.growth_interval(state.at("growth_interval").toInt());
+  growth_tracker_ = state.at("_growth_tracker").toInt();
+}
+
+}  // namespace engine
+}  // namespace kindling
