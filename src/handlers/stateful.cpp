@@ -11,6 +11,9 @@
 #include <torch/serialize/output-archive.h>
 
 #include <sstream>
+#include <string>
+#include <type_traits>
+#include <utility>
 
 #include "kindling/error.h"
 
@@ -67,8 +70,18 @@ class ModuleState : public Stateful {
   std::shared_ptr<torch::nn::Module> module_;
 };
 
-// The optimizer's parameters in order, and a key -> index map for its state.
-std::string state_key(const at::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
+// The optimizer's parameters in order, and a key -> index map for its state. The state's
+// key is the TensorImpl's address: as a string in LibTorch 1.x, the void* itself in 2.x.
+using StateKey = std::decay_t<decltype(std::declval<torch::optim::Optimizer&>().state())>::key_type;
+[[maybe_unused]] std::string to_state_key(void* impl, std::string*) {
+  std::ostringstream s;
+  s << impl;
+  return s.str();
+}
+[[maybe_unused]] void* to_state_key(void* impl, void**) { return impl; }
+StateKey state_key(const at::Tensor& p) {
+  return to_state_key(p.unsafeGetTensorImpl(), static_cast<StateKey*>(nullptr));
+}
 
 c10::IValue tensor_or_none(const at::Tensor& t) { return t.defined() ? c10::IValue(t) : c10::IValue(); }
 at::Tensor tensor_of(const c10::impl::GenericDict& d, const char* key) {
@@ -250,7 +263,10 @@ class RngStates : public Stateful {
     sd.insert("torch_cpu", at::detail::getDefaultCPUGenerator().get_state());
     if (at::hasCUDA()) {
       for (int64_t i = 0; i < at::detail::getCUDAHooks().getNumGPUs(); ++i) {
-        sd.insert("torch_cuda_" + std::to_string(i), at::detail::getCUDAHooks().getDefaultCUDAGenerator(i).get_state());
+        sd.insert("torch_cuda_" + std::to_string(i),
+                  at::globalContext()
+                      .defaultGenerator(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(i)))
+                      .get_state());
       }
     }
     return sd;
@@ -266,7 +282,7 @@ class RngStates : public Stateful {
     for (int64_t i = 0; i < at::detail::getCUDAHooks().getNumGPUs(); ++i) {
       const std::string key = "torch_cuda_" + std::to_string(i);
       if (!state.contains(key)) continue;
-      at::Generator g = at::detail::getCUDAHooks().getDefaultCUDAGenerator(i);
+      at::Generator g = at::globalContext().defaultGenerator(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(i)));
       std::lock_guard<std::mutex> lock(g.mutex());
       g.set_state(state.at(key).toTensor());
     }

@@ -1,0 +1,255 @@
+// The TensorBoard event file format written by hand (see event_file.h for why), and the
+// POSIX file helpers of the loggers. Files go through open/write/fsync, not std::filesystem
+// or iostreams: one write(2) per record keeps records whole and unbuffered, and pip's
+// LibTorch exports its own copy of libstdc++'s std::filesystem (see src/data/datasets.cpp).
+#include "handlers/event_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "common/env.h"
+#include "kindling/dist/dist.h"
+#include "kindling/error.h"
+#include "kindling/log.h"
+
+namespace kindling {
+namespace handlers {
+namespace detail {
+namespace {
+
+// Protobuf wire types.
+constexpr uint32_t kVarint = 0;
+constexpr uint32_t kFixed64 = 1;
+constexpr uint32_t kLengthDelimited = 2;
+constexpr uint32_t kFixed32 = 5;
+
+void put_varint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out += static_cast<char>((v & 0x7F) | 0x80);
+    v >>= 7;
+  }
+  out += static_cast<char>(v);
+}
+
+// Little-endian whatever the host's byte order (protobuf's fixed types and TFRecord's header).
+void put_fixed32(std::string& out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out += static_cast<char>((v >> (8 * i)) & 0xFF);
+}
+
+void put_fixed64(std::string& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out += static_cast<char>((v >> (8 * i)) & 0xFF);
+}
+
+void put_key(std::string& out, uint32_t field, uint32_t wire_type) { put_varint(out, (field << 3) | wire_type); }
+
+void put_bytes(std::string& out, uint32_t field, const std::string& bytes) {
+  put_key(out, field, kLengthDelimited);
+  put_varint(out, bytes.size());
+  out += bytes;
+}
+
+void put_double(std::string& out, uint32_t field, double value) {
+  uint64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof(bits));
+  put_key(out, field, kFixed64);
+  put_fixed64(out, bits);
+}
+
+void put_float(std::string& out, uint32_t field, float value) {
+  uint32_t bits = 0;
+  std::memcpy(&bits, &value, sizeof(bits));
+  put_key(out, field, kFixed32);
+  put_fixed32(out, bits);
+}
+
+// Event's fields.
+constexpr uint32_t kEventWallTime = 1, kEventStep = 2, kEventFileVersion = 3, kEventSummary = 5;
+// Summary's repeated value, and Summary.Value's fields.
+constexpr uint32_t kSummaryValue = 1, kValueTag = 1, kValueSimpleValue = 2;
+
+const std::array<uint32_t, 256>& crc32c_table() {
+  static const std::array<uint32_t, 256> table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
+
+uint32_t crc32c(const char* data, std::size_t size) {
+  const auto& table = crc32c_table();
+  uint32_t crc = 0xFFFFFFFFu;
+  for (std::size_t i = 0; i < size; ++i) crc = table[(crc ^ static_cast<uint8_t>(data[i])) & 0xFF] ^ (crc >> 8);
+  return crc ^ 0xFFFFFFFFu;
+}
+
+uint32_t masked_crc32c(const char* data, std::size_t size) {
+  const uint32_t crc = crc32c(data, size);
+  return ((crc >> 15) | (crc << 17)) + 0xA282EAD8u;
+}
+
+std::string tfrecord(const std::string& data) {
+  std::string record;
+  record.reserve(data.size() + 16);
+  put_fixed64(record, data.size());
+  put_fixed32(record, masked_crc32c(record.data(), 8));
+  record += data;
+  put_fixed32(record, masked_crc32c(data.data(), data.size()));
+  return record;
+}
+
+std::string file_version_event(double wall_time) {
+  std::string event;
+  put_double(event, kEventWallTime, wall_time);
+  put_bytes(event, kEventFileVersion, "brain.Event:2");
+  return event;
+}
+
+std::string scalar_event(double wall_time, int64_t step, const std::string& tag, float value) {
+  std::string summary_value;
+  put_bytes(summary_value, kValueTag, tag);
+  put_float(summary_value, kValueSimpleValue, value);
+  std::string summary;
+  put_bytes(summary, kSummaryValue, summary_value);
+  std::string event;
+  put_double(event, kEventWallTime, wall_time);
+  put_key(event, kEventStep, kVarint);
+  put_varint(event, static_cast<uint64_t>(step));  // int64: two's complement, 10 bytes when negative
+  put_bytes(event, kEventSummary, summary);
+  return event;
+}
+
+double wall_time_now() {
+  using namespace std::chrono;
+  return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+int this_rank() {
+  if (dist::is_initialized()) return dist::get_rank();
+  return kindling::detail::get_env_int("RANK").value_or(0);
+}
+
+std::size_t utf8_sequence_length(const std::string& text, std::size_t i) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char lead = byte(i);
+  if (lead < 0x80) return 1;
+  std::size_t length = 0;
+  uint32_t code = 0, smallest = 0;
+  if ((lead & 0xE0) == 0xC0) {
+    length = 2, code = lead & 0x1F, smallest = 0x80;
+  } else if ((lead & 0xF0) == 0xE0) {
+    length = 3, code = lead & 0x0F, smallest = 0x800;
+  } else if ((lead & 0xF8) == 0xF0) {
+    length = 4, code = lead & 0x07, smallest = 0x10000;
+  } else {
+    return 0;
+  }
+  if (i + length > text.size()) return 0;
+  for (std::size_t k = 1; k < length; ++k) {
+    if ((byte(i + k) & 0xC0) != 0x80) return 0;
+    code = (code << 6) | (byte(i + k) & 0x3F);
+  }
+  if (code < smallest || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return 0;
+  return length;
+}
+
+bool is_utf8(const std::string& text) {
+  for (std::size_t i = 0; i < text.size();) {
+    const std::size_t n = utf8_sequence_length(text, i);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+std::string join_path(const std::string& dir, const std::string& name) {
+  return dir.empty() || dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+std::string parent_directory(const std::string& path) {
+  const std::size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return "";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+void make_directories(const std::string& path, const std::string& who) {
+  KINDLING_CHECK(!path.empty(), who, ": the directory is an empty string; give a path such as \"runs/exp1\"");
+  std::size_t end = 0;
+  while (end != std::string::npos) {
+    end = path.find('/', end + 1);
+    const std::string prefix = path.substr(0, end);
+    struct stat st {};
+    if (::stat(prefix.c_str(), &st) == 0) {
+      KINDLING_CHECK_T(Error, S_ISDIR(st.st_mode), who, ": cannot create the directory ", path, ": ", prefix,
+                       " exists and is not a directory; choose another path or remove that file");
+      continue;
+    }
+    if (::mkdir(prefix.c_str(), 0777) == 0) continue;
+    const int error = errno;
+    if (error == EEXIST && ::stat(prefix.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) continue;  // made meanwhile
+    KINDLING_CHECK_T(Error, false, who, ": cannot create the directory ", prefix, " (", std::strerror(error),
+                     "); check the path and its permissions");
+  }
+}
+
+OutputFile::~OutputFile() {
+  try {
+    close("kindling::handlers");
+  } catch (const std::exception& e) {
+    kindling::log(LogLevel::kError, e.what());
+  }
+}
+
+int OutputFile::open(const std::string& path, int flags) {
+  KINDLING_INTERNAL_ASSERT(fd_ < 0, "OutputFile::open on an open file");
+  int fd = -1;
+  do {
+    fd = ::open(path.c_str(), flags | O_WRONLY | O_CLOEXEC, 0644);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return errno;
+  fd_ = fd;
+  path_ = path;
+  return 0;
+}
+
+void OutputFile::write(const std::string& bytes, const std::string& who) {
+  KINDLING_INTERNAL_ASSERT(fd_ >= 0, "OutputFile::write on a closed file");
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    const int error = errno;
+    KINDLING_CHECK_T(Error, n > 0, who, ": cannot write to ", path_, " (", n < 0 ? std::strerror(error) : "no progress",
+                     "); check the disk's free space and the file");
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+void OutputFile::close(const std::string& who) {
+  if (fd_ < 0) return;
+  const int fd = fd_;
+  fd_ = -1;
+  // EINVAL / EROFS: a file that cannot be synchronised (a special file); its data was written.
+  int sync_error = ::fsync(fd) == 0 ? 0 : errno;
+  if (sync_error == EINVAL || sync_error == EROFS) sync_error = 0;
+  const int close_error = ::close(fd) == 0 || errno == EINTR ? 0 : errno;
+  const int error = sync_error != 0 ? sync_error : close_error;
+  KINDLING_CHECK_T(Error, error == 0, who, ": cannot ", sync_error != 0 ? "fsync" : "close", " ", path_, " (",
+                   std::strerror(error), "); the last records may not have reached the disk");
+}
+
+}  // namespace detail
+}  // namespace handlers
+}  // namespace kindling

@@ -1,0 +1,135 @@
+// JsonLogger: BaseLogger's scalars as JSON lines, written without a JSON library (the
+// project has none): the escaping and the number formatting are here.
+#include "kindling/handlers/json_logger.h"
+
+#include <fcntl.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+
+#include "handlers/event_file.h"
+#include "kindling/error.h"
+
+namespace kindling {
+namespace handlers {
+namespace {
+
+const std::string kWho = "kindling::handlers::JsonLogger";
+
+// The shortest decimal form that reads back to the same double (std::to_chars: independent
+// of the C locale, so never "0,5"). Finite values only.
+std::string number_text(double value) {
+  char buffer[64];
+  const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  return std::string(buffer, result.ptr);
+}
+
+std::string fixed_text(double value, int decimals) {
+  char buffer[64];
+  const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value, std::chars_format::fixed, decimals);
+  return std::string(buffer, result.ptr);
+}
+
+// The JSON line of one scalar (with its newline).
+std::string json_line(const std::string& tag, const std::string& name, double value, int64_t step, double wall_time) {
+  std::string line = "{\"tag\":" + JsonLogger::quote(tag) + ",\"step\":" + std::to_string(step) +
+                     ",\"name\":" + JsonLogger::quote(name) + ",\"value\":";
+  if (std::isfinite(value)) {
+    line += number_text(value);
+  } else {
+    line += std::string("null,\"non_finite\":\"") + (std::isnan(value) ? "nan" : value > 0 ? "inf" : "-inf") + "\"";
+  }
+  line += ",\"wall_time\":" + fixed_text(wall_time, 6) + "}\n";
+  return line;
+}
+
+// The JSON-lines file of rank 0.
+class JsonLinesSink final : public detail::ScalarSink {
+ public:
+  JsonLinesSink(const std::string& path, bool append) {
+    const std::string parent = detail::parent_directory(path);
+    if (!parent.empty()) detail::make_directories(parent, kWho);
+    const int error = file_.open(path, O_CREAT | O_APPEND | (append ? 0 : O_TRUNC));
+    KINDLING_CHECK_T(Error, error == 0, kWho, ": cannot open ", path, " (", std::strerror(error),
+                     "); check that its directory is writable and that it is not a directory");
+  }
+
+  void write(const std::string& tag, const std::string& name, double value, int64_t step) override {
+    const std::string line = json_line(tag, name, value, step, detail::wall_time_now());
+    std::lock_guard<std::mutex> lock(mutex_);
+    KINDLING_CHECK(file_.is_open(), kWho, ": '", tag.empty() ? name : tag + "/" + name,
+                   "' was logged after close() (or after the logger was destroyed); close the logger after the "
+                   "last run, or first remove its handlers with the HandlerHandle that attach_* returned");
+    file_.write(line, kWho);
+  }
+
+  void close() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    file_.close(kWho);
+  }
+
+ private:
+  std::mutex mutex_;
+  detail::OutputFile file_;
+};
+
+}  // namespace
+
+std::string JsonLogger::quote(const std::string& text) {
+  std::string out;
+  out.reserve(text.size() + 2);
+  out += '"';
+  for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const std::size_t length = detail::utf8_sequence_length(text, i);
+    if (length == 0) {
+      out += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER for a byte that is not UTF-8
+      ++i;
+      continue;
+    }
+    if (length > 1) {
+      out.append(text, i, length);
+      i += length;
+      continue;
+    }
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      default:
+        if (c < 0x20) {
+          char escape[8];
+          std::snprintf(escape, sizeof(escape), "\\u%04x", static_cast<unsigned>(c));
+          out += escape;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+    ++i;
+  }
+  out += '"';
+  return out;
+}
+
+JsonLogger::JsonLogger(std::string path, bool append) : BaseLogger("JsonLogger"), path_(std::move(path)) {
+  KINDLING_CHECK(!path_.empty(),
+                 "kindling::handlers::JsonLogger: path is an empty string; give the file for the JSON lines, e.g. "
+                 "\"runs/exp1/scalars.jsonl\"");
+  if (detail::this_rank() != 0) return;  // inert
+  set_sink(std::make_shared<JsonLinesSink>(path_, append));
+}
+
+void JsonLogger::add_scalar(const std::string& tag, const std::string& name, double value, int64_t step) {
+  if (sink() != nullptr) sink()->write(tag, name, value, step);
+}
+
+}  // namespace handlers
+}  // namespace kindling
