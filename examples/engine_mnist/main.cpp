@@ -1,10 +1,14 @@
 // engine_mnist: a small CNN trained data-parallel on Fashion-MNIST through kindling's
 // training engine: create_supervised_trainer / create_supervised_evaluator, Accuracy and
 // Loss computed across ranks (the test set is sharded without padding, so the figures
-// equal a single process's), a running average of the batch loss, and a resume point.
+// equal a single process's), the common training handlers (progress bar, running average
+// of the batch loss, stop on NaN, a training checkpoint every N iterations), a linear
+// warm-up (a quarter epoch) then decay of the learning rate, TensorBoard logs, the best model kept, and
+// --resume-from to continue from a training checkpoint.
 //
 //   ./engine_mnist                                 # 2 processes it starts itself, gloo
-//   ./engine_mnist --nproc-per-node 3 --epochs 2 --limit 12000
+//   ./engine_mnist --nproc-per-node 3 --epochs 2 --limit 12000 --output-path /tmp/run
+//   ./engine_mnist --epochs 3 --output-path /tmp/run --resume-from /tmp/run/training_checkpoint_188.pt
 //   kindling-run --nproc_per_node 2 ./engine_mnist --backend gloo
 //
 // Rank 0 prints one line per epoch:
@@ -22,6 +26,7 @@
 #include <kindling/dist/parallel.h>
 #include <kindling/kindling.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -46,6 +51,9 @@ struct Options {
   int64_t limit = 0;         // 0: all 60000 training samples
   double lr = 0.05;
   std::string data_dir = data::kFashionMnistRoot;
+  std::string output_path = "/tmp/engine_mnist";
+  std::string resume_from;
+  int64_t checkpoint_every = 200;
 };
 
 std::shared_ptr<const data::Dataset> split(const Options& o, bool train) {
@@ -82,10 +90,28 @@ void training(int /*local_rank*/, const Options& o) {
 
   Engine trainer = kindling::engine::create_supervised_trainer(model, optimizer, loss_fn);
   trainer.name = "trainer";
-  auto running_loss = km::RunningAverage::of_output([](const Value& loss) { return loss; });
-  running_loss->attach(trainer, "running_loss");
   auto epoch_loss = std::make_shared<km::Average>();
   epoch_loss->attach(trainer, "train_loss");
+
+  // Linear warm-up over the first quarter epoch to lr, then linear decay to 0 at the end.
+  const int64_t per_epoch = train_loader.size();
+  const int64_t warmup = std::max<int64_t>(1, per_epoch / 4);
+  auto scheduler = std::make_shared<kindling::handlers::PiecewiseLinear>(
+      optimizer, "lr",
+      std::vector<std::pair<int64_t, double>>{
+          {0, 0.0}, {warmup, o.lr}, {std::max<int64_t>(warmup + 1, o.epochs * per_epoch), 0.0}});
+  namespace kh = kindling::handlers;
+  const kh::Objects to_save{{"trainer", kh::stateful(trainer)},
+                            {"model", kh::stateful(model)},
+                            {"optimizer", kh::stateful(optimizer)},
+                            {"lr_scheduler", kh::stateful(*scheduler)}};
+  auto common = kh::setup_common_training_handlers(trainer, kh::CommonTrainingOptions()
+                                                                .to_save(to_save)
+                                                                .save_every_iters(o.checkpoint_every)
+                                                                .output_path(o.output_path)
+                                                                .lr_scheduler(scheduler)
+                                                                .output_names({"batch_loss"})
+                                                                .log_every_iters(10));
 
   auto accuracy = std::make_shared<km::Accuracy>();
   auto test_loss = std::make_shared<km::Loss>(loss_fn);
@@ -95,6 +121,22 @@ void training(int /*local_rank*/, const Options& o) {
   int64_t samples = 0;
   evaluator.on(Events::ITERATION_COMPLETED, [&](Engine& e) { samples += e.state().output[1].size(0); });
 
+  kh::TensorboardLogger tb(o.output_path + "/tb");  // writes on rank 0 only
+  tb.attach_output_handler(trainer, Events::ITERATION_COMPLETED.every(10), "training", {"batch_loss"});
+  tb.attach_opt_params_handler(trainer, Events::ITERATION_STARTED.every(10), optimizer);
+  tb.attach_output_handler(evaluator, Events::COMPLETED, "test", {"accuracy", "loss"}, {},
+                           kh::global_step_from_engine(trainer));
+  // The best model by test accuracy (every rank decides alike; rank 0 writes).
+  kh::Checkpoint best({{"model", kh::stateful(model)}},
+                      std::make_shared<kh::DiskSaver>(o.output_path, kh::DiskSaverOptions().require_empty(false)),
+                      kh::CheckpointOptions()
+                          .filename_prefix("best")
+                          .n_saved(2)
+                          .score_name("test_accuracy")
+                          .score_function([](Engine& e) { return e.state().metrics.at("accuracy").number(); })
+                          .global_step_transform(kh::global_step_from_engine(trainer)));
+  best.attach(evaluator, Events::COMPLETED);
+
   trainer.on(Events::EPOCH_COMPLETED, [&](Engine& t) {
     samples = 0;
     evaluator.run(test_loader);
@@ -103,12 +145,23 @@ void training(int /*local_rank*/, const Options& o) {
       const auto& tm = t.state().metrics;
       const auto& em = evaluator.state().metrics;
       std::printf("epoch %lld: train loss %.4f (running %.4f), test accuracy %.4f, test loss %.4f (%lld samples)\n",
-                  static_cast<long long>(t.state().epoch), tm.at("train_loss").number(), tm.at("running_loss").number(),
+                  static_cast<long long>(t.state().epoch), tm.at("train_loss").number(), tm.at("batch_loss").number(),
                   em.at("accuracy").number(), em.at("loss").number(), static_cast<long long>(seen));
       std::fflush(stdout);
     }
   });
+  if (!o.resume_from.empty()) {
+    kh::Checkpoint::load_objects(to_save, o.resume_from);  // every rank reads the file
+    if (kd::get_rank() == 0) {
+      std::printf("resuming from %s at iteration %lld\n", o.resume_from.c_str(),
+                  static_cast<long long>(trainer.state().iteration));
+    }
+  }
   trainer.run(train_loader, o.epochs);
+  tb.close();
+  if (kd::get_rank() == 0 && common->checkpoint && common->checkpoint->last_checkpoint()) {
+    std::printf("last training checkpoint: %s\n", common->checkpoint->last_checkpoint()->c_str());
+  }
 }
 
 }  // namespace
@@ -128,6 +181,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   app.add_option("--lr", o.lr, "SGD learning rate")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--data-dir", o.data_dir, "Directory of the Fashion-MNIST *-ubyte.gz files")->capture_default_str();
+  app.add_option("--output-path", o.output_path, "Folder of checkpoints and TensorBoard logs")->capture_default_str();
+  app.add_option("--resume-from", o.resume_from, "A training checkpoint to continue from");
+  app.add_option("--checkpoint-every", o.checkpoint_every, "Iterations between training checkpoints")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->capture_default_str();
   if (const int rc = kindling::cli::parse(app, argc, argv); rc >= 0) return rc;
   try {
     kd::ParallelOptions options(o.backend);

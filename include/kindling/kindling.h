@@ -27,6 +27,7 @@
 #include "kindling/engine/supervised.h"
 #include "kindling/error.h"
 #include "kindling/handlers/checkpoint.h"
+#include "kindling/handlers/common.h"
 #include "kindling/handlers/disk_saver.h"
 #include "kindling/handlers/json_logger.h"
 #include "kindling/handlers/param_scheduler.h"

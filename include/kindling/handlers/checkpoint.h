@@ -131,7 +131,7 @@ class KINDLING_API Checkpoint {
   /// writes). Throws what the objects' state_dict and the saver throw.
   void operator()(engine::Engine& engine);
   /// Adds this checkpoint as a handler of `events` on `engine` (and registers
-  /// SAVED_CHECKPOINT there). The checkpoint must be owned by a std::shared_ptr.
+  /// SAVED_CHECKPOINT there). The checkpoint must outlive the engine's handlers.
   engine::HandlerHandle attach(engine::Engine& engine, const engine::EventsList& events);
 
   /// The path of the latest file saved (unset before the first).

@@ -1,0 +1,62 @@
+// setup_common_training_handlers: ignite's bundle of training handlers.
+#include "kindling/handlers/common.h"
+
+#include "kindling/error.h"
+#include "kindling/handlers/stopping.h"
+#include "kindling/metrics/running_average.h"
+
+namespace kindling {
+namespace handlers {
+
+using engine::Engine;
+using engine::Events;
+using engine::Value;
+
+std::shared_ptr<CommonHandlers> setup_common_training_handlers(Engine& trainer, const CommonTrainingOptions& o) {
+  const char* where = "kindling::handlers::setup_common_training_handlers";
+  KINDLING_CHECK(!(o.output_path_ && o.save_handler_), where,
+                 ": arguments output_path and save_handler are mutually exclusive; give one of them");
+  KINDLING_CHECK(o.to_save_.empty() || o.output_path_ || o.save_handler_, where,
+                 ": to_save is given, so output_path or save_handler should be given too (where to write)");
+  KINDLING_CHECK(o.save_every_iters_ >= 1 && o.log_every_iters_ >= 1, where,
+                 ": save_every_iters and log_every_iters must be at least 1, got ", o.save_every_iters_, " and ",
+                 o.log_every_iters_);
+  auto made = std::make_shared<CommonHandlers>();
+  if (o.train_sampler_) {
+    auto sampler = o.train_sampler_;
+    trainer.on(Events::EPOCH_STARTED, [sampler](Engine& e) { sampler->set_epoch(e.state().epoch - 1); });
+  }
+  if (o.stop_on_nan_) trainer.on(Events::ITERATION_COMPLETED, TerminateOnNan());
+  if (o.lr_scheduler_) o.lr_scheduler_->attach(trainer, Events::ITERATION_STARTED);
+  for (std::size_t i = 0; i < o.output_names_.size(); ++i) {
+    const std::string name = o.output_names_[i];
+    const bool first = i == 0;
+    auto average = metrics::RunningAverage::of_output([name, first](const Value& out) -> Value {
+      if (out.is_named()) return out[name];
+      KINDLING_CHECK(first && (out.is_number() || out.is_tensor()),
+                     "kindling::handlers::"
+                     "setup_common_training_handlers: output name '",
+                     name, "' is not in the output ", out.to_string(),
+                     "; a number or tensor output has one name, named tensors one per name");
+      return out;
+    });
+    average->attach(trainer, name);
+  }
+  if (o.with_pbars_) {
+    made->progress_bar = std::make_shared<ProgressBar>();
+    made->progress_bar->attach(trainer, o.output_names_, {}, Events::ITERATION_COMPLETED.every(o.log_every_iters_));
+  }
+  if (!o.to_save_.empty()) {
+    auto saver = o.save_handler_
+                     ? o.save_handler_
+                     : std::make_shared<DiskSaver>(*o.output_path_, DiskSaverOptions().require_empty(false));
+    made->checkpoint = std::make_shared<Checkpoint>(
+        o.to_save_, saver, CheckpointOptions().filename_prefix("training").n_saved(o.n_saved_));
+    made->checkpoint->attach(trainer, Events::ITERATION_COMPLETED.every(o.save_every_iters_));
+  }
+  trainer.on(Events::COMPLETED, [made] {});  // the trainer keeps the handlers alive
+  return made;
+}
+
+}  // namespace handlers
+}  // namespace kindling
