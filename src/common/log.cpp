@@ -13,23 +13,11 @@
 #include <memory>
 
 #include "common/env.h"
+#include "common/log_internal.h"
 #include "kindling/error.h"
 
 namespace kindling {
 namespace {
-
-spdlog::level::level_enum to_spdlog(LogLevel level) {
-  switch (level) {
-    case LogLevel::kTrace: return spdlog::level::trace;
-    case LogLevel::kDebug: return spdlog::level::debug;
-    case LogLevel::kInfo: return spdlog::level::info;
-    case LogLevel::kWarning: return spdlog::level::warn;
-    case LogLevel::kError: return spdlog::level::err;
-    case LogLevel::kCritical: return spdlog::level::critical;
-    case LogLevel::kOff: return spdlog::level::off;
-  }
-  return spdlog::level::info;
-}
 
 LogLevel level_from_environment() {
   const auto text = detail::get_env("KINDLING_LOG_LEVEL");
@@ -54,15 +42,6 @@ spdlog::logger& logger() {
     return made;
   }();
   return *instance;
-}
-
-// "[rank r/w] " from the distributed model, else from RANK / WORLD_SIZE, else "".
-std::string rank_tag() {
-  std::string tag = detail::rank_prefix();
-  if (!tag.empty()) return tag;
-  const auto rank = detail::get_env("RANK"), world = detail::get_env("WORLD_SIZE");
-  if (rank && world) return "[rank " + *rank + "/" + *world + "] ";
-  return {};
 }
 
 }  // namespace
@@ -108,10 +87,47 @@ const char* to_string(LogLevel level) {
 void log(LogLevel level, const std::string& message) {
   if (level == LogLevel::kOff || level < log_level()) return;
   try {
-    logger().log(to_spdlog(level), "{}{}", rank_tag(), message);
+    logger().log(detail::to_spdlog(level), "{}{}", detail::log_rank_tag(), message);
   } catch (const std::exception&) {
     // Logging must not take the program down (a closed stderr, say).
   }
 }
+
+namespace detail {
+
+spdlog::level::level_enum to_spdlog(LogLevel level) {
+  switch (level) {
+    case LogLevel::kTrace: return spdlog::level::trace;
+    case LogLevel::kDebug: return spdlog::level::debug;
+    case LogLevel::kInfo: return spdlog::level::info;
+    case LogLevel::kWarning: return spdlog::level::warn;
+    case LogLevel::kError: return spdlog::level::err;
+    case LogLevel::kCritical: return spdlog::level::critical;
+    case LogLevel::kOff: return spdlog::level::off;
+  }
+  return spdlog::level::info;
+}
+
+LogLevel from_spdlog(spdlog::level::level_enum level) {
+  switch (level) {
+    case spdlog::level::trace: return LogLevel::kTrace;
+    case spdlog::level::debug: return LogLevel::kDebug;
+    case spdlog::level::info: return LogLevel::kInfo;
+    case spdlog::level::warn: return LogLevel::kWarning;
+    case spdlog::level::err: return LogLevel::kError;
+    case spdlog::level::critical: return LogLevel::kCritical;
+    default: return LogLevel::kOff;
+  }
+}
+
+std::string log_rank_tag() {
+  std::string tag = rank_prefix();
+  if (!tag.empty()) return tag;
+  const auto rank = get_env("RANK"), world = get_env("WORLD_SIZE");
+  if (rank && world) return "[rank " + *rank + "/" + *world + "] ";
+  return {};
+}
+
+}  // namespace detail
 
 }  // namespace kindling

@@ -2,6 +2,7 @@
 // type appears in the public header: Logger hides its spdlog::logger behind Impl. Each call
 // makes its own spdlog::logger, kept out of spdlog's global registry (as kindling's log in
 // src/common/log.cpp), so a program's own spdlog set-up is untouched.
+#include "common/log_internal.h"
 #include "kindling/handlers/setup_logger.h"
 
 #include <spdlog/pattern_formatter.h>
@@ -33,31 +34,6 @@ const char* const kWhere = "kindling::handlers::setup_logger";
 constexpr char kRankFlag = '*';
 constexpr char kLevelNameFlag = '~';
 
-spdlog::level::level_enum to_spdlog(LogLevel level) {
-  switch (level) {
-    case LogLevel::kTrace: return spdlog::level::trace;
-    case LogLevel::kDebug: return spdlog::level::debug;
-    case LogLevel::kInfo: return spdlog::level::info;
-    case LogLevel::kWarning: return spdlog::level::warn;
-    case LogLevel::kError: return spdlog::level::err;
-    case LogLevel::kCritical: return spdlog::level::critical;
-    case LogLevel::kOff: return spdlog::level::off;
-  }
-  return spdlog::level::info;
-}
-
-LogLevel from_spdlog(spdlog::level::level_enum level) {
-  switch (level) {
-    case spdlog::level::trace: return LogLevel::kTrace;
-    case spdlog::level::debug: return LogLevel::kDebug;
-    case spdlog::level::info: return LogLevel::kInfo;
-    case spdlog::level::warn: return LogLevel::kWarning;
-    case spdlog::level::err: return LogLevel::kError;
-    case spdlog::level::critical: return LogLevel::kCritical;
-    default: return LogLevel::kOff;
-  }
-}
-
 // Python logging's level names (ignite's %(levelname)s).
 const char* python_level_name(spdlog::level::level_enum level) {
   switch (level) {
@@ -71,17 +47,6 @@ const char* python_level_name(spdlog::level::level_enum level) {
   }
 }
 
-// "[rank r/w] " exactly as kindling's log builds it (src/common/log.cpp, whose helper is
-// file-local): the distributed model's (kindling::detail::rank_prefix, public), else
-// RANK / WORLD_SIZE from the environment, else "".
-std::string rank_tag() {
-  std::string tag = kindling::detail::rank_prefix();
-  if (!tag.empty()) return tag;
-  const auto rank = kindling::detail::get_env("RANK"), world = kindling::detail::get_env("WORLD_SIZE");
-  if (rank && world) return "[rank " + *rank + "/" + *world + "] ";
-  return {};
-}
-
 void append_text(spdlog::memory_buf_t& dest, const std::string& text) {
   dest.append(text.data(), text.data() + text.size());
 }
@@ -90,7 +55,7 @@ void append_text(spdlog::memory_buf_t& dest, const std::string& text) {
 class RankTagFlag final : public spdlog::custom_flag_formatter {
  public:
   void format(const spdlog::details::log_msg&, const std::tm&, spdlog::memory_buf_t& dest) override {
-    append_text(dest, rank_tag());
+    append_text(dest, kindling::detail::log_rank_tag());
   }
   std::unique_ptr<spdlog::custom_flag_formatter> clone() const override { return std::make_unique<RankTagFlag>(); }
 };
@@ -183,7 +148,7 @@ Logger setup_logger(const std::string& name, LogLevel level, const std::string& 
   auto formatter = std::make_unique<spdlog::pattern_formatter>();
   formatter->add_flag<RankTagFlag>(kRankFlag).add_flag<LevelNameFlag>(kLevelNameFlag).set_pattern(pattern);
   impl->logger->set_formatter(std::move(formatter));
-  impl->logger->set_level(impl->silenced ? spdlog::level::off : to_spdlog(level));
+  impl->logger->set_level(impl->silenced ? spdlog::level::off : kindling::detail::to_spdlog(level));
   impl->logger->flush_on(spdlog::level::trace);  // every line reaches the file at once
   return Logger(std::move(impl));
 }
@@ -191,20 +156,22 @@ Logger setup_logger(const std::string& name, LogLevel level, const std::string& 
 void Logger::log(LogLevel level, const std::string& message) const {
   if (!is_enabled_for(level)) return;
   try {
-    impl_->logger->log(to_spdlog(level), "{}", message);
+    impl_->logger->log(kindling::detail::to_spdlog(level), "{}", message);
   } catch (const std::exception&) {
     // Logging must not take the program down (a closed stderr, a full disk).
   }
 }
 
 bool Logger::is_enabled_for(LogLevel level) const {
-  return !impl_->silenced && level != LogLevel::kOff && impl_->logger->should_log(to_spdlog(level));
+  return !impl_->silenced && level != LogLevel::kOff && impl_->logger->should_log(kindling::detail::to_spdlog(level));
 }
 
-LogLevel Logger::level() const { return impl_->silenced ? LogLevel::kOff : from_spdlog(impl_->logger->level()); }
+LogLevel Logger::level() const {
+  return impl_->silenced ? LogLevel::kOff : kindling::detail::from_spdlog(impl_->logger->level());
+}
 
 void Logger::set_level(LogLevel level) {
-  if (!impl_->silenced) impl_->logger->set_level(to_spdlog(level));
+  if (!impl_->silenced) impl_->logger->set_level(kindling::detail::to_spdlog(level));
 }
 
 bool Logger::silenced() const { return impl_->silenced; }

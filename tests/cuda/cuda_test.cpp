@@ -8,12 +8,22 @@
 #include <kindling/dist/auto.h>
 #include <kindling/kindling.h>
 #include <kindling/data/loader.h>
+#include <kindling/engine/amp.h>
+#include <kindling/engine/supervised.h>
+#include <kindling/metrics/accuracy.h>
+#include <kindling/metrics/loss.h>
 #include <kindling/nn/batchnorm.h>
 #include <kindling/nn/ddp.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
+
+#include <stdlib.h>
+
+#include <cmath>
+
+#include "kindling/handlers/checkpoint.h"
 
 #include "support/models.h"
 #include "support/multiprocess.h"
@@ -274,6 +284,144 @@ TEST(LoaderOnCudaTest, AutoDataloaderPinsAndDelivers_CUDA) {
   // Pinning itself, without the copy to the device.
   kindling::data::DataLoader pinned(data, kindling::data::DataLoaderOptions().batch_size(8).pin_memory(true));
   EXPECT_TRUE(pinned.begin()->data.is_pinned());
+}
+
+namespace ke = kindling::engine;
+namespace kh = kindling::handlers;
+
+// create_supervised_trainer with amp and a GradScaler on CUDA batches: the forward runs in
+// float16, the loss goes down and the scale stays finite.
+TEST(EngineOnCudaTest, AmpTrainerWithScaler_CUDA) {
+  SKIP_WITHOUT_CUDA();
+  at::manual_seed(11);
+  auto model = std::make_shared<Mlp>();
+  model->to(at::kCUDA);
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  auto scaler = std::make_shared<ke::GradScaler>();
+  std::vector<at::ScalarType> output_types;
+  auto mse = [](const at::Tensor& p, const at::Tensor& y) { return (p.to(at::kFloat) - y).pow(2).mean(); };
+  ke::Engine trainer =
+      ke::create_supervised_trainer(model, optimizer, mse,
+                                    ke::SupervisedTrainerOptions()
+                                        .device(c10::Device(c10::kCUDA))
+                                        .amp(true)
+                                        .scaler(scaler)
+                                        .output_transform([&](const at::Tensor&, const at::Tensor&,
+                                                              const at::Tensor& y_pred, const at::Tensor& loss) {
+                                          output_types.push_back(y_pred.scalar_type());
+                                          return ke::Value(loss.item<double>());
+                                        }));
+  const at::Tensor w = at::randn({20, 5}, kGpuFloat) * 0.3;
+  std::vector<kindling::data::Example> data;
+  for (int i = 0; i < 16; ++i) {
+    const at::Tensor x = at::randn({32, 20}, kGpuFloat);
+    data.push_back({x, at::mm(x, w)});
+  }
+  std::vector<double> losses;
+  trainer.on(ke::Events::ITERATION_COMPLETED, [&](ke::Engine& e) { losses.push_back(e.state().output.number()); });
+  trainer.run(data, 4);
+  ASSERT_EQ(losses.size(), 64u);
+  double first = 0, last = 0;
+  for (int i = 0; i < 16; ++i) {
+    first += losses[i] / 16;
+    last += losses[48 + i] / 16;
+  }
+  EXPECT_LT(last, first * 0.5) << "mean loss of epoch 1 " << first << ", of epoch 4 " << last;
+  ASSERT_FALSE(output_types.empty());
+  for (auto t : output_types) EXPECT_EQ(t, at::kHalf) << "the forward ran under CUDA autocast";
+  EXPECT_TRUE(std::isfinite(scaler->get_scale()) && scaler->get_scale() > 0) << scaler->get_scale();
+  for (const auto& p : model->parameters()) {
+    EXPECT_TRUE(p.is_cuda() && p.scalar_type() == at::kFloat) << p.device() << " " << p.scalar_type();
+    EXPECT_TRUE(at::isfinite(p).all().item<bool>());
+  }
+  EXPECT_EQ(at::mm(w.t(), w).scalar_type(), at::kFloat) << "autocast is off again after the run";
+}
+
+// create_supervised_evaluator with Accuracy and Loss on CUDA tensors (accumulators on the
+// GPU and on the CPU) gives what the same evaluator gives on CPU copies.
+TEST(EngineOnCudaTest, EvaluatorMetricsMatchCpu_CUDA) {
+  SKIP_WITHOUT_CUDA();
+  at::manual_seed(12);
+  auto cpu_model = std::make_shared<Mlp>();
+  at::manual_seed(12);
+  auto gpu_model = std::make_shared<Mlp>();
+  gpu_model->to(at::kCUDA);
+  std::vector<kindling::data::Example> cpu_data, gpu_data;
+  for (int i = 0; i < 7; ++i) {
+    const at::Tensor x = at::randn({13, 20}), y = at::randint(0, 5, {13}, at::kLong);
+    cpu_data.push_back({x, y});
+    gpu_data.push_back({x.to(at::kCUDA), y.to(at::kCUDA)});
+  }
+  auto ce = [](const at::Tensor& p, const at::Tensor& y) { return at::cross_entropy_loss(p, y); };
+  const c10::Device cuda(c10::kCUDA);
+  namespace km = kindling::metrics;
+  ke::Engine cpu_eval = ke::create_supervised_evaluator(
+      cpu_model, {{"accuracy", std::make_shared<km::Accuracy>()}, {"loss", std::make_shared<km::Loss>(ce)}});
+  ke::Engine gpu_eval = ke::create_supervised_evaluator(
+      gpu_model, {{"accuracy", std::make_shared<km::Accuracy>(km::OutputTransform(), false, cuda)},
+                  {"loss", std::make_shared<km::Loss>(ce, km::OutputTransform(), km::Loss::BatchSize(), cuda)},
+                  {"accuracy_cpu", std::make_shared<km::Accuracy>()},
+                  {"loss_cpu", std::make_shared<km::Loss>(ce)}});
+  std::vector<bool> on_gpu;
+  gpu_eval.on(ke::Events::ITERATION_COMPLETED,
+              [&](ke::Engine& e) { on_gpu.push_back(e.state().output[std::size_t{0}].is_cuda()); });
+  cpu_eval.run(cpu_data, 1);
+  gpu_eval.run(gpu_data, 1);
+  ASSERT_EQ(on_gpu.size(), 7u);
+  for (bool b : on_gpu) EXPECT_TRUE(b) << "y_pred on the GPU";
+  const auto& want = cpu_eval.state().metrics;
+  const auto& got = gpu_eval.state().metrics;
+  const double acc = want.at("accuracy").number(), loss = want.at("loss").number();
+  EXPECT_GT(loss, 0);
+  EXPECT_DOUBLE_EQ(got.at("accuracy").number(), acc);
+  EXPECT_DOUBLE_EQ(got.at("accuracy_cpu").number(), acc);
+  EXPECT_NEAR(got.at("loss").number(), loss, 1e-5 * loss);
+  EXPECT_NEAR(got.at("loss_cpu").number(), loss, 1e-5 * loss);
+}
+
+// Checkpoint of a CUDA model and its optimizer: load_objects into a fresh CUDA model gives
+// the same weights (still on the GPU), and the next step of both is the same.
+TEST(CheckpointOnCudaTest, RoundTripsACudaModel_CUDA) {
+  SKIP_WITHOUT_CUDA();
+  char pattern[] = "/tmp/kindling-cuda-ckpt-XXXXXX";
+  const std::string dir = mkdtemp(pattern);
+  at::manual_seed(13);
+  auto model = std::make_shared<Mlp>();
+  model->to(at::kCUDA);
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  const at::Tensor x = at::randn({8, 20}, kGpuFloat), y = at::randn({8, 5}, kGpuFloat);
+  auto step = [&](std::shared_ptr<Mlp>& m, torch::optim::SGD& opt) {
+    opt.zero_grad();
+    torch::mse_loss(m->forward(x), y).backward();
+    opt.step();
+  };
+  step(model, optimizer);
+  auto checkpoint = std::make_shared<kh::Checkpoint>(
+      kh::Objects{{"model", kh::stateful(model)}, {"optimizer", kh::stateful(optimizer)}},
+      std::make_shared<kh::DiskSaver>(dir), kh::CheckpointOptions().filename_prefix("gpu"));
+  ke::Engine engine([](ke::Engine&, const int& b) -> ke::Value { return b; });
+  checkpoint->attach(engine, ke::Events::COMPLETED);
+  std::vector<int> once{1};
+  engine.run(once);
+  ASSERT_TRUE(checkpoint->last_checkpoint().has_value());
+
+  at::manual_seed(14);
+  auto fresh = std::make_shared<Mlp>();
+  fresh->to(at::kCUDA);
+  torch::optim::SGD fresh_optimizer(fresh->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  EXPECT_FALSE(same(fresh->fc1->weight, model->fc1->weight));
+  kh::Checkpoint::load_objects({{"model", kh::stateful(fresh)}, {"optimizer", kh::stateful(fresh_optimizer)}},
+                               *checkpoint->last_checkpoint());
+  auto want = model->named_parameters();
+  for (const auto& item : fresh->named_parameters()) {
+    EXPECT_TRUE(item.value().is_cuda()) << item.key() << " " << item.value().device();
+    EXPECT_TRUE(same(item.value(), want[item.key()])) << item.key();
+  }
+  step(model, optimizer);
+  step(fresh, fresh_optimizer);  // with the loaded momentum buffers
+  for (const auto& item : fresh->named_parameters()) {
+    EXPECT_TRUE(same(item.value(), want[item.key()])) << item.key() << " after one more step";
+  }
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "support/errors.h"
 #include "kindling/engine/engine.h"
 #include "kindling/engine/supervised.h"
 #include "kindling/dist/auto.h"
@@ -43,15 +44,7 @@ torch::nn::Linear linear() {
   return torch::nn::Linear(3, 2);
 }
 
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using kindling::testing::error_of;
 
 TEST(SupervisedTrainerTest, GradientAccumulationStepsEveryNIterations) {
   const auto data = regression_batches(4);

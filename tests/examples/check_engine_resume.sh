@@ -16,7 +16,10 @@ second=$("$bin" --epochs 2 "${common[@]}" --resume-from "$dir/training_checkpoin
 echo "$second"
 grep -q "resuming from $dir/training_checkpoint_40.pt at iteration 40" <<<"$second" ||
   { echo "check_engine_resume: the resume point is not iteration 40"; exit 1; }
-grep -Eq "^epoch 2: .*\(10000 samples\)" <<<"$second" || { echo "check_engine_resume: no second epoch"; exit 1; }
+grep -Eq "^epoch 1: .*test accuracy 0\.[6-9][0-9]+, .*\(10000 samples\)" <<<"$first" ||
+  { echo "check_engine_resume: the first epoch did not learn (test accuracy below 0.6 over the 10000 samples)"; exit 1; }
+grep -Eq "^epoch 2: .*test accuracy 0\.[7-9][0-9]+, .*\(10000 samples\)" <<<"$second" ||
+  { echo "check_engine_resume: no second epoch reaching 0.7 test accuracy over the 10000 samples"; exit 1; }
 grep -q "last training checkpoint: $dir/training_checkpoint_80.pt" <<<"$second" ||
   { echo "check_engine_resume: expected the checkpoint of iteration 80 last"; exit 1; }
 ls "$dir"/best_model_2_test_accuracy=*.pt >/dev/null || { echo "check_engine_resume: no best model of epoch 2"; exit 1; }

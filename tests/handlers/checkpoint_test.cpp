@@ -19,6 +19,7 @@
 #include <random>
 #include <thread>
 
+#include "support/errors.h"
 #include "kindling/engine/engine.h"
 #include "kindling/handlers/checkpoint.h"
 #include "kindling/models/resnet.h"
@@ -49,15 +50,7 @@ std::vector<std::string> files_in(const std::string& dir) {
   return names;
 }
 
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using kindling::testing::error_of;
 
 torch::nn::Linear make_linear(int seed) {
   at::manual_seed(seed);

@@ -10,6 +10,13 @@ import torchvision
 
 best_path, training_path = sys.argv[1], sys.argv[2]
 
+# torch >= 2.6 loads with weights_only=True by default, which refuses the type tags that
+# LibTorch's pickler writes for dicts and lists; allowing those (harmless) helpers is enough.
+if hasattr(torch.serialization, "add_safe_globals"):
+    import torch.jit._pickle as tags
+    torch.serialization.add_safe_globals([tags.restore_type_tag, tags.build_intlist, tags.build_doublelist,
+                                          tags.build_boollist, tags.build_tensorlist])
+
 weights = torch.load(best_path)
 model = torchvision.models.resnet18(num_classes=10)
 model.load_state_dict(weights, strict=True)

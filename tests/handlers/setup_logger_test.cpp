@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "support/errors.h"
 #include "kindling/dist/dist.h"
 #include "kindling/handlers/setup_logger.h"
 #include "support/multiprocess.h"
@@ -43,15 +44,7 @@ std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using kindling::testing::error_of;
 
 TEST(SetupLoggerTest, LevelFiltersLinesInIgnitesDefaultFormat) {
   auto logger = kh::setup_logger("trainer", LogLevel::kWarning);

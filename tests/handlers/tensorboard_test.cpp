@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "support/errors.h"
 #include "kindling/dist/dist.h"
 #include "kindling/engine/engine.h"
 #include "kindling/handlers/json_logger.h"
@@ -66,15 +67,7 @@ std::vector<std::string> lines_of(const std::string& path) {
 
 double now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using kindling::testing::error_of;
 
 struct Scalar {
   std::string tag;

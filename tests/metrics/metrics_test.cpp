@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "support/errors.h"
 #include "kindling/engine/engine.h"
 #include "kindling/metrics/metrics.h"
 
@@ -27,15 +28,7 @@ at::Tensor logits_for(const std::vector<int64_t>& classes) {
   return out;
 }
 
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using kindling::testing::error_of;
 
 TEST(AccuracyTest, MulticlassBinaryMultilabel) {
   km::Accuracy acc;
