@@ -3,6 +3,8 @@
 // std::filesystem, which programs linked against it bind to (see src/data/datasets.cpp).
 #include "kindling/handlers/disk_saver.h"
 
+#include "handlers/event_file.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -24,19 +26,6 @@ constexpr const char* kTempPrefix = ".kindling-partial-";
 bool is_dir(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-void make_dirs(const std::string& path) {
-  std::string partial;
-  for (std::size_t i = 0; i <= path.size(); ++i) {
-    if (i == path.size() || (path[i] == '/' && i > 0)) {
-      partial = path.substr(0, i);
-      if (!is_dir(partial) && ::mkdir(partial.c_str(), 0777) != 0 && errno != EEXIST) {
-        KINDLING_CHECK_T(Error, false, "kindling::handlers::DiskSaver: cannot create the folder '", partial,
-                         "': ", std::strerror(errno));
-      }
-    }
-  }
 }
 
 std::vector<std::string> list_dir(const std::string& path) {
@@ -81,7 +70,7 @@ DiskSaver::DiskSaver(std::string dirname, DiskSaverOptions options) : dirname_(s
   if (!is_dir(dirname_)) {
     KINDLING_CHECK(options_.create_dir(), "kindling::handlers::DiskSaver: the folder '", dirname_,
                    "' does not exist (create_dir is false); create it or set create_dir(true)");
-    make_dirs(dirname_);
+    detail::make_directories(dirname_, "kindling::handlers::DiskSaver");
   }
   std::vector<std::string> checkpoints;
   for (const auto& name : list_dir(dirname_)) {

@@ -1,7 +1,7 @@
 #pragma once
 // Internal to kindling's handlers: the TensorBoard event file format (TFRecord framing with
 // masked CRC32C, and the few fields of TensorFlow's Event / Summary protobuf messages that
-// scalars need), and the POSIX file helpers the TensorBoard and JSON loggers share.
+// scalars need), and the POSIX file helpers the TensorBoard and JSON loggers and DiskSaver share.
 //
 // Why the protobuf wire format is written by hand: Debian ships libprotobuf, but the
 // Event and Summary .proto definitions belong to TensorFlow (tensorflow/core/util/event.proto,
