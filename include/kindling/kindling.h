@@ -29,6 +29,7 @@
 #include "kindling/handlers/checkpoint.h"
 #include "kindling/handlers/common.h"
 #include "kindling/handlers/disk_saver.h"
+#include "kindling/handlers/html_report.h"
 #include "kindling/handlers/json_logger.h"
 #include "kindling/handlers/param_scheduler.h"
 #include "kindling/handlers/progress_bar.h"

@@ -129,16 +129,17 @@ void Checkpoint::operator()(Engine& engine) {
   saved_.push_back({priority, filename});
   std::stable_sort(saved_.begin(), saved_.end(), [](const Item& a, const Item& b) { return a.priority < b.priority; });
 
+  // Built on every rank: a metric's state_dict gathers every rank's accumulators.
+  c10::IValue content;
+  if (name != "checkpoint") {
+    content = to_save_.front().second->state_dict();
+  } else {
+    StateDict all = new_state_dict();
+    for (const auto& [key, object] : to_save_) all.insert(key, object->state_dict());
+    if (options_.include_self()) all.insert("checkpointer", state_dict());
+    content = all;
+  }
   if (saver_->saves_here()) {
-    c10::IValue content;
-    if (name != "checkpoint") {
-      content = to_save_.front().second->state_dict();
-    } else {
-      StateDict all = new_state_dict();
-      for (const auto& [key, object] : to_save_) all.insert(key, object->state_dict());
-      if (options_.include_self()) all.insert("checkpointer", state_dict());
-      content = all;
-    }
     const std::vector<char> bytes = torch::pickle_save(content);
     saver_->save(bytes, filename);  // the new file is complete before the old one goes
   }

@@ -43,7 +43,7 @@ std::shared_ptr<CommonHandlers> setup_common_training_handlers(Engine& trainer, 
     average->attach(trainer, name);
   }
   if (o.with_pbars_) {
-    made->progress_bar = std::make_shared<ProgressBar>();
+    made->progress_bar = std::make_shared<ProgressBar>(ProgressBarOptions().every(o.log_every_iters_));
     made->progress_bar->attach(trainer, o.output_names_, {}, Events::ITERATION_COMPLETED.every(o.log_every_iters_));
   }
   if (!o.to_save_.empty()) {

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "kindling/error.h"
+#include "kindling/metrics/metric.h"
 
 namespace kindling {
 namespace handlers {
@@ -256,6 +257,16 @@ class EngineState : public Stateful {
   engine::Engine& engine_;
 };
 
+class MetricState : public Stateful {
+ public:
+  explicit MetricState(std::shared_ptr<metrics::Metric> m) : metric_(std::move(m)) {}
+  StateDict state_dict() const override { return metric_->state_dict(); }
+  void load_state_dict(const StateDict& state, bool) override { metric_->load_state_dict(state); }
+
+ private:
+  std::shared_ptr<metrics::Metric> metric_;
+};
+
 class RngStates : public Stateful {
  public:
   StateDict state_dict() const override {
@@ -298,6 +309,10 @@ std::shared_ptr<Stateful> stateful(torch::optim::Optimizer& optimizer) {
   return std::make_shared<OptimizerState>(optimizer);
 }
 std::shared_ptr<Stateful> stateful(engine::Engine& engine) { return std::make_shared<EngineState>(engine); }
+std::shared_ptr<Stateful> stateful(std::shared_ptr<metrics::Metric> metric) {
+  KINDLING_CHECK(metric != nullptr, "kindling::handlers::stateful: the metric is null");
+  return std::make_shared<MetricState>(std::move(metric));
+}
 std::shared_ptr<Stateful> rng_states() { return std::make_shared<RngStates>(); }
 
 }  // namespace handlers

@@ -19,7 +19,18 @@ const char* to_string(InputType type) {
 }
 
 ClassificationMetric::ClassificationMetric(OutputTransform output_transform, bool is_multilabel, c10::Device device)
-    : Metric(std::move(output_transform), device), is_multilabel_(is_multilabel) {}
+    : Metric(std::move(output_transform), device), is_multilabel_(is_multilabel) {
+  // The inferred input type: a resumed metric keeps checking later batches against it.
+  register_state(
+      "_type", [this]() { return c10::IValue(static_cast<int64_t>(type_)); },
+      [](const c10::IValue& v) {
+        return v.isInt() && v.toInt() >= 0 && v.toInt() <= static_cast<int64_t>(InputType::kMultilabel)
+                   ? std::string()
+                   : "an input type code (0-3)";
+      },
+      [this](const c10::IValue& v) { type_ = static_cast<InputType>(v.toInt()); });
+  register_state("_num_classes", &num_classes_);
+}
 
 void ClassificationMetric::reset_type() {
   type_ = InputType::kUnknown;

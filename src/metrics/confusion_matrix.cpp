@@ -30,6 +30,8 @@ ConfusionMatrix::ConfusionMatrix(int64_t num_classes, std::optional<std::string>
                  "kindling::metrics::ConfusionMatrix: argument num_classes needs to be > 1, but "
                  "given ",
                  num_classes);
+  register_state("confusion_matrix", &matrix_);
+  register_state("_num_examples", &num_examples_);
   reset();
 }
 

@@ -97,7 +97,17 @@ bool Metric::is_attached(const Engine& engine, Usage usage) const {
   return false;
 }
 
-void Metric::started(Engine&) { reset(); }
+void Metric::started(Engine& engine) {
+  // A metric restored by load_state_dict() keeps that state through the reset that opens the
+  // run (or the epoch) which resumes in the middle, where the state was saved; an epoch that
+  // starts at its beginning, or a fresh run, resets it as usual.
+  const engine::State& s = engine.state();
+  const bool mid_way =
+      s.iteration > 0 && (!s.epoch_length || *s.epoch_length <= 0 || s.iteration > (s.epoch - 1) * *s.epoch_length);
+  const bool keep = restored_ && mid_way;
+  restored_ = false;
+  if (!keep) reset();
+}
 
 void Metric::iteration_completed(Engine& engine) {
   at::NoGradGuard no_grad;

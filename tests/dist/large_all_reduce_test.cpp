@@ -274,7 +274,7 @@ KINDLING_WORKER(mpi_shm_skipped) {
   kd::initialize("mpi", kd::InitOptions().timeout(std::chrono::seconds(2)));
   kd::barrier();
   if (kd::get_rank() == 1) {
-    std::this_thread::sleep_for(std::chrono::seconds(8));
+    std::this_thread::sleep_for(std::chrono::seconds(4));  // past rank 0's 2 s timeout
   } else {
     const auto start = std::chrono::steady_clock::now();
     std::string what;

@@ -138,6 +138,11 @@ struct KINDLING_API SupervisedEvaluatorOptions {
     model_transform_ = std::move(v);
     return *this;
   }
+  /// Forward under autocast (ignite's amp_mode="amp"): float16 on CUDA, bfloat16 on CPU.
+  SupervisedEvaluatorOptions& amp(bool v) {
+    amp_ = v;
+    return *this;
+  }
   /// What the iteration returns from (x, y, y_pred); default: the tuple {y_pred, y}.
   SupervisedEvaluatorOptions& output_transform(
       std::function<Value(const at::Tensor&, const at::Tensor&, const at::Tensor&)> v) {
@@ -147,6 +152,7 @@ struct KINDLING_API SupervisedEvaluatorOptions {
   std::optional<c10::Device> device() const { return device_; }
   bool non_blocking() const { return non_blocking_; }
   const PrepareBatch& prepare_batch() const { return prepare_batch_; }
+  bool amp() const { return amp_; }
   const std::function<at::Tensor(const at::Tensor&)>& model_transform() const { return model_transform_; }
   const std::function<Value(const at::Tensor&, const at::Tensor&, const at::Tensor&)>& output_transform() const {
     return output_transform_;
@@ -155,6 +161,7 @@ struct KINDLING_API SupervisedEvaluatorOptions {
  private:
   std::optional<c10::Device> device_;
   bool non_blocking_ = false;
+  bool amp_ = false;
   PrepareBatch prepare_batch_;
   std::function<at::Tensor(const at::Tensor&)> model_transform_;
   std::function<Value(const at::Tensor&, const at::Tensor&, const at::Tensor&)> output_transform_;
@@ -273,7 +280,11 @@ Engine create_supervised_evaluator(Model model, const NamedMetrics& metrics = {}
     at::NoGradGuard no_grad;
     auto xy = o.prepare_batch() ? o.prepare_batch()(batch, o.device(), o.non_blocking())
                                 : prepare_batch(batch, o.device(), o.non_blocking());
-    at::Tensor y_pred = detail::call_model(model, xy.first);
+    at::Tensor y_pred;
+    {
+      Autocast autocast(o.device().value_or(xy.first.device()).type(), std::nullopt, o.amp());
+      y_pred = detail::call_model(model, xy.first);
+    }
     if (o.model_transform()) y_pred = o.model_transform()(y_pred);
     if (o.output_transform()) return o.output_transform()(xy.first, xy.second, y_pred);
     return {y_pred, xy.second};

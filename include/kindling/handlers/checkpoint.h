@@ -127,8 +127,9 @@ class KINDLING_API Checkpoint {
   Checkpoint(Objects to_save, const std::string& dirname, CheckpointOptions options = CheckpointOptions());
 
   /// Saves when the new priority earns a place among the n_saved kept (evicting the lowest),
-  /// then fires SAVED_CHECKPOINT. Every rank calls it at the same events (the saver's rank
-  /// writes). Throws what the objects' state_dict and the saver throw.
+  /// then fires SAVED_CHECKPOINT. Every rank calls it at the same events: the objects'
+  /// state dicts are taken on every rank (a metric's gathers every rank's accumulators), the
+  /// saver's rank writes. Throws what the objects' state_dict and the saver throw.
   void operator()(engine::Engine& engine);
   /// Adds this checkpoint as a handler of `events` on `engine` (and registers
   /// SAVED_CHECKPOINT there). The checkpoint must outlive the engine's handlers.

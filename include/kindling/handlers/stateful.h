@@ -11,7 +11,8 @@
 /// \endcode
 ///
 /// The adapters refer to their objects (modules are shared, the others by reference): the
-/// objects must outlive the adapters. Everything here is local: no communication.
+/// objects must outlive the adapters. Everything here is local (no communication) except a
+/// metric's state_dict, which gathers every rank's accumulators.
 
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
@@ -29,6 +30,9 @@
 #include "kindling/nn/ddp.h"
 
 namespace kindling {
+namespace metrics {
+class Metric;
+}
 namespace handlers {
 
 /// An object a checkpoint can save (state_dict) and restore (load_state_dict).
@@ -63,6 +67,10 @@ std::shared_ptr<Stateful> stateful(const nn::DistributedDataParallel<M>& ddp) {
 KINDLING_API std::shared_ptr<Stateful> stateful(torch::optim::Optimizer& optimizer);
 /// An engine's state_dict (ignite's keys).
 KINDLING_API std::shared_ptr<Stateful> stateful(engine::Engine& engine);
+/// A metric's accumulators, every rank's (Metric::state_dict: a collective, so the
+/// checkpoint saving it is called on every rank, as it must be anyway); loading restores
+/// this rank's. Keeps the metric alive.
+KINDLING_API std::shared_ptr<Stateful> stateful(std::shared_ptr<metrics::Metric> metric);
 /// The default CPU generator's state ("torch_cpu") and, where LibTorch has CUDA, each
 /// GPU's ("torch_cuda_<i>"): what dropout and random initialisation draw from.
 KINDLING_API std::shared_ptr<Stateful> rng_states();

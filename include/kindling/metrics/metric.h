@@ -32,6 +32,7 @@
 
 #include "kindling/dist/dist.h"
 #include "kindling/engine/engine.h"
+#include "kindling/engine/state_dict.h"
 #include "kindling/engine/value.h"
 #include "kindling/error.h"
 #include "kindling/export.h"
@@ -101,10 +102,25 @@ class KINDLING_API Metric : public std::enable_shared_from_this<Metric> {
   bool is_attached(const engine::Engine& engine, Usage usage = Usage::kEpochWise) const;
 
   /// The handlers attach() installs (public so that users can call them as ignite's):
-  /// reset; output_transform then update (without gradients); compute then store.
+  /// reset (unless resuming a restored state, see load_state_dict); output_transform then
+  /// update (without gradients); compute then store.
   void started(engine::Engine& engine);
   void iteration_completed(engine::Engine& engine);
   void completed(engine::Engine& engine, const std::string& name);
+
+  /// Every rank's accumulators, as ignite's Metric.state_dict(): {key: [rank 0's value, rank
+  /// 1's, ...]} with tensors on the CPU (an undefined one as None) and counts as integers, so
+  /// that a checkpoint taken mid-epoch resumes the metric exactly. A collective in a
+  /// distributed run: every rank calls it (a Checkpoint does, being called on every rank).
+  /// Throws kindling::Error when the gather fails.
+  StateDict state_dict() const;
+  /// Restores this rank's accumulators from the entry of its rank in state_dict()'s lists.
+  /// The attached metric then keeps them through the reset that opens a run resumed in the
+  /// middle of an epoch (so an epoch-wise value covers the whole epoch across the restart);
+  /// an epoch that starts at its beginning resets as usual. Local. Throws kindling::UsageError naming the metric and the key when a key is missing,
+  /// a list's length is not the world size, or a value has the wrong type; changes nothing
+  /// then.
+  void load_state_dict(const StateDict& state);
 
   const OutputTransform& output_transform() const { return output_transform_; }
   c10::Device device() const { return device_; }
@@ -120,8 +136,28 @@ class KINDLING_API Metric : public std::enable_shared_from_this<Metric> {
   double reduce(double local, dist::ReduceOp op = dist::ReduceOp::kSum) const;
   int64_t reduce(int64_t local, dist::ReduceOp op = dist::ReduceOp::kSum) const;
 
+ /// Registers an accumulator that state_dict() saves and load_state_dict() restores (ignite's
+  /// _state_dict_all_req_keys). Called from constructors; `slot` must live as long as the
+  /// metric. A key registered twice throws kindling::InternalError.
+  void register_state(const std::string& key, at::Tensor* slot);
+  void register_state(const std::string& key, int64_t* slot);
+  void register_state(const std::string& key, std::vector<at::Tensor>* slot);
+  /// The general form: `check` says why a saved value does not fit (empty: it fits), `set`
+  /// stores one that does.
+  void register_state(const std::string& key, std::function<c10::IValue()> get,
+                      std::function<std::string(const c10::IValue&)> check,
+                      std::function<void(const c10::IValue&)> set);
+
  private:
   struct Attachment;
+  struct StateSlot {
+    std::string key;
+    std::function<c10::IValue()> get;
+    std::function<std::string(const c10::IValue&)> check;
+    std::function<void(const c10::IValue&)> set;
+  };
+  std::vector<StateSlot> state_slots_;
+  bool restored_ = false;  // load_state_dict() ran and no reset since: see started()
   OutputTransform output_transform_;
   c10::Device device_;
   std::map<const void*, std::map<Usage, std::shared_ptr<Attachment>>> attachments_;  // by Engine::id()

@@ -1,0 +1,278 @@
+// Metric::state_dict / load_state_dict: a training run stopped mid-epoch and resumed from
+// saved state (engine + every metric, through pickled bytes as a checkpoint holds them)
+// computes exactly the uninterrupted run's epoch values, on 1 process and on 2 real ranks;
+// the saved lists hold one entry per rank; mismatched states are refused without change.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+#include <torch/serialize.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kindling/dist/dist.h"
+#include "kindling/engine/engine.h"
+#include "kindling/handlers/checkpoint.h"
+#include "kindling/handlers/stateful.h"
+#include "kindling/metrics/metrics.h"
+#include "support/errors.h"
+#include "support/multiprocess.h"
+
+namespace kd = kindling::dist;
+namespace kh = kindling::handlers;
+namespace km = kindling::metrics;
+using kindling::StateDict;
+using kindling::engine::Engine;
+using kindling::engine::Events;
+using kindling::engine::Value;
+using kindling::testing::error_of;
+using kindling::testing::LaunchOptions;
+using kindling::testing::run_workers;
+
+namespace {
+
+constexpr int64_t kBatches = 7;
+constexpr int64_t kClasses = 3;
+
+// Batch b of `rank`: logits, labels and a regression pair, drawn from a fixed seed.
+Value batch(int rank, int64_t b) {
+  at::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(100 * rank + b + 1));
+  const int64_t n = 3 + b % 3;
+  return Value::named({{"logits", at::randn({n, kClasses}, gen)},
+                       {"y", at::randint(kClasses, {n}, gen)},
+                       {"reg", at::randn({n}, gen).to(at::kDouble)},
+                       {"reg_y", at::randn({n}, gen).to(at::kDouble)}});
+}
+
+km::OutputTransform pick(const std::string& pred, const std::string& target) {
+  return [pred, target](const Value& o) { return Value{o[pred], o[target]}; };
+}
+
+using Named = std::vector<std::pair<std::string, std::shared_ptr<km::Metric>>>;
+
+// One metric of each kind of accumulator (counts, float sums, lazily shaped tensors, lists
+// of tensors, an inferred input type), and a running average of the output.
+Named make_metrics() {
+  using PR = km::PrecisionRecallBase;
+  return {
+      {"accuracy", std::make_shared<km::Accuracy>(pick("logits", "y"))},
+      {"loss",
+       std::make_shared<km::Loss>([](const at::Tensor& p, const at::Tensor& y) { return at::cross_entropy_loss(p, y); },
+                                  pick("logits", "y"))},
+      {"precision", std::make_shared<km::Precision>(pick("logits", "y"), PR::Average::kMacro)},
+      {"recall", std::make_shared<km::Recall>(pick("logits", "y"), PR::Average::kNone)},
+      {"top2", std::make_shared<km::TopKCategoricalAccuracy>(2, pick("logits", "y"))},
+      {"confusion", std::make_shared<km::ConfusionMatrix>(kClasses, std::nullopt, pick("logits", "y"))},
+      {"mse", std::make_shared<km::MeanSquaredError>(pick("reg", "reg_y"))},
+      {"average", std::make_shared<km::Average>([](const Value& o) { return Value(o["reg"].mean()); })},
+      {"epoch", std::make_shared<km::EpochMetric>(
+                    [](const at::Tensor& p, const at::Tensor& y) {
+                      return Value((at::argmax(p, 1) == y).to(at::kDouble).mean().item<double>());
+                    },
+                    pick("logits", "y"))},
+      {"running", km::RunningAverage::of_output([](const Value& o) { return Value(o["reg"].sum()); }, 0.8)},
+  };
+}
+
+std::string text(const Value& v) {
+  std::ostringstream out;
+  if (v.is_number()) {
+    char buf[40];
+    std::snprintf(buf, sizeof(buf), "%.17g", v.number());
+    out << buf;
+  } else {
+    at::Tensor t = v.tensor().to(at::kDouble).reshape(-1);
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      char buf[40];
+      std::snprintf(buf, sizeof(buf), "%.17g", t[i].item<double>());
+      out << (i ? "," : "") << buf;
+    }
+  }
+  return out.str();
+}
+
+std::vector<char> as_bytes(const StateDict& sd) { return torch::pickle_save(sd); }
+StateDict from_bytes(const std::vector<char>& bytes) { return torch::pickle_load(bytes).toGenericDict(); }
+
+// Trains over 2 epochs of this rank's batches with every metric attached. With stop_at, it
+// saves (engine + metrics, pickled) after that iteration, ends, and a second engine with new
+// metrics loads the save and finishes the run. Returns "<epoch>:<name>" -> value text of
+// every epoch completed by the engine that finished it, and (with stop_at) the saved metric
+// state of rank `rank` as the lists' lengths ("name:key:length").
+std::map<std::string, std::string> train(int rank, std::optional<int64_t> stop_at) {
+  std::vector<Value> data;
+  for (int64_t b = 0; b < kBatches; ++b) data.push_back(batch(rank, b));
+  std::map<std::string, std::string> out;
+  auto record = [&out](Engine& e) {
+    for (const auto& [name, value] : e.state().metrics) {
+      out[std::to_string(e.state().epoch) + ":" + name] = text(value);
+    }
+  };
+  auto attach = [](Engine& e, const Named& metrics) {
+    for (const auto& [name, m] : metrics) {
+      m->attach(e, name, name == "running" ? km::Usage::kRunningBatchWise : km::Usage::kEpochWise);
+    }
+  };
+  auto step = [](Engine&, const Value& b) { return b; };
+
+  Engine first(step);
+  Named metrics = make_metrics();
+  attach(first, metrics);
+  first.on(Events::EPOCH_COMPLETED, record);
+  std::vector<char> engine_bytes;
+  std::map<std::string, std::vector<char>> saved;
+  if (stop_at) {
+    first.on(Events::ITERATION_COMPLETED, [&](Engine& e) {
+      if (e.state().iteration != *stop_at) return;
+      engine_bytes = as_bytes(e.state_dict());
+      for (const auto& [name, m] : metrics) saved[name] = as_bytes(m->state_dict());  // a collective
+      e.terminate();
+    });
+  }
+  first.run(data, 2);
+  if (!stop_at) return out;
+
+  out.clear();  // only the resumed engine's epochs count from here
+  Engine second(step);
+  Named fresh = make_metrics();
+  attach(second, fresh);
+  second.on(Events::EPOCH_COMPLETED, record);
+  second.load_state_dict(from_bytes(engine_bytes));
+  for (const auto& [name, m] : fresh) {
+    const StateDict state = from_bytes(saved.at(name));
+    m->load_state_dict(state);
+    for (const auto& entry : state) {
+      out["saved:" + name + ":" + entry.key().toStringRef()] = std::to_string(entry.value().toList().size());
+    }
+  }
+  second.run(data);
+  return out;
+}
+
+void print(const std::map<std::string, std::string>& values) {
+  for (const auto& [key, value] : values) std::printf("VALUE %s %s\n", key.c_str(), value.c_str());
+  std::fflush(stdout);
+}
+
+std::map<std::string, std::string> parse(const std::string& output) {
+  std::map<std::string, std::string> got;
+  std::istringstream lines(output);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    std::string tag, key, value;
+    if (fields >> tag >> key >> value && tag == "VALUE") got[key] = value;
+  }
+  return got;
+}
+
+// The resumed run's values of the epochs it completed equal the uninterrupted run's.
+void expect_same_epochs(const std::map<std::string, std::string>& resumed,
+                        const std::map<std::string, std::string>& whole, const std::string& where) {
+  int compared = 0;
+  for (const auto& [key, value] : resumed) {
+    if (key.rfind("saved:", 0) == 0) continue;
+    ASSERT_TRUE(whole.count(key)) << where << ": " << key;
+    EXPECT_EQ(value, whole.at(key)) << where << ": " << key;
+    ++compared;
+  }
+  EXPECT_GE(compared, 10) << where;
+}
+
+}  // namespace
+
+TEST(MetricStateTest, ResumedMidEpochTheEpochValuesAreTheUninterruptedOnes) {
+  const auto whole = train(0, std::nullopt);
+  ASSERT_EQ(whole.size(), 20u);  // 10 metrics x 2 epochs
+  for (int64_t stop : {3, 7, 10}) {  // mid first epoch, its end, mid second epoch
+    const auto resumed = train(0, stop);
+    expect_same_epochs(resumed, whole, "stopped at iteration " + std::to_string(stop));
+    EXPECT_EQ(resumed.at("saved:accuracy:_num_examples"), "1");  // one rank
+  }
+}
+
+KINDLING_WORKER(metric_state_resume) {
+  kd::initialize(kindling::testing::test_backend(), kd::InitOptions().timeout(std::chrono::seconds(60)));
+  print(train(kd::get_rank(), std::nullopt));
+  std::printf("RESUMED\n");
+  print(train(kd::get_rank(), 5));
+
+  // Through a Checkpoint: called on every rank (the metric's state_dict gathers), written by
+  // rank 0, loaded by each rank from the one file.
+  const int rank = kd::get_rank();
+  auto acc = std::make_shared<km::Accuracy>(pick("logits", "y"));
+  for (int64_t b = 0; b <= 2 * rank; ++b) acc->update(pick("logits", "y")(batch(rank, b)));  // unequal counts
+  Engine holder([](Engine&, const Value& b) { return b; });
+  kh::Checkpoint checkpoint({{"accuracy", kh::stateful(acc)}}, std::getenv("KINDLING_TEST_DIR"));
+  checkpoint.attach(holder, Events::COMPLETED);
+  std::vector<Value> one{batch(rank, 0)};
+  holder.run(one);
+  kd::barrier();
+  auto loaded = std::make_shared<km::Accuracy>(pick("logits", "y"));
+  kh::Checkpoint::load_objects({{"accuracy", kh::stateful(loaded)}}, checkpoint.last_checkpoint().value());
+  WCHECK(text(loaded->compute()) == text(acc->compute()), << "rank " << rank);
+  std::printf("CHECKPOINT %s\n", text(loaded->compute()).c_str());
+  kd::finalize();
+}
+
+TEST(MetricStateTest, EveryRankSavesItsOwnAccumulatorsAndResumesExactly) {
+  char dir[] = "/tmp/kindling-metric-state-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  LaunchOptions opts;
+  opts.world_size = 2;
+  opts.env["KINDLING_TEST_DIR"] = dir;
+  auto results = run_workers("metric_state_resume", opts);
+  for (const auto& r : results) {
+    ASSERT_TRUE(r.ok()) << kindling::testing::describe(results);
+    const auto split = r.out.find("RESUMED");
+    ASSERT_NE(split, std::string::npos) << r.out;
+    const auto whole = parse(r.out.substr(0, split)), resumed = parse(r.out.substr(split));
+    ASSERT_EQ(whole.size(), 20u) << r.out;
+    expect_same_epochs(resumed, whole, "rank " + std::to_string(r.rank));
+    EXPECT_EQ(resumed.at("saved:accuracy:_num_correct"), "2") << "a list entry per rank";
+    EXPECT_EQ(resumed.at("saved:epoch:_predictions"), "2");
+    EXPECT_NE(r.out.find("CHECKPOINT "), std::string::npos) << r.out;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(MetricStateTest, MismatchedStatesAreRefusedAndChangeNothing) {
+  km::Accuracy acc(pick("logits", "y"));
+  acc.update(pick("logits", "y")(batch(0, 0)));
+  const std::string before = text(acc.compute());
+  const StateDict good = acc.state_dict();
+
+  StateDict two_ranks = good.copy();
+  auto list = two_ranks.at("_num_examples").toList().copy();
+  list.push_back(list.get(0));
+  two_ranks.insert_or_assign("_num_examples", list);
+  EXPECT_NE(error_of([&] { acc.load_state_dict(two_ranks); })
+                .find("'_num_examples' holds the state of 2 rank(s) but this run has 1"),
+            std::string::npos);
+
+  StateDict missing = good.copy();
+  ASSERT_EQ(missing.erase("_num_correct"), 1u);
+  EXPECT_NE(error_of([&] { acc.load_state_dict(missing); }).find("Accuracy::load_state_dict: the state has no key "
+                                                                 "'_num_correct'"),
+            std::string::npos);
+
+  StateDict wrong = good.copy();
+  c10::impl::GenericList text_list(c10::AnyType::get());
+  text_list.push_back(c10::IValue(std::string("seven")));
+  wrong.insert_or_assign("_num_examples", text_list);
+  EXPECT_NE(error_of([&] { acc.load_state_dict(wrong); }).find("'_num_examples' of rank 0 should be an integer"),
+            std::string::npos);
+
+  // Another metric's state: the keys do not match.
+  km::MeanSquaredError mse;
+  EXPECT_NE(error_of([&] { mse.load_state_dict(good); }).find("has no key '_sum'"), std::string::npos);
+
+  EXPECT_EQ(text(acc.compute()), before);  // nothing changed
+}
