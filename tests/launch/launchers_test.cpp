@@ -17,19 +17,21 @@
 #include <thread>
 #include <vector>
 
+#include "launch/launchers.h"
 #include "support/multiprocess.h"
 
 namespace kd = kindling::dist;
 using kindling::testing::describe;
 using kindling::testing::RankResult;
 using kindling::testing::run_command;
+using kindling::testing::slurm_env;
+using kindling::testing::torchrun;
 using Strings = std::vector<std::string>;
 
 namespace {
 
 const std::string kRun = KINDLING_RUN_PATH;
 const std::string kHello = HELLO_DIST_PATH;
-const std::string kSource = KINDLING_SOURCE_DIR;
 const Strings kThreeLines = {"rank=0 local_rank=0 world_size=3 backend=gloo all_reduce=6",
                              "rank=1 local_rank=1 world_size=3 backend=gloo all_reduce=6",
                              "rank=2 local_rank=2 world_size=3 backend=gloo all_reduce=6"};
@@ -245,12 +247,6 @@ TEST(KindlingRun, BadFlagsAreRejectedWithExitCodeTwo) {
 
 // ---- torchrun (Debian's python3-torch) ----------------------------------------------
 
-Strings torchrun(const Strings& args) {
-  Strings argv = {KINDLING_PYTHON, kSource + "/tests/launch/torchrun_compat.py", "--monitor_interval", "0.2"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return argv;
-}
-
 TEST(Torchrun, StaticRendezvousWithTheAgentStore) {
   const std::string port = std::to_string(kindling::testing::free_port());
   auto r = run_command(torchrun({"--nproc_per_node", "3", "--master_port", port, "--no_python", kHello}), {},
@@ -268,7 +264,7 @@ TEST(Torchrun, Standalone) {
 
 TEST(Mpirun, GlooBackendFromOmpiVariables) {
   auto r = run_command({"/usr/bin/mpirun", "--oversubscribe", "-np", "3", kHello},
-                       {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}},
+                       kindling::testing::mpirun_env(),
                        std::chrono::seconds(120));
   expect_three_lines(r);
 }
@@ -315,7 +311,7 @@ const Strings kThreeMpiLines = {"rank=0 local_rank=0 world_size=3 backend=mpi al
 
 TEST(Mpirun, MpiBackend) {
   auto r = run_command({"/usr/bin/mpirun", "--oversubscribe", "-np", "3", kHello, "--backend", "mpi"},
-                       {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}},
+                       kindling::testing::mpirun_env(),
                        std::chrono::seconds(120));
   EXPECT_TRUE(r.ok()) << show(r);
   EXPECT_EQ(hello_lines(r.out), kThreeMpiLines) << show(r);
@@ -330,12 +326,6 @@ TEST(KindlingRun, MpiBackendIsRefusedWithTheMpirunCommand) {
 #endif
 
 // ---- Slurm (single node started by the CTest fixture) ------------------------------
-
-std::map<std::string, std::string> slurm_env() {
-  const char* conf = std::getenv("SLURM_CONF");
-  if (conf == nullptr) ADD_FAILURE() << "SLURM_CONF is not set: run through CTest, whose fixture starts Slurm";
-  return {{"SLURM_CONF", conf ? conf : ""}};
-}
 
 TEST(Slurm, SrunThreeTasks) {
   auto r = run_command({"/usr/bin/srun", "-n", "3", "--time", "2", kHello}, slurm_env(), std::chrono::seconds(120));

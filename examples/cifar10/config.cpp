@@ -1,0 +1,107 @@
+// Command line of the cifar10 example (CLI11) and its dataset-dependent defaults.
+#include "config.h"
+
+#include <CLI/CLI.hpp>
+
+#include <sstream>
+
+#include "cli/cli.h"
+
+namespace cifar10 {
+
+int parse_command_line(int argc, char** argv, Config& c) {
+  CLI::App app{
+      "The PyTorch-Ignite CIFAR10 tutorial in C++: ResNet18 trained data-parallel with kindling, on CIFAR-10 "
+      "(binary version, in --data_path) or, by default, Debian's Fashion-MNIST",
+      "cifar10"};
+  app.set_config("--config", "", "Read options from a TOML or INI file (name = value per line)");
+  const auto count = [](int64_t lo) { return CLI::Range(lo, int64_t{1} << 40); };
+  app.add_option("--seed", c.seed, "Random seed (each rank adds its rank)")->capture_default_str();
+  app.add_option("--data_path", c.data_path,
+                 "Folder of CIFAR-10's binary version (data_batch_1.bin ... test_batch.bin, or its "
+                 "cifar-10-batches-bin folder) or of Fashion-MNIST's idx files; default: Debian's Fashion-MNIST");
+  app.add_option("--output_path", c.output_path, "Where the run's folder is made")->capture_default_str();
+  app.add_option("--model", c.model, "resnet18, resnet34 or resnet50")
+      ->check(CLI::IsMember({"resnet18", "resnet34", "resnet50"}))
+      ->capture_default_str();
+  app.add_option("--batch_size", c.batch_size, "Training batch over all ranks (the test batch is twice it)")
+      ->check(count(1))
+      ->capture_default_str();
+  app.add_option("--momentum", c.momentum, "SGD momentum (Nesterov)")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  app.add_option("--weight_decay", c.weight_decay, "SGD weight decay")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--num_workers", c.num_workers, "Loader worker threads per rank")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
+  app.add_option("--num_epochs", c.num_epochs, "Epochs (default: 24 on CIFAR-10, 3 on Fashion-MNIST)")
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--learning_rate", c.learning_rate, "Peak learning rate (default: 0.4 on CIFAR-10, 0.1 on Fashion-MNIST)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--num_warmup_epochs", c.num_warmup_epochs,
+                 "Epochs of linear warm-up from 0, then linear decay to 0 (default: 4 on CIFAR-10, 1 on Fashion-MNIST)")
+      ->check(CLI::Range(0, 100000));
+  app.add_option("--validate_every", c.validate_every, "Evaluate train and test sets every N epochs (and at the end)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app.add_option("--checkpoint_every", c.checkpoint_every, "Iterations between training checkpoints")
+      ->check(count(1))
+      ->capture_default_str();
+  app.add_option("--backend", c.backend, "gloo, mpi, nccl or none (default: gloo when several processes run)")
+      ->check(CLI::IsMember({"", "none", "gloo", "mpi", "nccl"}));
+  app.add_option("--resume_from", c.resume_from, "A training checkpoint (training_checkpoint_<iteration>.pt) to continue");
+  app.add_option("--log_every_iters", c.log_every_iters, "Iterations between progress and loss logs (0: none)")
+      ->check(count(0))
+      ->capture_default_str();
+  app.add_option("--nproc_per_node", c.nproc_per_node, "Processes to start on this machine (none under a launcher)")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--stop_iteration", c.stop_iteration, "End the run after this iteration, as a crash would")
+      ->check(count(1));
+  app.add_flag("--with_amp", c.with_amp, "Automatic mixed precision (float16 on CUDA, bfloat16 on CPU)");
+  app.add_option("--train_subset", c.train_subset, "Use only the first N training samples (0: all)")->check(count(0));
+  app.add_option("--test_subset", c.test_subset, "Use only the first N test samples (0: all)")->check(count(0));
+  app.add_option("--collective_timeout", c.collective_timeout_s, "Seconds a collective may wait for a peer")
+      ->check(count(1))
+      ->capture_default_str();
+  return kindling::cli::parse(app, argc, argv);
+}
+
+std::string apply_dataset_defaults(Config& c, const std::string& dataset) {
+  const bool cifar = dataset == "cifar10";
+  if (!c.num_epochs) c.num_epochs = cifar ? 24 : 3;
+  if (!c.learning_rate) c.learning_rate = cifar ? 0.4 : 0.1;
+  if (!c.num_warmup_epochs) c.num_warmup_epochs = cifar ? 4 : 1;
+  return cifar ? "CIFAR-10 defaults: the tutorial's schedule (peak learning rate 0.4, 4 warm-up epochs, 24 epochs)"
+               : "Fashion-MNIST defaults: peak learning rate 0.1, 1 warm-up epoch, 3 epochs (0.4 trains poorly there)";
+}
+
+std::vector<std::pair<std::string, std::string>> describe(const Config& c) {
+  auto text = [](auto v) {
+    std::ostringstream out;
+    out << v;
+    return out.str();
+  };
+  auto optional = [&](const auto& v) { return v ? text(*v) : std::string("None"); };
+  auto or_none = [](const std::string& s) { return s.empty() ? std::string("None") : s; };
+  return {{"seed", text(c.seed)},
+          {"data_path", or_none(c.data_path)},
+          {"output_path", c.output_path},
+          {"model", c.model},
+          {"batch_size", text(c.batch_size)},
+          {"momentum", text(c.momentum)},
+          {"weight_decay", text(c.weight_decay)},
+          {"num_workers", text(c.num_workers)},
+          {"num_epochs", optional(c.num_epochs)},
+          {"learning_rate", optional(c.learning_rate)},
+          {"num_warmup_epochs", optional(c.num_warmup_epochs)},
+          {"validate_every", text(c.validate_every)},
+          {"checkpoint_every", text(c.checkpoint_every)},
+          {"backend", or_none(c.backend)},
+          {"resume_from", or_none(c.resume_from)},
+          {"log_every_iters", text(c.log_every_iters)},
+          {"nproc_per_node", optional(c.nproc_per_node)},
+          {"stop_iteration", optional(c.stop_iteration)},
+          {"with_amp", c.with_amp ? "True" : "False"},
+          {"train_subset", text(c.train_subset)},
+          {"test_subset", text(c.test_subset)}};
+}
+
+}  // namespace cifar10
