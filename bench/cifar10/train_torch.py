@@ -37,7 +37,7 @@ import torchvision
 FASHION_DIR = "/usr/share/datasets/fashion-mnist"
 CIFAR_FILES = [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]
 # Dataset-dependent defaults of the flags not given: (num_epochs, learning_rate, num_warmup_epochs).
-DEFAULTS = {"fashion-mnist": (5, 0.1, 1), "cifar10": (24, 0.4, 4)}
+DEFAULTS = {"fashion-mnist": (3, 0.1, 1), "cifar10": (24, 0.4, 4)}
 
 
 def parse_args():

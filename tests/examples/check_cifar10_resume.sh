@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # examples/cifar10 at a small size on 2 ranks (Parallel, gloo): resume is exact, and the
 # report is what was logged.
-#   A  uninterrupted: 2 epochs of 8 iterations, a training checkpoint every 4 iterations;
-#   B  --stop_iteration 7 (its last checkpoint is iteration 4), then C resumes from it;
+#   A  uninterrupted: 2 epochs of 4 iterations, a training checkpoint every 4 iterations;
+#   B  --stop_iteration 6 (its last checkpoint is iteration 4), then C resumes from it;
 #   D  one rank killed with SIGKILL once the checkpoint of iteration 4 exists: the job must
 #      fail and name the rank; E resumes from D's last checkpoint.
 # C's and E's final weights (and optimizer state) must equal A's bit for bit. A's report
@@ -13,16 +13,16 @@ bin=$1 python=$2 check_report=$3
 dir=$(mktemp -d /tmp/cifar10-resume-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "check_cifar10_resume: $*"; exit 1; }
-flags=(--nproc_per_node 2 --train_subset 512 --test_subset 256 --batch_size 64 --num_epochs 2
-       --num_workers 1 --checkpoint_every 4 --validate_every 1 --log_every_iters 2)
+flags=(--nproc_per_node 2 --train_subset 256 --test_subset 128 --batch_size 64 --num_epochs 2
+       --num_workers 1 --checkpoint_every 4 --validate_every 2 --log_every_iters 2)
 run_folder() { ls -d "$1"/resnet18_backend-gloo-2_* | head -1; }
 
 "$bin" "${flags[@]}" --output_path "$dir/a" > "$dir/a.log" 2>&1 || { cat "$dir/a.log"; fail "run A failed"; }
 a=$(run_folder "$dir/a")
 grep -q "| 2 | " "$dir/a.log" || { cat "$dir/a.log"; fail "run A printed no results row for epoch 2"; }
 
-"$bin" "${flags[@]}" --output_path "$dir/b" --stop_iteration 7 > "$dir/b.log" 2>&1 || { cat "$dir/b.log"; fail "run B failed"; }
-grep -q "Stop training on iteration 7" "$dir/b.log" || { cat "$dir/b.log"; fail "run B did not stop at iteration 7"; }
+"$bin" "${flags[@]}" --output_path "$dir/b" --stop_iteration 6 > "$dir/b.log" 2>&1 || { cat "$dir/b.log"; fail "run B failed"; }
+grep -q "Stop training on iteration 6" "$dir/b.log" || { cat "$dir/b.log"; fail "run B did not stop at iteration 6"; }
 b=$(run_folder "$dir/b")
 [ -f "$b/training_checkpoint_4.pt" ] || { ls "$b"; fail "run B left no checkpoint of iteration 4"; }
 "$bin" "${flags[@]}" --output_path "$dir/c" --resume_from "$b/training_checkpoint_4.pt" > "$dir/c.log" 2>&1 ||
@@ -47,7 +47,7 @@ last=$(ls "$d"/training_checkpoint_*.pt | sort -t_ -k3 -n | tail -1)
 "$bin" "${flags[@]}" --output_path "$dir/e" --resume_from "$last" > "$dir/e.log" 2>&1 || { cat "$dir/e.log"; fail "run E (resumed) failed"; }
 e=$(run_folder "$dir/e")
 
-"$python" - "$a/training_checkpoint_16.pt" "$c/training_checkpoint_16.pt" "$e/training_checkpoint_16.pt" <<'EOF'
+"$python" - "$a/training_checkpoint_8.pt" "$c/training_checkpoint_8.pt" "$e/training_checkpoint_8.pt" <<'EOF'
 import sys, torch
 def load(path):
     try:
@@ -72,7 +72,7 @@ def state(path):
 it_a, a = state(sys.argv[1])
 for other in sys.argv[2:]:
     it_o, o = state(other)
-    assert it_a == it_o == 16, (it_a, it_o)
+    assert it_a == it_o == 8, (it_a, it_o)
     assert a.keys() == o.keys(), sorted(set(a) ^ set(o))[:5]
     bad = [k for k in a if not (torch.equal(a[k], o[k]) if torch.is_tensor(a[k]) else a[k] == o[k])]
     assert not bad, "%s differs from the uninterrupted run in %d entries, e.g. %s" % (other, len(bad), bad[:3])

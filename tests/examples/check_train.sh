@@ -5,7 +5,7 @@
 set -euo pipefail
 bin=$1
 shift
-out=$("$bin" train --epochs 3 --limit 6000 "$@" 2>&1) || { echo "$out"; echo "check_train: dist_tutorial failed"; exit 1; }
+out=$("$bin" train --epochs 3 --limit 3000 "$@" 2>&1) || { echo "$out"; echo "check_train: dist_tutorial failed"; exit 1; }
 echo "$out"
 grep -q "parameters identical on all 2 ranks" <<<"$out" || { echo "check_train: no replica check"; exit 1; }
 grep -q "test accuracy" <<<"$out" || { echo "check_train: no test accuracy"; exit 1; }

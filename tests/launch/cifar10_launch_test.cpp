@@ -1,6 +1,6 @@
-// examples/cifar10, the main job, at a small size under every launcher: Parallel in the
-// program (gloo, and no backend), kindling-run, torchrun, mpirun (gloo and mpi) and srun
-// (the Slurm daemons are started by the CTest fixture). Each run must train, evaluate,
+// examples/cifar10, the main job, at a small size under every launcher: one process (no
+// backend), kindling-run, torchrun, mpirun (gloo and mpi) and srun (the Slurm daemons are
+// started by the CTest fixture). Parallel's own 2 processes: tests/examples/check_cifar10_resume.sh. Each run must train, evaluate,
 // print the results table and write summary.json in its run folder for 2 ranks.
 #include <gtest/gtest.h>
 
@@ -72,12 +72,6 @@ Strings with(Strings head, const Strings& tail) {
 const auto kLimit = std::chrono::seconds(240);
 
 }  // namespace
-
-TEST(Cifar10, ParallelStartsTwoProcesses) {
-  const std::string out = new_output();
-  auto r = run_command(with({kCifar10, "--nproc_per_node", "2"}, small_run(out)), {}, kLimit);
-  expect_trained(r, out, "gloo", 2);
-}
 
 TEST(Cifar10, OneProcessWithoutBackend) {
   const std::string out = new_output();
