@@ -8,6 +8,7 @@
 #include "training.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <torch/optim/sgd.h>
 #include <torch/version.h>
 
@@ -30,9 +31,11 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <sstream>
+#include <thread>
 
 #include "dataflow.h"
 #include "results.h"
@@ -110,16 +113,28 @@ std::string fixed(double v, int digits) {
   return text;
 }
 
+// Intra-op threads: the node's cores shared by its ranks, unless OMP_NUM_THREADS says
+// otherwise (LibTorch's own default here is 1, which leaves a lone process half the cores).
+int share_the_cores() {
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    at::set_num_threads(std::max(1, cores / std::max(1, kd::get_nproc_per_node())));
+  }
+  return at::get_num_threads();
+}
+
 }  // namespace
 
 void training(int /*local_rank*/, Config config) {
   const int rank = kd::get_rank();
   at::manual_seed(static_cast<uint64_t>(config.seed + rank));
+  const int threads = share_the_cores();
   const kh::Logger logger = kh::setup_logger("CIFAR10-Training");
   try {
     const DataChoice data = choose_data(config);  // every rank: a wrong path fails everywhere
     const std::string why = apply_dataset_defaults(config, data.dataset);
     log_basic_info(logger, config, data, why);
+    logger.info("- intra-op threads per rank: " + std::to_string(threads));
     const std::string run_folder = make_run_folder(logger, config);
 
     Dataflow flow = get_dataflow(data, config);

@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <string>
 
+#include "handlers/json_text.h"
+
 namespace kindling {
 namespace handlers {
 namespace detail {
@@ -44,12 +46,6 @@ double wall_time_now();
 /// kindling::UsageError when RANK is set but not an integer.
 int this_rank();
 
-/// The length of the well-formed UTF-8 sequence starting at text[i] (1 to 4), or 0 when the
-/// bytes there are not one (a stray continuation byte, an overlong form, a surrogate, a
-/// code point above U+10FFFF, a truncated sequence).
-std::size_t utf8_sequence_length(const std::string& text, std::size_t i);
-/// Whether all of `text` is well-formed UTF-8.
-bool is_utf8(const std::string& text);
 
 /// `dir` + "/" + `name` (no doubled slash).
 std::string join_path(const std::string& dir, const std::string& name);

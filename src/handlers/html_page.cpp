@@ -8,44 +8,18 @@
 #include <unordered_map>
 
 #include "handlers/html_svg.h"
+#include "handlers/json_text.h"
 
 namespace kindling {
 namespace handlers {
 namespace detail {
 namespace html {
 
-std::size_t utf8_length(const std::string& text, std::size_t i) {
-  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
-  const unsigned char c = byte(i);
-  if (c < 0x80) return 1;
-  std::size_t length;
-  unsigned low = 0x80, high = 0xBF;  // the allowed range of the second byte
-  if (c >= 0xC2 && c <= 0xDF) {
-    length = 2;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    length = 3;
-    if (c == 0xE0) low = 0xA0;   // no overlong forms
-    if (c == 0xED) high = 0x9F;  // no surrogates
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    length = 4;
-    if (c == 0xF0) low = 0x90;   // no overlong forms
-    if (c == 0xF4) high = 0x8F;  // nothing above U+10FFFF
-  } else {
-    return 0;
-  }
-  if (i + length > text.size()) return 0;
-  if (byte(i + 1) < low || byte(i + 1) > high) return 0;
-  for (std::size_t k = 2; k < length; ++k) {
-    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
-  }
-  return length;
-}
-
 std::string escape(const std::string& text) {
   std::string out;
   out.reserve(text.size() + text.size() / 8);
   for (std::size_t i = 0; i < text.size();) {
-    const std::size_t length = utf8_length(text, i);
+    const std::size_t length = utf8_sequence_length(text, i);
     const auto c = static_cast<unsigned char>(text[i]);
     if (length == 0 || (c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7F) {
       out += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER
@@ -73,36 +47,16 @@ namespace {
 // \u003e, \u0026 so that no "</script" or "<!--" can appear; bytes that are not UTF-8
 // become U+FFFD, as kindling's JsonLogger writes them.
 std::string json_quote(const std::string& text) {
-  std::string out = "\"";
-  out.reserve(text.size() + 2);
-  for (std::size_t i = 0; i < text.size();) {
-    const std::size_t length = html::utf8_length(text, i);
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (length == 0) {
-      out += "\xEF\xBF\xBD";
-      ++i;
-      continue;
-    }
+  std::string out;
+  for (const char c : detail::json_quote(text)) {  // < > & only ever stand for themselves in it
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (c < 0x20 || c == '<' || c == '>' || c == '&') {
-          char escaped[8];
-          std::snprintf(escaped, sizeof(escaped), "\\u%04x", static_cast<unsigned>(c));
-          out += escaped;
-        } else {
-          out.append(text, i, length);
-        }
+      case '<': out += "\\u003c"; break;
+      case '>': out += "\\u003e"; break;
+      case '&': out += "\\u0026"; break;
+      default: out += c;
     }
-    i += length;
   }
-  return out + "\"";
+  return out;
 }
 
 // The embedded data: {"title", "config": [[key, value], ...], "records": [{...}, ...]}.
@@ -119,7 +73,7 @@ std::string page_json(const PageContent& content) {
     json += (i == 0 ? "\n{\"tag\":" : ",\n{\"tag\":") + json_quote(r.tag) + ",\"name\":" + json_quote(r.name) +
             ",\"step\":" + std::to_string(r.step) + ",\"value\":";
     if (std::isfinite(r.value)) {
-      json += html::shortest_number(r.value) + "}";
+      json += shortest_number(r.value) + "}";
     } else {
       json += std::string("null,\"non_finite\":\"") +
               (std::isnan(r.value) ? "nan"

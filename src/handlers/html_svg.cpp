@@ -3,6 +3,7 @@
 // markers for short series, a legend with the latest values, all as inline SVG text.
 // Written by hand for the reasons html_page.h gives.
 #include "handlers/html_svg.h"
+#include "handlers/json_text.h"
 
 #include <algorithm>
 #include <charconv>
@@ -178,12 +179,6 @@ struct Drawn {
 };
 
 }  // namespace
-
-std::string shortest_number(double value) {
-  char buffer[64];
-  const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
-  return std::string(buffer, result.ptr);
-}
 
 std::string display_number(double value, int significant) {
   if (std::isnan(value)) return "NaN";

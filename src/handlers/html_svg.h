@@ -21,18 +21,11 @@ extern const char* const kPalette[];
 /// How many colours kPalette has; tags past that reuse them, drawn dashed.
 constexpr std::size_t kPaletteSize = 10;
 
-/// The length of the well-formed UTF-8 sequence starting at text[i] (1 to 4), or 0 when the
-/// bytes there are not one (stray continuation byte, overlong form, surrogate, code point
-/// above U+10FFFF, truncated sequence).
-std::size_t utf8_length(const std::string& text, std::size_t i);
 
 /// `text` escaped for HTML text and quoted attribute values: & < > " ' as entities, bytes
 /// that are not UTF-8 and control characters other than tab, LF and CR as U+FFFD.
 std::string escape(const std::string& text);
 
-/// The shortest decimal text that reads back to the same double (std::to_chars, so never
-/// locale-dependent), e.g. "0.1", "1e-05", "-3". `value` must be finite.
-std::string shortest_number(double value);
 
 /// `value` for people: `significant` significant digits, no trailing zeros, exponents as
 /// "1.5e-5"; "NaN", "inf", "-inf" for non-finite values.

@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "handlers/event_file.h"
+#include "handlers/json_text.h"
 #include "kindling/error.h"
 
 namespace kindling {
@@ -19,14 +20,6 @@ namespace handlers {
 namespace {
 
 const std::string kWho = "kindling::handlers::JsonLogger";
-
-// The shortest decimal form that reads back to the same double (std::to_chars: independent
-// of the C locale, so never "0,5"). Finite values only.
-std::string number_text(double value) {
-  char buffer[64];
-  const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
-  return std::string(buffer, result.ptr);
-}
 
 std::string fixed_text(double value, int decimals) {
   char buffer[64];
@@ -39,7 +32,7 @@ std::string json_line(const std::string& tag, const std::string& name, double va
   std::string line = "{\"tag\":" + JsonLogger::quote(tag) + ",\"step\":" + std::to_string(step) +
                      ",\"name\":" + JsonLogger::quote(name) + ",\"value\":";
   if (std::isfinite(value)) {
-    line += number_text(value);
+    line += detail::shortest_number(value);
   } else {
     line += std::string("null,\"non_finite\":\"") + (std::isnan(value) ? "nan" : value > 0 ? "inf" : "-inf") + "\"";
   }
@@ -79,45 +72,7 @@ class JsonLinesSink final : public detail::ScalarSink {
 
 }  // namespace
 
-std::string JsonLogger::quote(const std::string& text) {
-  std::string out;
-  out.reserve(text.size() + 2);
-  out += '"';
-  for (std::size_t i = 0; i < text.size();) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    const std::size_t length = detail::utf8_sequence_length(text, i);
-    if (length == 0) {
-      out += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER for a byte that is not UTF-8
-      ++i;
-      continue;
-    }
-    if (length > 1) {
-      out.append(text, i, length);
-      i += length;
-      continue;
-    }
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (c < 0x20) {
-          char escape[8];
-          std::snprintf(escape, sizeof(escape), "\\u%04x", static_cast<unsigned>(c));
-          out += escape;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-    ++i;
-  }
-  out += '"';
-  return out;
-}
+std::string JsonLogger::quote(const std::string& text) { return detail::json_quote(text); }
 
 JsonLogger::JsonLogger(std::string path, bool append) : BaseLogger("JsonLogger"), path_(std::move(path)) {
   KINDLING_CHECK(!path_.empty(),

@@ -37,7 +37,7 @@ bool utf8_locale() {
   return false;
 }
 
-std::string number_text(double v) {
+std::string short_number(double v) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.4g", v);
   return text;
@@ -111,7 +111,7 @@ std::string ProgressBar::render(engine::Engine& engine) const {
     for (const auto& kv : output_transform_(s.output)) values.emplace_back(kv.first, kv.second);
   }
   std::string shown;
-  for (const auto& [name, v] : values) shown += (shown.empty() ? " " : ", ") + name + "=" + number_text(v);
+  for (const auto& [name, v] : values) shown += (shown.empty() ? " " : ", ") + name + "=" + short_number(v);
   out += shown;
   const double eta = (len > 0 && rate > 0) ? static_cast<double>(len - done) / rate : -1;
   char tail[64];

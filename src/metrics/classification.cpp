@@ -5,6 +5,8 @@
 
 #include <sstream>
 
+#include "metrics/shape_text.h"
+
 namespace kindling {
 namespace metrics {
 
@@ -39,12 +41,6 @@ void ClassificationMetric::reset_type() {
 
 namespace {
 
-std::string shape(const at::Tensor& t) {
-  std::ostringstream out;
-  out << t.sizes();
-  return out.str();
-}
-
 bool zeros_and_ones(const at::Tensor& t) { return at::equal(t, t * t); }
 
 }  // namespace
@@ -54,18 +50,18 @@ void ClassificationMetric::check(const at::Tensor& y_pred, const at::Tensor& y) 
   KINDLING_CHECK(y.dim() == y_pred.dim() || y.dim() + 1 == y_pred.dim(), who,
                  ": y must have shape of (batch_size, ...) and y_pred must have shape of (batch_size, "
                  "num_categories, ...) or (batch_size, ...), but given ",
-                 shape(y), " vs ", shape(y_pred));
+                 shape_text(y), " vs ", shape_text(y_pred));
   if (y.dim() + 1 == y_pred.dim()) {
     std::vector<int64_t> dropped = y_pred.sizes().vec();
     dropped.erase(dropped.begin() + 1);
     KINDLING_CHECK(at::IntArrayRef(dropped) == y.sizes(), who, ": y and y_pred must have compatible shapes, got ",
-                   shape(y), " vs ", shape(y_pred));
+                   shape_text(y), " vs ", shape_text(y_pred));
   }
   if (is_multilabel_) {
     KINDLING_CHECK(y.sizes() == y_pred.sizes() && y.dim() > 1 && y.size(1) > 1, who,
                    ": y and y_pred must have same shape of (batch_size, num_categories, ...) and num_categories > 1, "
                    "got ",
-                   shape(y), " vs ", shape(y_pred));
+                   shape_text(y), " vs ", shape_text(y_pred));
   }
   InputType type;
   int64_t classes;

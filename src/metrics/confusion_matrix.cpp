@@ -6,18 +6,10 @@
 
 #include <sstream>
 
+#include "metrics/shape_text.h"
+
 namespace kindling {
 namespace metrics {
-
-namespace {
-
-std::string shape(const at::Tensor& t) {
-  std::ostringstream out;
-  out << t.sizes();
-  return out.str();
-}
-
-}  // namespace
 
 ConfusionMatrix::ConfusionMatrix(int64_t num_classes, std::optional<std::string> average,
                                  OutputTransform output_transform, c10::Device device)
@@ -47,17 +39,17 @@ void ConfusionMatrix::update(const Value& output) {
   const int64_t c = num_classes_;
   const char* who = "kindling::metrics::ConfusionMatrix";
   KINDLING_CHECK(y_pred.dim() >= 2, who, ": y_pred must have shape (batch_size, num_classes (currently set to ", c,
-                 "), ...), but given ", shape(y_pred));
+                 "), ...), but given ", shape_text(y_pred));
   KINDLING_CHECK(y_pred.size(1) == c, who, ": y_pred does not have correct number of classes: ", y_pred.size(1), " vs ",
                  c);
   KINDLING_CHECK(y.dim() + 1 == y_pred.dim(), who,
                  ": y_pred must have shape (batch_size, num_classes (currently "
                  "set to ",
-                 c, "), ...) and y must have shape of (batch_size, ...), but given ", shape(y), " vs ", shape(y_pred));
+                 c, "), ...) and y must have shape of (batch_size, ...), but given ", shape_text(y), " vs ", shape_text(y_pred));
   std::vector<int64_t> dropped = y_pred.sizes().vec();
   dropped.erase(dropped.begin() + 1);
   KINDLING_CHECK(at::IntArrayRef(dropped) == y.sizes(), who, ": y and y_pred must have compatible shapes, got ",
-                 shape(y), " vs ", shape(y_pred));
+                 shape_text(y), " vs ", shape_text(y_pred));
   KINDLING_CHECK(at::isIntegralType(y.scalar_type(), /*includeBool=*/false), who,
                  ": y must hold integer class indices, but its dtype is ", y.scalar_type(), "; convert it to long");
 

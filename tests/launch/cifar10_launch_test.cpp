@@ -122,3 +122,22 @@ TEST(Cifar10, MissingDataPathIsAClearErrorOnEveryRank) {
   EXPECT_GE(count, 2u) << describe({r});
   std::filesystem::remove_all(out);
 }
+
+TEST(Cifar10, DamagedDataIsReportedByEveryRank) {
+  // A CIFAR-10 folder whose first training file is cut short: rank 0 finds it while reading
+  // and tells rank 1, so both fail with the file's name instead of rank 1 waiting.
+  const std::string out = new_output(), data = new_output();
+  for (const std::string name : {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin",
+                                 "data_batch_5.bin", "test_batch.bin"}) {
+    std::ofstream(data + "/" + name) << std::string(name == "data_batch_1.bin" ? 100 : 3073, '\1');
+  }
+  auto r = run_command(with({kCifar10, "--nproc_per_node", "2", "--data_path", data}, small_run(out)), {}, kLimit);
+  EXPECT_EQ(r.exit_code, 1) << describe({r});
+  const std::string message = "the data in '" + data + "' could not be read (rank 0)";
+  std::size_t count = 0;
+  for (std::size_t at = r.err.find(message); at != std::string::npos; at = r.err.find(message, at + 1)) ++count;
+  EXPECT_GE(count, 2u) << describe({r});
+  EXPECT_NE(r.err.find("data_batch_1.bin"), std::string::npos) << describe({r});
+  std::filesystem::remove_all(out);
+  std::filesystem::remove_all(data);
+}
