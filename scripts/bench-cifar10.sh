@@ -5,7 +5,8 @@
 # this VM hit every variant alike:
 #   python 1 rank | python 2 ranks (gloo) | kindling 1 rank | kindling 2 ranks gloo |
 #   kindling 2 ranks mpi (mpirun) | no-communication limit: two independent 1-rank kindling
-#   trainings started together (1 intra-op thread each via OMP_NUM_THREADS=1), samples/s added.
+#   trainings started together, each with a rank's share of the 2-rank job (half the batch,
+#   one loader worker, 1 intra-op thread via OMP_NUM_THREADS=1), samples/s added.
 # Then a Markdown table of medians over the repeats: training samples/s of the whole job, epoch
 # wall time (with the validation of every validate_every-th epoch), final test accuracy, peak RSS
 # per rank (VmHWM of each rank's main process), and ratios kindling / python, mpi / no-comm, RSS.
@@ -20,6 +21,17 @@ cd "$(dirname "$0")/.." || exit 1
 REPEATS=${1:-3}
 shift $(($# > 0 ? 1 : 0))
 EXTRA=("$@")
+# The no-communication limit runs each process with a 2-rank job's per-rank share: half the
+# batch (auto_dataloader divides batch_size and num_workers by the ranks) and one worker.
+BATCH=512 NOCOMM_EXTRA=()
+for ((i = 0; i < ${#EXTRA[@]}; i++)); do
+  case ${EXTRA[i]} in
+    --batch_size) BATCH=${EXTRA[i + 1]}; i=$((i + 1)) ;;
+    --num_workers) i=$((i + 1)) ;;
+    *) NOCOMM_EXTRA+=("${EXTRA[i]}") ;;
+  esac
+done
+NOCOMM_EXTRA+=(--batch_size $((BATCH / 2)) --num_workers 1)
 BIN=${KINDLING_CIFAR10:-${BUILD:-build}/examples/cifar10/cifar10}
 PY=(/usr/bin/python3 bench/cifar10/train_torch.py)
 TIMEOUT=${TIMEOUT:-14400}
@@ -52,7 +64,7 @@ no_comm() {  # dir: two 1-rank kindling trainings at once, one intra-op thread e
   CHILDREN=()
   for k in a b; do
     mkdir -p "$dir/$k"
-    OMP_NUM_THREADS=1 timeout "$TIMEOUT" "$BIN" --nproc_per_node 1 --output_path "$dir/$k" "${EXTRA[@]}" \
+    OMP_NUM_THREADS=1 timeout "$TIMEOUT" "$BIN" --nproc_per_node 1 --output_path "$dir/$k" "${NOCOMM_EXTRA[@]}" \
       >"$dir/$k/log.txt" 2>&1 &
     CHILDREN+=($!)
   done
