@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Smoke check of bench/cifar10/train_torch.py (the Python side of scripts/bench-cifar10.sh): a
-# tiny 2-rank gloo training on Fashion-MNIST (512 train / 256 test samples, 1 epoch) must finish
+# tiny 2-rank gloo training on Fashion-MNIST (256 train / 128 test samples, 1 epoch) must finish
 # and write a summary.json with every field the driver reads, accuracies in [0,1], one RSS per rank.
 # Usage: bench/cifar10/smoke_torch.sh. About 15-25 s on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")"
 OUT=$(mktemp -d /tmp/cifar10-smoke.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
-timeout 120 /usr/bin/python3 train_torch.py --nproc_per_node 2 --backend gloo --train_subset 512 --test_subset 256 \
+timeout 120 /usr/bin/python3 train_torch.py --nproc_per_node 2 --backend gloo --train_subset 256 --test_subset 128 \
   --num_epochs 1 --batch_size 64 --num_workers 0 --output_path "$OUT" >"$OUT/log.txt" 2>&1 || {
   echo "train_torch.py failed (rc $?):"; cat "$OUT/log.txt"; exit 1; }
 /usr/bin/python3 - "$OUT/summary.json" <<'PY'
