@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   dataset-fashion-mnist zlib1g-dev libspdlog-dev libcli11-dev
   python3-torchvision python3-protobuf tmux chromium
+  nlohmann-json3-dev
 )
 
 missing=()

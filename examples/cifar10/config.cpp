@@ -61,6 +61,14 @@ int parse_command_line(int argc, char** argv, Config& c) {
   app.add_option("--collective_timeout", c.collective_timeout_s, "Seconds a collective may wait for a peer")
       ->check(count(1))
       ->capture_default_str();
+  app.add_option("--stall_timeout", c.stall_timeout_s,
+                 "Seconds without collective progress of a peer before the waiting ranks stop and name it "
+                 "(0: off; default: KINDLING_STALL_TIMEOUT, else 60)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max_restarts", c.max_restarts,
+                 "With --nproc_per_node: when a process fails, restart all of them at most this many times; the "
+                 "restarted run continues from the run folder's last checkpoint (under a launcher, use its option)")
+      ->check(CLI::Range(0, 1000));
   return kindling::cli::parse(app, argc, argv);
 }
 
@@ -101,7 +109,8 @@ std::vector<std::pair<std::string, std::string>> describe(const Config& c) {
           {"stop_iteration", optional(c.stop_iteration)},
           {"with_amp", c.with_amp ? "True" : "False"},
           {"train_subset", text(c.train_subset)},
-          {"test_subset", text(c.test_subset)}};
+          {"test_subset", text(c.test_subset)},
+          {"max_restarts", text(c.max_restarts)}};
 }
 
 }  // namespace cifar10

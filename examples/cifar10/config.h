@@ -35,6 +35,8 @@ struct Config {
   int64_t train_subset = 0;  // 0: the whole training split
   int64_t test_subset = 0;
   int64_t collective_timeout_s = 600;
+  std::optional<double> stall_timeout_s;  // unset: KINDLING_STALL_TIMEOUT, else the library's 60 s
+  int max_restarts = 0;                   // with --nproc_per_node: restarts after a failure
 };
 
 /// Parses the command line (and --config) into `config`. Returns -1 to go on, else the

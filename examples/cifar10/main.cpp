@@ -37,6 +37,9 @@ int main(int argc, char** argv) {
     kd::ParallelOptions options(backend);
     if (config.nproc_per_node && !launcher && backend != "serial") options.nproc_per_node(*config.nproc_per_node);
     options.timeout(std::chrono::seconds(config.collective_timeout_s));
+    if (config.stall_timeout_s)
+      options.stall_timeout(std::chrono::milliseconds(static_cast<int64_t>(*config.stall_timeout_s * 1000)));
+    if (config.nproc_per_node && !launcher && backend != "serial") options.max_restarts(config.max_restarts);
     kd::Parallel parallel(options);
     parallel.run(cifar10::training, config);
   } catch (const std::exception& e) {

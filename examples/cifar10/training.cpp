@@ -15,6 +15,7 @@
 #include <kindling/config.h>
 #include <kindling/dist/auto.h>
 #include <kindling/dist/dist.h>
+#include <kindling/dist/launch_env.h>
 #include <kindling/engine/amp.h>
 #include <kindling/engine/supervised.h>
 #include <kindling/handlers/checkpoint.h>
@@ -71,7 +72,22 @@ void log_basic_info(const kh::Logger& logger, const Config& config, const DataCh
 // every rank gets its name (the tutorial sets it on rank 0 only).
 std::string make_run_folder(const kh::Logger& logger, const Config& config) {
   std::string folder;
-  if (kd::get_rank() == 0) {
+  if (kd::get_rank() == 0 && kd::restart_count() > 0) {
+    // A restarted job continues in the failed attempt's folder: the newest of this setting.
+    const std::string backend = kd::get_world_size() > 1 ? kd::backend() : std::string("none");
+    const std::string prefix = config.model + "_backend-" + backend + "-" + std::to_string(kd::get_world_size()) + "_";
+    std::filesystem::file_time_type newest{};
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(config.output_path, ec)) {
+      if (!entry.is_directory() || entry.path().filename().string().rfind(prefix, 0) != 0) continue;
+      if (folder.empty() || entry.last_write_time() > newest) {
+        folder = entry.path().string();
+        newest = entry.last_write_time();
+      }
+    }
+    if (!folder.empty()) logger.info("Restart " + std::to_string(kd::restart_count()) + ": continuing in " + folder);
+  }
+  if (kd::get_rank() == 0 && folder.empty()) {
     char now[32];
     const std::time_t t = std::time(nullptr);
     std::strftime(now, sizeof(now), "%Y%m%d-%H%M%S", std::localtime(&t));
@@ -178,11 +194,17 @@ void training(int /*local_rank*/, Config config) {
                                                               : std::vector<std::string>{})
                      .with_pbars(config.log_every_iters > 0)
                      .log_every_iters(std::max<int64_t>(1, config.log_every_iters)));
-    if (!config.resume_from.empty()) {
-      KINDLING_CHECK(std::filesystem::is_regular_file(config.resume_from), "cifar10: --resume_from '",
-                     config.resume_from, "' is not a file; give a training_checkpoint_<iteration>.pt of an earlier run");
-      kh::Checkpoint::load_objects(to_save, config.resume_from);  // every rank reads the file
-      logger.info("Resumed from " + config.resume_from + " at iteration " + std::to_string(trainer.state().iteration));
+    std::string resume_from = config.resume_from;
+    if (resume_from.empty() && kd::restart_count() > 0) {
+      // After a restart: the run folder's newest checkpoint, as rank 0 finds it.
+      auto last = kd::get_rank() == 0 ? kh::Checkpoint::find_latest(run_folder, "training") : std::nullopt;
+      resume_from = kd::get_world_size() > 1 ? kd::broadcast(last.value_or(""), 0) : last.value_or("");
+    }
+    if (!resume_from.empty()) {
+      KINDLING_CHECK(std::filesystem::is_regular_file(resume_from), "cifar10: --resume_from '", resume_from,
+                     "' is not a file; give a training_checkpoint_<iteration>.pt of an earlier run");
+      kh::Checkpoint::load_objects(to_save, resume_from);  // every rank reads the file
+      logger.info("Resumed from " + resume_from + " at iteration " + std::to_string(trainer.state().iteration));
     }
 
     // Evaluators on the train and test sets; metrics reduced over the ranks.

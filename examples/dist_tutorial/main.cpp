@@ -68,6 +68,13 @@ void describe_options(CLI::App& app, Options& o) {
                  "Rendezvous port when this program starts the processes (default: a free port, so that two jobs "
                  "on one machine do not collide; under a launcher the launcher's port is used)")
       ->check(CLI::Range(1, 65535));
+  app.add_option("--timeout", o.timeout_s, "Seconds a collective may wait before it fails")
+      ->check(CLI::Range(int64_t{1}, int64_t{86400 * 7}))
+      ->capture_default_str();
+  app.add_option("--stall-timeout", o.stall_timeout_s,
+                 "Seconds without collective progress of a peer before the waiting ranks stop and name it "
+                 "(0: off; default: KINDLING_STALL_TIMEOUT, else 60)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--numel", o.numel, "ring-allreduce: floats per tensor")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
       ->capture_default_str();
@@ -125,7 +132,9 @@ kd::ParallelOptions parallel_options(const Options& o) {
     options.nproc_per_node(kDefaultNprocPerNode);
   }
   if (o.master_port) options.master_port(*o.master_port);
-  options.timeout(std::chrono::minutes(10));  // a stuck collective fails instead of hanging for 30 minutes
+  options.timeout(std::chrono::seconds(o.timeout_s));
+  if (o.stall_timeout_s)
+    options.stall_timeout(std::chrono::milliseconds(static_cast<int64_t>(*o.stall_timeout_s * 1000)));
   return options;
 }
 

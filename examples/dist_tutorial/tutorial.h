@@ -15,6 +15,8 @@ struct Options {
   std::string backend = "gloo";
   std::optional<int> nproc_per_node;  // unset: kDefaultNprocPerNode, or the launcher's layout
   std::optional<int> master_port;     // unset: a free port
+  int64_t timeout_s = 600;            // collective timeout
+  std::optional<double> stall_timeout_s;  // unset: KINDLING_STALL_TIMEOUT, else the library's 60 s
   int64_t numel = int64_t{1} << 20;
   int iters = 10;
   int epochs = 3;

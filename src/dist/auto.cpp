@@ -29,8 +29,10 @@ data::DataLoader auto_dataloader(std::shared_ptr<const data::Dataset> dataset, d
   KINDLING_CHECK(dataset != nullptr, "kindling::dist::auto_dataloader: the dataset is null");
   const int rank = get_rank();
   const int ws = get_world_size();
-  auto warn = [&](const std::string& text) {
-    if (rank == 0) log(LogLevel::kWarning, "kindling::dist::auto_dataloader: warning: " + text);
+  // A warning that holds on every rank is printed once (rank 0); one about this rank's own
+  // state (its sampler) is printed where it holds, which may be any rank.
+  auto warn = [&](const std::string& text, bool this_rank_only = false) {
+    if (rank == 0 || this_rank_only) log(LogLevel::kWarning, "kindling::dist::auto_dataloader: warning: " + text);
   };
   if (ws > 1) {
     const int64_t bs = options.batch_size();
@@ -55,11 +57,13 @@ data::DataLoader auto_dataloader(std::shared_ptr<const data::Dataset> dataset, d
     } else if (auto* d = dynamic_cast<data::DistributedSampler*>(sampler.get())) {
       if (d->rank() != rank) {
         warn("found a DistributedSampler with rank=" + std::to_string(d->rank()) + ", but the process rank is " +
-             std::to_string(rank));
+                 std::to_string(rank),
+             true);
       }
       if (d->num_replicas() != ws) {
         warn("found a DistributedSampler with num_replicas=" + std::to_string(d->num_replicas()) +
-             ", but the world size is " + std::to_string(ws));
+                 ", but the world size is " + std::to_string(ws),
+             true);
       }
     } else if (dynamic_cast<data::DistributedProxySampler*>(sampler.get()) == nullptr) {
       KINDLING_CHECK(!options.shuffle().value_or(false),

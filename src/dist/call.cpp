@@ -3,6 +3,7 @@
 
 #include <ATen/ATen.h>
 
+#include <sstream>
 #include <string>
 
 namespace kindling {
@@ -18,22 +19,46 @@ bool looks_like_timeout(const std::string& msg) {
 
 using ::kindling::detail::rank_prefix;
 
+namespace {
+// Records the first failure (see Runtime::broken) and returns `message`.
+const std::string& mark_broken(const std::string& message) {
+  auto& rt = runtime();
+  std::lock_guard<std::mutex> lock(rt.mu);
+  if (!rt.broken.exchange(true)) rt.broken_reason = message;
+  return message;
+}
+}  // namespace
+
+void check_usable(const char* name) {
+  auto& rt = runtime();
+  if (!rt.broken.load()) return;
+  std::lock_guard<std::mutex> lock(rt.mu);
+  throw CommunicationError(rank_prefix() + "kindling::dist::" + name +
+                           ": an earlier collective failed, so the process group cannot be used any more (" +
+                           rt.broken_reason.substr(0, 300) +
+                           (rt.broken_reason.size() > 300 ? "..." : "") +
+                           "). Let the error end the process, or finalize() and initialize() again");
+}
+
 [[noreturn]] void translate(const std::exception& e, const GroupState& g, const char* name, int64_t seq) {
   auto& rt = runtime();
   const std::string engine_msg = engine_message(e);
   const std::string where = rank_prefix() + "kindling::dist::" + name + " on the " + g.label() + " (collective #" +
                             std::to_string(seq) + " of this rank on it)";
   if (looks_like_timeout(engine_msg)) {
-    std::string diagnosis = rt.monitor ? rt.monitor->diagnose(g, seq, name) : std::string("no progress information");
-    throw TimeoutError(where + " timed out after " + std::to_string(g.timeout.count()) + " ms; " + diagnosis +
-                       ". Every rank of the group must call the same collectives in the same order: look for a rank "
-                       "that skips this call or calls another one, or raise InitOptions::timeout if a rank is only "
-                       "slow. The " +
-                       rt.backend_name + " engine said: " + engine_msg);
+    std::string diagnosis = rt.monitor ? rt.monitor->diagnose(g, seq, name)
+                                       : std::string("no progress information (the ") + rt.backend_name +
+                                             " backend has no shared store)";
+    throw TimeoutError(mark_broken(where + " timed out after " + std::to_string(g.timeout.count()) + " ms; " +
+                                   diagnosis +
+                                   ". Every rank of the group must call the same collectives in the same order: look "
+                                   "for a rank that skips this call or calls another one, or raise "
+                                   "InitOptions::timeout if a rank is only slow. The " +
+                                   rt.backend_name + " engine said: " + engine_msg));
   }
-  throw CommunicationError(where + " failed in the " + rt.backend_name + " engine: " + engine_msg +
-                           " A peer process has probably exited or crashed: look at the other ranks' output for the "
-                           "first error.");
+  throw CommunicationError(mark_broken(where + " failed in the " + rt.backend_name + " engine: " + engine_msg +
+                                       " A peer process has probably exited or crashed: look at the other ranks' "
+                                       "output for the first error."));
 }
 
 std::chrono::milliseconds wait_timeout(const GroupState& g, bool p2p) {
@@ -43,10 +68,65 @@ std::chrono::milliseconds wait_timeout(const GroupState& g, bool p2p) {
   return g.timeout + std::min<std::chrono::milliseconds>(g.timeout, std::chrono::seconds(5));
 }
 
-int64_t enter(GroupState& g, const char* name) {
+int64_t enter(GroupState& g, const char* name, bool collective) {
+  if (!collective) return g.seq.load(std::memory_order_relaxed);
   const int64_t seq = g.seq.fetch_add(1, std::memory_order_relaxed) + 1;
   g.op.store(name, std::memory_order_relaxed);
   return seq;
+}
+
+void wait_op(PendingOp& op, GroupState& g, const char* name, int64_t seq, bool p2p) {
+  using Clock = std::chrono::steady_clock;
+  const auto timeout = wait_timeout(g, p2p);
+  check_usable(name);
+  auto& rt = runtime();
+  // c10d's gloo work can be waited on again after a wait that expired; nccl's and the mpi
+  // engine's blocking calls cannot, so they wait once for the whole timeout.
+  StallMonitor* monitor = rt.backend_name == "gloo" ? rt.monitor.get() : nullptr;
+  if (monitor == nullptr) {
+    op.wait(timeout);
+    return;
+  }
+  const auto start = Clock::now();
+  const auto slice = std::chrono::milliseconds(1000);
+  bool watching = false;
+  struct EndWait {
+    StallMonitor* m;
+    bool* on;
+    ~EndWait() {
+      if (*on) m->end_wait();
+    }
+  } end_wait{monitor, &watching};
+  for (;;) {
+    const auto left = timeout - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+    try {
+      op.wait(std::max(std::chrono::milliseconds(1), std::min(left, slice)));
+      return;
+    } catch (const std::exception&) {
+      if (op.is_completed()) {  // it ended (maybe with the engine's error) just now
+        op.wait(timeout);
+        return;
+      }
+      if (left <= slice) throw;  // the whole timeout has passed
+    }
+    if (!watching) {
+      monitor->begin_wait(g, seq, start);
+      watching = true;
+    }
+    if (p2p) continue;
+    std::string stalled = monitor->verdict(g, seq, name);
+    if (stalled.empty()) continue;
+    const auto waited = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start).count();
+    std::ostringstream period;
+    period << monitor->stall_period().count() / 1000.0;
+    throw TimeoutError(mark_broken(rank_prefix() + "kindling::dist::" + name + " on the " + g.label() + " (collective #" +
+                       std::to_string(seq) + " of this rank on it) gave up after " + std::to_string(waited) +
+                       " s: " + stalled + ". A rank that makes no collective progress for the stall period (" +
+                       period.str() +
+                       " s; InitOptions::stall_timeout or KINDLING_STALL_TIMEOUT) holds up the whole job, so "
+                       "every waiting rank stops. If a rank is legitimately busy that long (a long evaluation or "
+                       "checkpoint on one rank), raise the stall period; 0 turns the check off."));
+  }
 }
 
 // The group's state when this rank takes part in a collective on it; null in the serial

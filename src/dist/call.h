@@ -9,6 +9,7 @@
 #include <exception>
 #include <memory>
 
+#include "dist/fingerprint.h"
 #include "dist/runtime.h"
 #include "kindling/dist/dist.h"
 #include "kindling/error.h"
@@ -25,17 +26,32 @@ namespace detail {
 /// the engine's own (more precise) timeout normally reports first.
 std::chrono::milliseconds wait_timeout(const GroupState& g, bool p2p);
 
-/// Counts a call of `name` on `g` for the stall monitor; returns its sequence number.
-int64_t enter(GroupState& g, const char* name);
+/// Throws kindling::CommunicationError when an earlier collective failed (Runtime::broken).
+void check_usable(const char* name);
 
-/// Runs one blocking operation: counts it, starts it on the group's communicator, waits
-/// and translates engine failures.
+/// Counts a collective `name` on `g` for the stall monitor and returns its sequence
+/// number; a point-to-point call (`collective` false) is not counted, since only some
+/// ranks make it, and gets the current number.
+int64_t enter(GroupState& g, const char* name, bool collective = true);
+
+/// Waits for `op` (call #seq `name` on `g`) up to wait_timeout(g, p2p). Where the engine
+/// allows short waits (gloo), waits in slices of a second and, for a collective, throws
+/// kindling::TimeoutError as soon as the stall monitor names stalled peers. Engine
+/// exceptions propagate untranslated.
+void wait_op(PendingOp& op, GroupState& g, const char* name, int64_t seq, bool p2p);
+
+/// Runs one blocking operation: counts it, compares fingerprints when enabled (`described`
+/// gives dtype and shape; `same_shape` whether shapes must agree), starts it on the group's
+/// communicator, waits and translates engine failures.
 template <typename Start>
-void run(GroupState& g, const char* name, Start&& start, bool p2p = false) {
-  const int64_t seq = enter(g, name);
+void run(GroupState& g, const char* name, Start&& start, bool p2p = false, const at::Tensor* described = nullptr,
+         bool same_shape = true) {
+  check_usable(name);
+  const int64_t seq = enter(g, name, !p2p);
+  if (!p2p && fingerprints_enabled()) check_fingerprint(g, seq, name, described, same_shape);
   try {
     OpPtr op = start(*g.comm);
-    op->wait(wait_timeout(g, p2p));
+    wait_op(*op, g, name, seq, p2p);
   } catch (const kindling::Error&) {
     throw;
   } catch (const std::exception& e) {
@@ -49,10 +65,12 @@ void run(GroupState& g, const char* name, Start&& start, bool p2p = false) {
 template <typename Start>
 std::shared_ptr<WorkState> start_async(const std::shared_ptr<GroupState>& g, const char* name, bool collective,
                                        Start&& start) {
+  check_usable(name);
   auto state = std::make_shared<WorkState>();
   state->group = g;
   state->name = name;
-  state->seq = enter(*g, name);
+  state->seq = enter(*g, name, collective);
+  if (collective && fingerprints_enabled()) check_fingerprint(*g, state->seq, name, nullptr, false);
   state->collective = collective;
   try {
     state->op = start(*g->comm);

@@ -72,7 +72,7 @@ at::Tensor all_reduce(const at::Tensor& tensor, ReduceOp op, const Group& group)
     s.work = s.work.to(at::kByte);
     s.copy_back = true;
   }
-  run(*g, "all_reduce", [&](detail::Communicator& c) { return c.all_reduce(s.work, op); });
+  run(*g, "all_reduce", [&](detail::Communicator& c) { return c.all_reduce(s.work, op); }, false, &s.work);
   if (s.copy_back) tensor.copy_(s.work);
   return tensor;
 }
@@ -89,7 +89,7 @@ at::Tensor all_gather(const at::Tensor& tensor, const Group& group) {
   std::vector<at::Tensor> outs;
   outs.reserve(static_cast<std::size_t>(n));
   for (int64_t i = 0; i < n; ++i) outs.push_back(out.select(0, i));
-  run(*g, "all_gather", [&](detail::Communicator& c) { return c.all_gather(outs, s.work); });
+  run(*g, "all_gather", [&](detail::Communicator& c) { return c.all_gather(outs, s.work); }, false, &s.work);
   if (tensor.dim() > 0) out = out.flatten(0, 1);
   return s.copy_back ? out.to(tensor.device()) : out;
 }
@@ -165,7 +165,7 @@ at::Tensor broadcast(const at::Tensor& tensor, int src, const Group& group) {
   if (!g) return tensor;
   const int root = member_index(*g, src, "broadcast", "source");
   auto s = stage(tensor, "broadcast");
-  run(*g, "broadcast", [&](detail::Communicator& c) { return c.broadcast(s.work, root); });
+  run(*g, "broadcast", [&](detail::Communicator& c) { return c.broadcast(s.work, root); }, false, &s.work);
   if (s.copy_back) tensor.copy_(s.work);
   return tensor;
 }
@@ -198,7 +198,7 @@ at::Tensor reduce(const at::Tensor& tensor, int dst, ReduceOp op, const Group& g
     s.work = s.work.to(at::kByte);
     s.copy_back = true;
   }
-  run(*g, "reduce", [&](detail::Communicator& c) { return c.reduce(s.work, root, op); });
+  run(*g, "reduce", [&](detail::Communicator& c) { return c.reduce(s.work, root, op); }, false, &s.work);
   if (s.copy_back) tensor.copy_(s.work);
   return tensor;
 }
@@ -231,7 +231,7 @@ at::Tensor scatter(const at::Tensor& output, const std::vector<at::Tensor>& chun
                    " passes chunks; this rank passed ", chunks.size());
   }
   auto s = stage(output, "scatter", "output tensor");
-  run(*g, "scatter", [&](detail::Communicator& c) { return c.scatter(s.work, ins, root); });
+  run(*g, "scatter", [&](detail::Communicator& c) { return c.scatter(s.work, ins, root); }, false, &s.work);
   if (s.copy_back) output.copy_(s.work);
   return output;
 }
@@ -246,7 +246,7 @@ std::vector<at::Tensor> gather(const at::Tensor& tensor, int dst, const Group& g
   if (g->group_rank == root) {
     for (std::size_t i = 0; i < g->ranks.size(); ++i) outs.push_back(at::empty_like(s.work));
   }
-  run(*g, "gather", [&](detail::Communicator& c) { return c.gather(outs, s.work, root); });
+  run(*g, "gather", [&](detail::Communicator& c) { return c.gather(outs, s.work, root); }, false, &s.work);
   if (s.copy_back)
     for (auto& o : outs) o = o.to(tensor.device());
   return outs;
@@ -285,7 +285,9 @@ std::vector<at::Tensor> all_to_all(const std::vector<at::Tensor>& inputs, const 
   int64_t total = 0;
   for (auto v : out_splits) total += v;
   at::Tensor out = at::empty({total}, in.options());
-  run(*g, "all_to_all", [&](detail::Communicator& c) { return c.all_to_all(out, in, out_splits, in_splits); });
+  run(
+      *g, "all_to_all", [&](detail::Communicator& c) { return c.all_to_all(out, in, out_splits, in_splits); }, false,
+      &in, /*same_shape=*/false);
   std::vector<at::Tensor> result;
   int64_t offset = 0;
   for (std::size_t j = 0; j < n; ++j) {

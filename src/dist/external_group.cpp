@@ -29,7 +29,7 @@ void sync() {
   std::optional<int> local = get_env_int("LOCAL_RANK");
   const auto timeout = rt.external_timeout;
   detail::install_model(detail::make_external_c10d_backend(pg, store, rt.external_backend, timeout), rank, size,
-                        timeout, local);
+                        timeout, detail::default_stall_period(), local);
 }
 
 void use_process_group(c10::intrusive_ptr<::c10d::ProcessGroup> pg, c10::intrusive_ptr<::c10d::Store> store,

@@ -5,7 +5,10 @@
 #include <map>
 #include <vector>
 
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
 #include "common/env.h"
+#include "dist/backends/c10d/c10d_backend.h"
 #include "kindling/dist/dist.h"
 #include "kindling/error.h"
 #include "kindling/log.h"
@@ -31,6 +34,60 @@ std::pair<std::string, int> parse_tcp(const std::string& url) {
   return {host, parse_int(port_text, "the port of init_method '" + url + "'")};
 }
 
+namespace {
+
+// Every rank's (host name, local rank or -1), exchanged through the rendezvous store under
+// "kindling/layout/<rank>" (a foreign peer's entry is ("", -1)); through all_gather only
+// for an external group, whose ranks did not announce themselves.
+std::vector<std::pair<std::string, int>> exchange_layout(Runtime& rt, int local_rank) {
+  const std::string mine = std::to_string(local_rank) + " " + hostname();
+  std::vector<std::string> entries;
+  auto store = rt.backend ? rt.backend->store() : c10::intrusive_ptr<c10d::Store>();
+  // The kindling ranks announced themselves while the world was created (joined_key); a
+  // plain torch.distributed peer did not and writes no layout, so it is not waited for.
+  std::vector<bool> kindling_rank(static_cast<std::size_t>(rt.world_size), false);
+  int kindling_ranks = 0;
+  const bool external = rt.external_pg != nullptr;  // a user-made group: nobody announced
+  if (store && !external) {
+    for (int r = 0; r < rt.world_size; ++r) {
+      kindling_rank[static_cast<std::size_t>(r)] = r == rt.rank || store->check({joined_key(0, r)});
+      kindling_ranks += kindling_rank[static_cast<std::size_t>(r)] ? 1 : 0;
+    }
+  }
+  if (kindling_ranks > 0) {
+    const std::string prefix = "kindling/layout/";
+    store->set(prefix + std::to_string(rt.rank), std::vector<uint8_t>(mine.begin(), mine.end()));
+    try {
+      for (int r = 0; r < rt.world_size; ++r) {
+        if (!kindling_rank[static_cast<std::size_t>(r)]) {
+          entries.emplace_back("-1 ");  // a foreign peer: host and local rank unknown
+          continue;
+        }
+        const std::string key = prefix + std::to_string(r);
+        store->wait({key}, rt.world->timeout);
+        auto raw = store->get(key);
+        entries.emplace_back(raw.begin(), raw.end());
+      }
+    } catch (const std::exception& e) {
+      throw TimeoutError(::kindling::detail::rank_prefix() +
+                         "kindling::dist::initialize: the ranks' host names could not be exchanged through the "
+                         "rendezvous store: " + engine_message(e) +
+                         ". Set LOCAL_RANK and LOCAL_WORLD_SIZE in every rank's environment, or check that every "
+                         "rank started");
+    }
+  } else {
+    entries = all_gather(mine);
+  }
+  std::vector<std::pair<std::string, int>> out;
+  for (const auto& e : entries) {
+    const auto space = e.find(' ');
+    out.emplace_back(e.substr(space + 1), std::stoi(e.substr(0, space)));
+  }
+  return out;
+}
+
+}  // namespace
+
 void compute_layout(Runtime& rt, std::optional<int> env_local_rank) {
   const int ws = rt.world_size;
   if (auto l = rt.backend ? rt.backend->layout() : std::nullopt) {
@@ -44,31 +101,43 @@ void compute_layout(Runtime& rt, std::optional<int> env_local_rank) {
   std::optional<int> nproc = get_env_int("LOCAL_WORLD_SIZE");
   std::optional<int> node_rank;
   if (ws == 1) {
+    // As idist's MAX of local_rank + 1 over the ranks: a hint of 5 means GPU 5 on a node
+    // that has (at least) 6 processes' worth of devices.
     local = local.value_or(0);
-    nproc = 1;
-  } else if (!local) {
-    auto hosts = all_gather(hostname());
-    std::vector<std::string> order;
-    std::map<std::string, int> count;
-    for (const auto& h : hosts) {
-      if (!count.count(h)) order.push_back(h);
-      ++count[h];
-    }
-    int before = 0;
-    for (std::size_t n = 0; n < order.size(); ++n) {
-      if (order[n] == hosts[static_cast<std::size_t>(rt.rank)]) {
-        local = rt.rank - before;
-        node_rank = static_cast<int>(n);
-        if (!nproc) nproc = count[order[n]];
-        break;
+    nproc = std::max(nproc.value_or(1), *local + 1);
+  } else if (!local || !nproc) {
+    const auto peers = exchange_layout(rt, local.value_or(-1));
+    if (!local) {
+      for (const auto& p : peers)
+        KINDLING_CHECK(!p.first.empty(), "kindling::dist::initialize: LOCAL_RANK is not set and a rank of this "
+                       "job is not a kindling process (a plain torch.distributed peer), so the node layout cannot "
+                       "be worked out from host names; set LOCAL_RANK (and LOCAL_WORLD_SIZE) for every rank");
+      std::vector<std::string> order;
+      std::map<std::string, int> count;
+      for (const auto& p : peers) {
+        if (!count.count(p.first)) order.push_back(p.first);
+        ++count[p.first];
       }
-      before += count[order[n]];
+      int before = 0;
+      for (std::size_t n = 0; n < order.size(); ++n) {
+        if (order[n] == peers[static_cast<std::size_t>(rt.rank)].first) {
+          local = rt.rank - before;
+          node_rank = static_cast<int>(n);
+          if (!nproc) nproc = count[order[n]];
+          break;
+        }
+        before += count[order[n]];
+      }
+      KINDLING_CHECK(local && *local >= 0,
+                     "kindling::dist::initialize: failed to estimate the local rank from host names;"
+                     " set LOCAL_RANK (and LOCAL_WORLD_SIZE) in every rank's environment");
     }
-    KINDLING_CHECK(local && *local >= 0,
-                   "kindling::dist::initialize: failed to estimate the local rank from host names;"
-                   " set LOCAL_RANK (and LOCAL_WORLD_SIZE) in every rank's environment");
+    if (!nproc) {
+      int largest = 0;
+      for (const auto& p : peers) largest = std::max(largest, p.second + 1);
+      nproc = largest;
+    }
   }
-  if (!nproc) nproc = all_reduce(*local + 1, ReduceOp::kMax);
   KINDLING_CHECK(*nproc >= 1 && *local < *nproc, "kindling::dist::initialize: LOCAL_RANK=", *local,
                  " is not smaller than the number of processes per node (", *nproc,
                  "); check LOCAL_RANK / LOCAL_WORLD_SIZE");

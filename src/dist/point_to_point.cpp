@@ -56,10 +56,10 @@ int recv(const at::Tensor& tensor, int src, int tag, const Group& group) {
   auto s = stage(tensor, "recv");
   const int peer = src < 0 ? -1 : g->index_of(src);
   int from = src;
-  const int64_t seq = detail::enter(*g, "recv");
+  const int64_t seq = detail::enter(*g, "recv", /*collective=*/false);
   try {
     auto op = g->comm->recv(s.work, peer, tag);
-    op->wait(detail::wait_timeout(*g, true));
+    detail::wait_op(*op, *g, "recv", seq, /*p2p=*/true);
     if (src < 0) from = g->global_rank(op->source_rank());
   } catch (const kindling::Error&) {
     throw;

@@ -49,8 +49,10 @@ std::shared_ptr<GroupState> resolve(const Group& group, const char* caller) {
   return group.state();
 }
 
+std::chrono::milliseconds default_stall_period() { return stall_period_from_env(std::chrono::seconds(60)); }
+
 void install_model(std::unique_ptr<Backend> backend, int rank, int world_size, std::chrono::milliseconds timeout,
-                   std::optional<int> env_local_rank) {
+                   std::chrono::milliseconds stall_period, std::optional<int> env_local_rank) {
   auto& rt = runtime();
   auto world = std::make_shared<GroupState>();
   world->id = 0;
@@ -65,8 +67,8 @@ void install_model(std::unique_ptr<Backend> backend, int rank, int world_size, s
   rt.world = world;
   rt.groups = {world};
   rt.next_group_index = 1;
-  if (auto store = backend->store(); store && world_size > 1) {
-    rt.monitor = std::make_unique<StallMonitor>(store, rank);
+  if (auto target = backend->monitor_target(); target.store && world_size > 1) {
+    rt.monitor = std::make_unique<StallMonitor>(std::move(target), rank, stall_period);
     rt.monitor->track(world);
   }
   rt.backend = std::move(backend);
@@ -121,7 +123,12 @@ void initialize(const std::string& backend, const InitOptions& options) {
                  "'; call kindling::dist::finalize() before initializing again");
   KINDLING_CHECK(options.timeout().count() > 0, "kindling::dist::initialize: timeout must be positive, got ",
                  options.timeout().count(), " ms");
+  KINDLING_CHECK(!options.stall_timeout() || options.stall_timeout()->count() >= 0,
+                 "kindling::dist::initialize: stall_timeout must be >= 0 (0 turns stall detection off), got ",
+                 options.stall_timeout() ? options.stall_timeout()->count() : 0, " ms");
+  const auto stall_period = options.stall_timeout() ? *options.stall_timeout() : detail::default_stall_period();
   if (backend == "serial") return;
+  detail::record_uncaught_errors();
   {
     const std::string& m = options.init_method();
     KINDLING_CHECK(m.rfind("env://", 0) == 0 || m.rfind("tcp://", 0) == 0 || m.rfind("file://", 0) == 0,
@@ -212,10 +219,16 @@ void initialize(const std::string& backend, const InitOptions& options) {
     if (backend == "mpi") impl = detail::make_mpi_backend(cfg, launch.launcher);
 #endif
     KINDLING_INTERNAL_ASSERT(impl != nullptr, "backend '", backend, "' is listed but has no factory");
-    detail::install_model(std::move(impl), cfg.rank, cfg.world_size, cfg.timeout, local_rank);
-  } catch (...) {
+    detail::install_model(std::move(impl), cfg.rank, cfg.world_size, cfg.timeout, stall_period, local_rank);
+  } catch (const kindling::Error&) {
     ::kindling::detail::restore_env(snapshot);
     throw;
+  } catch (const std::exception& e) {
+    // Every failure leaves the API as a kindling::Error.
+    ::kindling::detail::restore_env(snapshot);
+    throw CommunicationError(::kindling::detail::rank_prefix() + "kindling::dist::initialize(\"" + backend +
+                             "\"): the engine failed to start: " + detail::engine_message(e) +
+                             ". Check that every rank uses the same MASTER_ADDR/MASTER_PORT and world size.");
   }
   rt.env_snapshot = std::move(snapshot);
   set_env("LOCAL_RANK", std::to_string(rt.local_rank));
@@ -226,12 +239,18 @@ void initialize(const std::string& backend, const InitOptions& options) {
 void finalize() {
   auto& rt = runtime();
   rt.monitor.reset();
+  const bool broken = rt.broken.exchange(false);
   for (auto& weak : rt.groups) {
     if (auto g = weak.lock()) {
       g->valid = false;
+      // After a failure the engine's threads may wait on peers for the whole timeout and
+      // its destructor would join them: leave it to the end of the process instead.
+      if (broken && g->comm) new std::shared_ptr<detail::Communicator>(std::move(g->comm));
       g->comm.reset();
     }
   }
+  if (broken) (void)rt.backend.release();
+  rt.broken_reason.clear();
   rt.groups.clear();
   rt.world.reset();
   rt.backend.reset();

@@ -31,6 +31,11 @@ struct Runtime {
   std::optional<std::vector<std::string>> env_snapshot;
   std::optional<int> local_rank_hint;
   std::atomic<bool> need_sync{true};
+  // Set when a collective failed or timed out: the engine may still hold threads blocked
+  // on peers, so nothing more is sent, and finalize() leaves the engine objects alone
+  // (destroying them would wait for those threads) instead of hanging.
+  std::atomic<bool> broken{false};
+  std::string broken_reason;
 
   // A process group handed over by the user (kindling/dist/c10d.h), picked up by sync().
   c10::intrusive_ptr<c10d::ProcessGroup> external_pg;
@@ -49,8 +54,16 @@ void maybe_sync();
 std::shared_ptr<GroupState> resolve(const Group& group, const char* caller);
 
 /// Installs a distributed model from a backend whose world communicator exists.
+/// `stall_period` configures the stall monitor (zero: off).
 void install_model(std::unique_ptr<Backend> backend, int rank, int world_size, std::chrono::milliseconds timeout,
-                   std::optional<int> env_local_rank);
+                   std::chrono::milliseconds stall_period, std::optional<int> env_local_rank);
+
+/// Installs (once) the terminate handler that records an uncaught exception in the
+/// torchelastic error file (src/launch/worker_errors.cpp).
+void record_uncaught_errors();
+
+/// The default stall period: KINDLING_STALL_TIMEOUT, else 60 s.
+std::chrono::milliseconds default_stall_period();
 
 }  // namespace detail
 }  // namespace dist

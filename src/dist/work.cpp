@@ -57,7 +57,8 @@ Work& Work::operator=(Work&& other) noexcept {
 }
 
 Work::~Work() {
-  if (state_ && !state_->waited) {
+  // After a failure (already reported by whoever saw it) pending work is abandoned quietly.
+  if (state_ && !state_->waited && !detail::runtime().broken.load()) {
     try {
       wait();
     } catch (const std::exception& e) {
@@ -73,7 +74,7 @@ void Work::wait() {
   state_->waited = true;
   if (state_->group == nullptr) return;  // complete from the start
   try {
-    state_->op->wait(detail::wait_timeout(*state_->group, !state_->collective));
+    detail::wait_op(*state_->op, *state_->group, state_->name, state_->seq, !state_->collective);
   } catch (const kindling::Error&) {
     throw;
   } catch (const std::exception& e) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -198,6 +199,28 @@ StateDict Checkpoint::load_file(const std::string& path) {
   KINDLING_CHECK_T(Error, value.isGenericDict(), "kindling::handlers::Checkpoint: '", path, "' holds a ",
                    value.tagKind(), ", not a dict of state dicts");
   return value.toGenericDict();
+}
+
+std::optional<std::string> Checkpoint::find_latest(const std::string& dirname, const std::string& filename_prefix) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(dirname, ec)) return std::nullopt;
+  std::optional<std::string> best;
+  fs::file_time_type best_time{};
+  for (const auto& entry : fs::directory_iterator(dirname, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool prefixed = filename_prefix.empty() || name.rfind(filename_prefix + "_", 0) == 0;
+    if (!prefixed || entry.path().extension() != ".pt" || !entry.is_regular_file(ec)) continue;
+    const auto when = entry.last_write_time(ec);
+    if (ec) continue;
+    // Newest first; equal times (coarse clocks) go to the larger name, so step 1000 beats 999
+    // only by time, never by name alone.
+    if (!best || when > best_time || (when == best_time && name > fs::path(*best).filename().string())) {
+      best = entry.path().string();
+      best_time = when;
+    }
+  }
+  return best;
 }
 
 void Checkpoint::load_objects(const Objects& to_load, const std::string& path, bool strict) {

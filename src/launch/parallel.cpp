@@ -19,6 +19,7 @@
 #include "kindling/dist/launch_env.h"
 #include "kindling/error.h"
 #include "kindling/log.h"
+#include "launch/elastic.h"
 #include "launch/supervisor.h"
 
 namespace kindling {
@@ -57,6 +58,14 @@ int self_index_from_env() {
   auto v = get_env("KINDLING_PARALLEL_CHILD");
   if (!v) return -1;
   return ::kindling::detail::parse_int(*v, "environment variable KINDLING_PARALLEL_CHILD");
+}
+
+InitOptions init_options(const ParallelOptions& o) {
+  InitOptions init;
+  if (o.init_method()) init.init_method(*o.init_method());
+  if (o.timeout()) init.timeout(*o.timeout());
+  if (o.stall_timeout()) init.stall_timeout(*o.stall_timeout());
+  return init;
 }
 
 }  // namespace
@@ -101,6 +110,10 @@ Parallel::Parallel(ParallelOptions options) : options_(std::move(options)), inde
   KINDLING_CHECK(!o.timeout() || o.timeout()->count() > 0, where, "timeout must be positive, got ",
                  o.timeout()->count(), " ms");
   KINDLING_CHECK(o.grace_period().count() >= 0, where, "grace_period must not be negative");
+  KINDLING_CHECK(o.max_restarts() >= 0, where, "max_restarts must not be negative, got ", o.max_restarts());
+  KINDLING_CHECK(!o.stall_timeout() || o.stall_timeout()->count() >= 0, where,
+                 "stall_timeout must not be negative (0 turns stall detection off), got ", o.stall_timeout()->count(),
+                 " ms");
   KINDLING_CHECK(!o.init_method() || (!o.master_addr() && !o.master_port()), where, "init_method '", *o.init_method(),
                  "' and master_addr/master_port both say where ranks meet; give one or the other");
   if (o.init_method()) {
@@ -158,9 +171,7 @@ Parallel::Parallel(ParallelOptions options) : options_(std::move(options)), inde
         "nnodes / node_rank / master_addr / master_port only apply when this program starts the processes: "
         "give nproc_per_node too, or start the program with a launcher (kindling-run, torchrun, mpirun, srun)");
   }
-  InitOptions init;
-  if (o.init_method()) init.init_method(*o.init_method());
-  if (o.timeout()) init.timeout(*o.timeout());
+  InitOptions init = init_options(o);
   if (o.master_addr() && !get_env("MASTER_ADDR")) ::kindling::detail::set_env("MASTER_ADDR", *o.master_addr());
   if (o.master_port() && !get_env("MASTER_PORT"))
     ::kindling::detail::set_env("MASTER_PORT", std::to_string(*o.master_port()));
@@ -192,7 +203,12 @@ void Parallel::run_impl(const std::function<void(int)>& fn) {
   if (inert_) return;
   if (!spawn_mode_) {
     if (self_index_from_env() < 0) {
-      fn(get_local_rank());
+      try {
+        fn(get_local_rank());
+      } catch (const std::exception& e) {
+        record_error(e);  // for the launcher's report (TORCHELASTIC_ERROR_FILE)
+        throw;
+      }
       return;
     }
     // A re-executed child: run fn, then end the process (the parent goes on after run()).
@@ -200,6 +216,7 @@ void Parallel::run_impl(const std::function<void(int)>& fn) {
     try {
       fn(get_local_rank());
     } catch (const std::exception& e) {
+      record_error(e);
       log(LogLevel::kError, std::string("kindling::dist::Parallel: the function failed: ") + e.what());
       rc = 1;
     }
@@ -241,14 +258,12 @@ void Parallel::run_impl(const std::function<void(int)>& fn) {
       spec.argv = argv;
     } else {
       spec.entry = [this, &fn, local]() -> int {
-        InitOptions init;
-        if (options_.init_method()) init.init_method(*options_.init_method());
-        if (options_.timeout()) init.timeout(*options_.timeout());
         try {
-          initialize(*options_.backend(), init);
+          initialize(*options_.backend(), init_options(options_));
           fn(local);
           finalize();
         } catch (const std::exception& e) {
+          record_error(e);
           log(LogLevel::kError, std::string("kindling::dist::Parallel: the function failed: ") + e.what());
           return 1;
         }
@@ -266,13 +281,17 @@ void Parallel::run_impl(const std::function<void(int)>& fn) {
   sup.prefix_output = false;
   sup.grace_period = o.grace_period();
   sup.name = "kindling::dist::Parallel";
+  launch::ElasticOptions elastic;
+  elastic.max_restarts = o.max_restarts();
+  elastic.fresh_port = !o.master_port() && !o.init_method();  // the failed attempt's port may linger
   launch::SupervisorResult result;
   try {
-    result = launch::supervise(specs, sup);
+    result = launch::supervise_elastic(specs, sup, elastic);
   } catch (const std::runtime_error& e) {
     throw LaunchError(e.what());
   }
   if (result.exit_code != 0) throw LaunchError(result.summary);
+  if (!result.summary.empty()) log(LogLevel::kInfo, result.summary);
 }
 
 }  // namespace dist

@@ -1,10 +1,7 @@
 // Worker supervision for kindling-run and Parallel (see supervisor.h).
 #include "launch/supervisor.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -195,6 +192,9 @@ Prepared prepare(const WorkerSpec& spec) {
 
 void signal_group(Worker& w, int sig) {
   if (w.result.pid > 0) ::kill(-w.result.pid, sig);
+  // A stopped (SIGSTOP, SIGTSTP) worker acts on SIGTERM only once continued; without this
+  // it would always cost the whole grace period.
+  if (w.result.pid > 0 && sig != SIGKILL && sig != SIGCONT) ::kill(-w.result.pid, SIGCONT);
 }
 
 std::string describe(const WorkerResult& r) {
@@ -210,48 +210,20 @@ std::string describe(const WorkerResult& r) {
 
 }  // namespace
 
-int find_free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    throw std::runtime_error("cannot create a socket to find a free port: " + std::string(std::strerror(errno)));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    const std::string why = std::strerror(errno);
-    ::close(fd);
-    throw std::runtime_error("cannot bind a socket to find a free port: " + why);
-  }
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
-std::string signal_name(int sig) {
-  switch (sig) {
-    case SIGKILL: return "SIGKILL";
-    case SIGTERM: return "SIGTERM";
-    case SIGINT: return "SIGINT";
-    case SIGSEGV: return "SIGSEGV";
-    case SIGABRT: return "SIGABRT";
-    case SIGBUS: return "SIGBUS";
-    case SIGFPE: return "SIGFPE";
-    case SIGHUP: return "SIGHUP";
-    case SIGPIPE: return "SIGPIPE";
-    case SIGILL: return "SIGILL";
-    default: return "signal " + std::to_string(sig);
-  }
-}
-
 SupervisorResult supervise(const std::vector<WorkerSpec>& specs, const SupervisorOptions& opt) {
   SignalScope signals;
   std::vector<std::unique_ptr<Worker>> workers;
   const pid_t self = ::getpid();
   std::fflush(stdout);
   std::fflush(stderr);
+  int early_signal = 0;  // SIGINT / SIGTERM / SIGHUP received while workers were starting
   for (const auto& spec : specs) {
+    unsigned char sigs[64];
+    for (ssize_t got; early_signal == 0 && (got = ::read(signals.fd(), sigs, sizeof(sigs))) > 0;) {
+      for (ssize_t k = 0; k < got; ++k)
+        if (sigs[k] != SIGCHLD) early_signal = sigs[k];
+    }
+    if (early_signal != 0) break;  // start no more; the ones started are stopped below
     auto w = std::make_unique<Worker>();
     w->result.rank = spec.rank;
     w->result.local_rank = spec.local_rank;
@@ -301,14 +273,24 @@ SupervisorResult supervise(const std::vector<WorkerSpec>& specs, const Superviso
     }
   };
 
+  if (early_signal != 0) {
+    result.received_signal = early_signal;
+    begin_stop(early_signal);
+  }
+
   while (true) {
     // Reap.
     for (std::size_t i = 0; i < workers.size(); ++i) {
       auto& w = *workers[i];
       if (!w.running) continue;
       int status = 0;
-      pid_t r = ::waitpid(w.result.pid, &status, WNOHANG);
+      pid_t r = ::waitpid(w.result.pid, &status, WNOHANG | WUNTRACED | WCONTINUED);
       if (r != w.result.pid) continue;
+      if (WIFSTOPPED(status) || WIFCONTINUED(status)) {
+        // A worker continued by our own SIGCONT (while stopping it) is still reported as frozen.
+        if (WIFSTOPPED(status) || !w.term_sent) w.result.stop_signal = WIFSTOPPED(status) ? WSTOPSIG(status) : 0;
+        continue;
+      }
       w.running = false;
       w.order = ended++;
       if (WIFEXITED(status)) {
@@ -435,6 +417,10 @@ SupervisorResult supervise(const std::vector<WorkerSpec>& specs, const Superviso
     std::vector<int> stopped;
     for (auto& w : workers) {
       if (w->result.stopped) stopped.push_back(w->result.rank);
+      if (w->result.stop_signal != 0) {
+        s << "  rank " << w->result.rank << " (pid " << w->result.pid << ") was stopped by "
+          << signal_name(w->result.stop_signal) << " (frozen, not running) when the job ended\n";
+      }
     }
     if (!stopped.empty()) {
       s << "  stopped rank" << (stopped.size() > 1 ? "s" : "");

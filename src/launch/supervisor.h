@@ -45,6 +45,7 @@ struct WorkerResult {
   int exit_code = 0;
   int signal = 0;        // the signal that ended it, when !exited
   bool stopped = false;  // we stopped it because another worker failed or on a signal
+  int stop_signal = 0;   // the signal that last stopped (froze) it, 0 when it was running
   std::deque<std::string> stderr_tail;
 
   bool failed() const { return !stopped && (!exited || exit_code != 0); }

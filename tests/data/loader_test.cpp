@@ -286,6 +286,10 @@ KINDLING_WORKER(auto_dataloader_rules) {
   auto own =
       std::make_shared<data::DistributedSampler>(20, data::DistributedSamplerOptions().num_replicas(3).rank(rank));
   WCHECK(with(data::DataLoaderOptions().sampler(own)).sampler() == own);
+  // A sampler made for another rank is reported by the rank that has it (here rank 2).
+  auto wrong = std::make_shared<data::DistributedSampler>(
+      20, data::DistributedSamplerOptions().num_replicas(3).rank(rank == 2 ? 0 : rank));
+  with(data::DataLoaderOptions().sampler(wrong));
   kd::finalize();
 }
 
@@ -297,6 +301,9 @@ TEST(AutoDataloader, DistributedRulesOnThreeRanks) {
   // Rank 0 warns that 10 does not divide over 3 ranks, and prints the options it used.
   EXPECT_NE(results[0].err.find("batch_size 10 is not a multiple of the world size 3"), std::string::npos)
       << describe(results);
+  EXPECT_NE(results[2].err.find("found a DistributedSampler with rank=0, but the process rank is 2"), std::string::npos)
+      << describe(results);
+  EXPECT_EQ(results[0].err.find("found a DistributedSampler with rank="), std::string::npos) << describe(results);
   EXPECT_NE(results[0].err.find("kindling::dist::auto_dataloader: Probe(20): batch_size=2, shuffle=false"),
             std::string::npos)
       << describe(results);

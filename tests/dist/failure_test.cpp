@@ -177,3 +177,44 @@ TEST(FailureTest, MpiRejectsDtypesItCannotReduce) {
   for (const auto& r : results) EXPECT_TRUE(r.ok()) << describe(results);
 }
 #endif
+
+// Collective fingerprints (KINDLING_DISTRIBUTED_DEBUG=DETAIL): a shape or an op that differs
+// between the ranks is an error on every rank listing each rank's call; matching calls work.
+KINDLING_WORKER(fingerprint_mismatch) {
+  kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(20)));
+  const int rank = kd::get_rank();
+  auto ok = at::ones({4});
+  kd::all_reduce(ok);
+  WCHECK(ok[0].item<float>() == 2.0f);
+  try {
+    kd::all_reduce(at::ones({rank == 0 ? 4 : 5}));
+    WCHECK(false, << "different shapes must be refused");
+  } catch (const kindling::UsageError& e) {
+    WCHECK(std::string(e.what()).find("rank 0: all_reduce Float [4]; rank 1: all_reduce Float [5]") !=
+               std::string::npos,
+           << e.what());
+  }
+  try {
+    if (rank == 0) {
+      kd::all_reduce(at::ones({3}));
+    } else {
+      kd::broadcast(at::ones({3}), 0);
+    }
+    WCHECK(false, << "different collectives must be refused");
+  } catch (const kindling::UsageError& e) {
+    WCHECK(std::string(e.what()).find("rank 0: all_reduce Float [3]; rank 1: broadcast Float [3]") !=
+               std::string::npos,
+           << e.what());
+  }
+  // The refused collectives never reached the engine: the group is still usable.
+  kd::barrier();
+  kd::finalize();
+}
+
+TEST(FailureTest, FingerprintsNameEachRanksCallOnAMismatch) {
+  LaunchOptions opts;
+  opts.world_size = 2;
+  opts.env["KINDLING_DISTRIBUTED_DEBUG"] = "DETAIL";
+  auto results = run_workers("fingerprint_mismatch", opts);
+  for (const auto& r : results) EXPECT_TRUE(r.ok()) << describe(results);
+}

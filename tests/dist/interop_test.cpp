@@ -65,3 +65,19 @@ INSTANTIATE_TEST_SUITE_P(BothRolesBothInitMethods, PythonInteropTest,
                            return std::string(info.param.mode) + "_python_rank" +
                                   std::to_string(info.param.python_rank);
                          });
+
+// The mixed job of issue 15: kindling ranks started with RANK / LOCAL_RANK / WORLD_SIZE but
+// no LOCAL_WORLD_SIZE, rank 0 a plain torch.distributed program. initialize() must learn
+// the node layout through the store, not with a collective of its own, or the Python rank's
+// first all_reduce would be matched against it (it then returned 4 instead of 6).
+TEST(PythonInterop, MixedJobWithoutLocalWorldSizeIsNotDesynchronised) {
+  LaunchOptions opts;
+  opts.world_size = 3;
+  opts.deadline = std::chrono::seconds(90);
+  opts.env = {{"KINDLING_INTEROP_MODE", "env"}, {"LOCAL_WORLD_SIZE", ""}};
+  opts.commands[0] = {KINDLING_PYTHON, KINDLING_SOURCE_DIR "/tests/python/interop_peer.py", "env"};
+  auto results = run_workers("interop_cpp", opts);
+  for (const auto& r : results) EXPECT_TRUE(r.ok()) << describe(results);
+  EXPECT_NE(results[0].out.find("all_reduce=[6.0, 6.0, 6.0, 6.0]"), std::string::npos) << describe(results);
+  for (int r : {1, 2}) EXPECT_NE(results[r].out.find("all_reduce=6"), std::string::npos) << describe(results);
+}

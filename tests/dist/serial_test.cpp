@@ -70,6 +70,11 @@ TEST(SerialModelTest, MisuseGivesActionableErrors) {
   EXPECT_THROW_MSG(kd::broadcast(std::optional<at::Tensor>(), 0), kindling::UsageError,
                    "source rank 0 passed no tensor");
   EXPECT_THROW_MSG(kd::broadcast(std::optional<int>(), 0), kindling::UsageError, "passed no value");
+  // A non-source in the serial model gets no data: refused, not an empty optional read.
+  EXPECT_THROW_MSG(kd::broadcast(std::optional<std::string>(), 1), kindling::UsageError,
+                   "rank 0 passed std::nullopt but runs in the serial model");
+  EXPECT_THROW_MSG(kd::broadcast_object(std::optional<std::vector<int>>(), 3), kindling::UsageError,
+                   "broadcast returns its input (src=3)");
   EXPECT_THROW_MSG(kd::send(at::zeros({1}), 1), kindling::UsageError, "point-to-point needs a distributed backend");
   EXPECT_THROW_MSG(kd::new_group({0, 1}), kindling::UsageError, "ranks must be in [0, 1)");
   EXPECT_THROW_MSG(kd::new_group({}), kindling::UsageError, "the list of ranks is empty");

@@ -3,9 +3,9 @@
 # report is what was logged.
 #   A  uninterrupted: 2 epochs of 4 iterations, a training checkpoint every 4 iterations;
 #   B  --stop_iteration 6 (its last checkpoint is iteration 4), then C resumes from it;
-#   D  one rank killed with SIGKILL once the checkpoint of iteration 4 exists: the job must
-#      fail and name the rank; E resumes from D's last checkpoint.
-# C's and E's final weights (and optimizer state) must equal A's bit for bit. A's report
+#   D  --max_restarts 1 and one rank killed with SIGKILL once the checkpoint of iteration 4
+#      exists: the failure names the rank, all ranks restart and resume by themselves.
+# C's and D's final weights (and optimizer state) must equal A's bit for bit. A's report
 # must hold exactly the values of its scalars.jsonl and render non-blank in Chromium.
 # Usage: check_cifar10_resume.sh <cifar10> <python with torch> <tests/handlers/check_report.py>
 set -euo pipefail
@@ -30,8 +30,10 @@ b=$(run_folder "$dir/b")
 grep -q "Resumed from $b/training_checkpoint_4.pt at iteration 4" "$dir/c.log" || { cat "$dir/c.log"; fail "run C did not resume at 4"; }
 c=$(run_folder "$dir/c")
 
-# D: kill -9 one of the two ranks as soon as the checkpoint of iteration 4 is on disk.
-"$bin" "${flags[@]}" --output_path "$dir/d" > "$dir/d.log" 2>&1 &
+# D: --max_restarts 1, and one of the two ranks killed with SIGKILL as soon as the checkpoint
+# of iteration 4 is on disk: Parallel names the rank, restarts both, and the restarted run
+# resumes by itself from the run folder's last checkpoint and completes.
+"$bin" "${flags[@]}" --output_path "$dir/d" --max_restarts 1 > "$dir/d.log" 2>&1 &
 parent=$!
 for _ in $(seq 1 1200); do
   ls "$dir"/d/*/training_checkpoint_4.pt > /dev/null 2>&1 && break
@@ -40,12 +42,12 @@ done
 victim=$(pgrep -P "$parent" | tail -1) || true
 [ -n "$victim" ] || { cat "$dir/d.log"; fail "no rank process of run D to kill"; }
 kill -9 "$victim"
-if wait "$parent"; then cat "$dir/d.log"; fail "run D completed although a rank was killed"; fi
-grep -Eq "rank [01].*(signal 9|SIGKILL|killed)" "$dir/d.log" || { cat "$dir/d.log"; fail "run D's failure does not name the killed rank"; }
-d=$(run_folder "$dir/d")
-last=$(ls "$d"/training_checkpoint_*.pt | sort -t_ -k3 -n | tail -1)
-"$bin" "${flags[@]}" --output_path "$dir/e" --resume_from "$last" > "$dir/e.log" 2>&1 || { cat "$dir/e.log"; fail "run E (resumed) failed"; }
-e=$(run_folder "$dir/e")
+wait "$parent" || { cat "$dir/d.log"; fail "run D did not complete after its restart"; }
+grep -Eq "rank [01] .*killed by SIGKILL" "$dir/d.log" || { cat "$dir/d.log"; fail "run D's failure does not name the killed rank"; }
+grep -q "restarting all 2 workers (restart 1 of 1)" "$dir/d.log" || { cat "$dir/d.log"; fail "run D did not restart"; }
+grep -Eq "Resumed from .*/training_checkpoint_[48].pt at iteration [48]" "$dir/d.log" ||
+  { cat "$dir/d.log"; fail "run D's restart did not resume from its checkpoint"; }
+e=$(run_folder "$dir/d")
 
 "$python" - "$a/training_checkpoint_8.pt" "$c/training_checkpoint_8.pt" "$e/training_checkpoint_8.pt" <<'EOF'
 import sys, torch

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "launch/elastic.h"
 #include "launch/supervisor.h"
 
 namespace {
@@ -36,12 +37,20 @@ const char* kUsage =
     "  --master_port P      rendezvous port (default 29500)\n"
     "  --standalone         one node, rendezvous on a free local port\n"
     "  --grace_period S     seconds between SIGTERM and SIGKILL when stopping workers (default 3)\n"
+    "  --max_restarts N     when a worker fails, stop all and start them all again, at most N times\n"
+    "                       (default 0); workers see the attempt in TORCHELASTIC_RESTART_COUNT\n"
     "  --no_prefix          relay output lines without the \"[rank<r>]: \" prefix\n"
     "  --no_python          accepted for torchrun compatibility (programs always run directly)\n"
     "  -h, --help           this text\n"
     "\n"
+    "Each worker gets TORCHELASTIC_ERROR_FILE; a failure's report ends with the first failure recorded\n"
+    "there (rank, time, message).\n"
+    "\n"
     "Exit status: 0 when every worker exits 0; else the exit code of the first worker that failed\n"
     "(128 + signal number for a signal); 2 for bad options.\n";
+
+// More workers than this on one node is a typo or a runaway script, not a job.
+constexpr int kMaxProcPerNode = 1024;
 
 struct UsageError {
   std::string message;
@@ -67,6 +76,7 @@ struct Options {
   bool standalone = false;
   bool prefix = true;
   double grace_seconds = 3;
+  int max_restarts = 0;
   bool addr_given = false, port_given = false;
   std::vector<std::string> program;
 };
@@ -120,6 +130,8 @@ Options parse(int argc, char** argv) {
       if (v.empty() || *end != '\0' || o.grace_seconds < 0) {
         throw UsageError{"kindling-run: --grace_period expects seconds (a non-negative number), got '" + v + "'"};
       }
+    } else if (name == "--max_restarts") {
+      o.max_restarts = parse_number(name, take());
     } else if (name == "--standalone") {
       flag_only();
       o.standalone = true;
@@ -135,6 +147,10 @@ Options parse(int argc, char** argv) {
   for (; i < argc; ++i) o.program.push_back(argv[i]);
   if (o.program.empty()) throw UsageError{"kindling-run: no program given; put it after the options"};
   if (o.nproc_per_node < 1) throw UsageError{"kindling-run: --nproc_per_node must be at least 1"};
+  if (o.nproc_per_node > kMaxProcPerNode) {
+    throw UsageError{"kindling-run: --nproc_per_node " + std::to_string(o.nproc_per_node) + " is more than " +
+                     std::to_string(kMaxProcPerNode) + " processes on one node; use at most one per core or GPU"};
+  }
   if (o.nnodes < 1) throw UsageError{"kindling-run: --nnodes must be at least 1"};
   if (o.node_rank >= o.nnodes) {
     throw UsageError{"kindling-run: --node_rank " + std::to_string(o.node_rank) + " is out of range for --nnodes " +
@@ -151,6 +167,11 @@ Options parse(int argc, char** argv) {
       throw UsageError{
           "kindling-run: --standalone picks the rendezvous address itself; drop --master_addr/--master_port"};
     }
+  }
+  if (o.nnodes > 1 && !o.addr_given) {
+    throw UsageError{"kindling-run: --nnodes " + std::to_string(o.nnodes) +
+                     " needs --master_addr, the address of node 0 that every node can reach (the default "
+                     "127.0.0.1 only works on one node)"};
   }
   return o;
 }
@@ -229,9 +250,12 @@ int main(int argc, char** argv) {
   sup.prefix_output = o.prefix;
   sup.grace_period = std::chrono::milliseconds(static_cast<long long>(o.grace_seconds * 1000));
   sup.name = "kindling-run";
+  kindling::launch::ElasticOptions elastic;
+  elastic.max_restarts = o.max_restarts;
+  elastic.fresh_port = o.standalone;  // the failed attempt's port may linger
   kindling::launch::SupervisorResult result;
   try {
-    result = kindling::launch::supervise(workers, sup);
+    result = kindling::launch::supervise_elastic(workers, sup, elastic);
   } catch (const std::exception& e) {
     std::cerr << "kindling-run: " << e.what() << "\n";
     return 1;

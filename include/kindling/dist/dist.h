@@ -64,6 +64,17 @@ struct KINDLING_API InitOptions {
   }
   std::chrono::milliseconds timeout() const { return timeout_; }
 
+  /// Stall period: a rank waiting in a collective for a peer that has made no collective
+  /// progress for this long stops with kindling::TimeoutError naming the stalled ranks
+  /// (gloo and nccl-free c10d engines; see docs/fault-tolerance.md). Separate from, and
+  /// normally much shorter than, timeout(). Zero turns the check off. Default: the
+  /// environment's KINDLING_STALL_TIMEOUT (seconds) if set, else 60 s.
+  InitOptions& stall_timeout(std::chrono::milliseconds v) {
+    stall_timeout_ = v;
+    return *this;
+  }
+  std::optional<std::chrono::milliseconds> stall_timeout() const { return stall_timeout_; }
+
   /// This process's rank, used when the environment has no RANK. Default: unset.
   InitOptions& rank(int v) {
     rank_ = v;
@@ -88,6 +99,7 @@ struct KINDLING_API InitOptions {
  private:
   std::string init_method_ = "env://";
   std::chrono::milliseconds timeout_ = std::chrono::minutes(30);
+  std::optional<std::chrono::milliseconds> stall_timeout_;
   std::optional<int> rank_;
   std::optional<int> world_size_;
   int gloo_threads_ = 2;
@@ -317,13 +329,21 @@ T broadcast_object(const T& value, int src = 0, const Group& group = Group()) {
 }
 
 /// Safe-mode broadcast of any serializable value: ranks other than `src` may pass
-/// std::nullopt. Throws kindling::UsageError when `src` passes std::nullopt.
+/// std::nullopt. Throws kindling::UsageError when `src` passes std::nullopt, and when a
+/// rank that gets no data (serial model, or not a member of `group`) passes std::nullopt.
 template <typename T>
 T broadcast_object(const std::optional<T>& value, int src = 0, const Group& group = Group()) {
   const bool is_src = get_rank() == src;
   KINDLING_CHECK(!is_src || value.has_value(), "kindling::dist::broadcast: the source rank ", src,
                  " passed no value (std::nullopt); the source must pass the data to broadcast");
-  if (detail::is_serial_or_nonmember(group)) return *value;
+  if (detail::is_serial_or_nonmember(group)) {
+    // idist returns its input here; with no input there is nothing to return.
+    KINDLING_CHECK(value.has_value(), "kindling::dist::broadcast: rank ", get_rank(), " passed std::nullopt but ",
+                   is_initialized() ? "is not a member of the group, so it receives nothing"
+                                    : "runs in the serial model (one process), where broadcast returns its input",
+                   " (src=", src, "); pass a value on this rank, or call broadcast only on the group's members");
+    return *value;
+  }
   std::string bytes = is_src ? encode(*value) : std::string();
   return decode<T>(detail::broadcast_bytes(is_src ? &bytes : nullptr, src, group), src);
 }

@@ -23,6 +23,7 @@
 
 #include <map>
 #include <optional>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,19 @@ KINDLING_API std::vector<std::string> expand_hostlist(const std::string& nodelis
 
 /// Expands Slurm's tasks-per-node form ("2(x3),1" -> {2, 2, 2, 1}).
 KINDLING_API std::vector<int> expand_tasks_per_node(const std::string& text);
+
+/// How many times the launcher restarted this job so far (TORCHELASTIC_RESTART_COUNT, set by
+/// kindling-run / Parallel with max_restarts and by torchrun); 0 on the first attempt and
+/// without a launcher. Throws kindling::UsageError for a malformed value. Any rank.
+KINDLING_API int restart_count();
+
+/// Records `e` as this worker's failure in the torchelastic error file named by
+/// TORCHELASTIC_ERROR_FILE (kindling-run, Parallel and torchrun set it), so that the
+/// launcher reports the job's first failure with its message and time. Returns whether a
+/// file was written (false without the variable). Never throws. Parallel::run and an
+/// exception that escapes the program after initialize() record it already; call it
+/// where a program catches an error and exits non-zero itself.
+KINDLING_API bool record_error(const std::exception& e);
 
 }  // namespace dist
 }  // namespace kindling

@@ -99,6 +99,19 @@ class KINDLING_API ParallelOptions {
     timeout_ = v;
     return *this;
   }
+  /// Stall period of the ranks (InitOptions::stall_timeout); default: KINDLING_STALL_TIMEOUT,
+  /// else 60 s.
+  ParallelOptions& stall_timeout(std::chrono::milliseconds v) {
+    stall_timeout_ = v;
+    return *this;
+  }
+  /// Spawn mode: when a child fails, stop all of them and start them all again, at most
+  /// this many times (torchrun's --max_restarts); the children see the attempt number in
+  /// TORCHELASTIC_RESTART_COUNT (kindling::dist::restart_count()). Default 0.
+  ParallelOptions& max_restarts(int v) {
+    max_restarts_ = v;
+    return *this;
+  }
   ParallelOptions& start_method(StartMethod v) {
     start_method_ = v;
     return *this;
@@ -118,6 +131,8 @@ class KINDLING_API ParallelOptions {
   const std::optional<int>& master_port() const { return master_port_; }
   const std::optional<std::string>& init_method() const { return init_method_; }
   const std::optional<std::chrono::milliseconds>& timeout() const { return timeout_; }
+  const std::optional<std::chrono::milliseconds>& stall_timeout() const { return stall_timeout_; }
+  int max_restarts() const { return max_restarts_; }
   StartMethod start_method() const { return start_method_; }
   std::chrono::milliseconds grace_period() const { return grace_period_; }
 
@@ -128,6 +143,8 @@ class KINDLING_API ParallelOptions {
   std::optional<int> master_port_;
   std::optional<std::string> init_method_;
   std::optional<std::chrono::milliseconds> timeout_;
+  std::optional<std::chrono::milliseconds> stall_timeout_;
+  int max_restarts_ = 0;
   StartMethod start_method_ = StartMethod::kExec;
   std::chrono::milliseconds grace_period_ = std::chrono::seconds(3);
 };

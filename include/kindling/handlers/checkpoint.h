@@ -147,6 +147,16 @@ class KINDLING_API Checkpoint {
   StateDict state_dict() const;
   void load_state_dict(const StateDict& state);
 
+  /// Resuming after a restart (kindling-run / Parallel --max_restarts, torchrun): the most
+  /// recently written `<filename_prefix>_*.pt` in `dirname` (any `*.pt` for an empty prefix),
+  /// or unset when there is none or no such folder. The two-line pattern:
+  /// \code
+  ///   if (auto last = kh::Checkpoint::find_latest(folder, "training"))
+  ///     kh::Checkpoint::load_objects(to_save, *last);
+  /// \endcode
+  /// Local (each rank looks itself: the folder must be shared by the ranks that load).
+  static std::optional<std::string> find_latest(const std::string& dirname, const std::string& filename_prefix = "");
+
   /// Loads `to_load` from the file at `path` (written by a Checkpoint). With one object and a
   /// file that holds that object's state directly, it is loaded from the file's top level.
   /// Throws kindling::Error naming the file for a missing, truncated or corrupt file, and

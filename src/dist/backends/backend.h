@@ -106,6 +106,17 @@ struct NodeLayout {
   int nnodes = 1;
 };
 
+/// The store the stall monitor talks to (its own connection where the engine's store is a
+/// TCP client, so that a stuck read blocks nobody else) and who hosts it, for messages.
+struct MonitorTarget {
+  c10::intrusive_ptr<c10d::Store> store;
+  /// Global rank that hosts the store server; -1 when no rank does (torchrun's agent,
+  /// a file store, a store handed over by the user).
+  int host_rank = -1;
+  /// Who hosts it when host_rank is -1 ("torchrun's agent", "the file /x/y").
+  std::string host;
+};
+
 /// Creates the world communicator and sub-groups of one backend.
 class Backend {
  public:
@@ -117,6 +128,9 @@ class Backend {
                                                      int group_rank) = 0;
   /// Key-value store shared by all ranks (for progress tracking), or null.
   virtual c10::intrusive_ptr<c10d::Store> store() = 0;
+  /// Where the stall monitor reads and writes progress; no store disables it.
+  /// Default: store(), host unknown (defined in stall_monitor.cpp).
+  virtual MonitorTarget monitor_target();
   /// The node layout, when the engine provides it (else it comes from the environment).
   virtual std::optional<NodeLayout> layout() { return std::nullopt; }
 };

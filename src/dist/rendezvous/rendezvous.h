@@ -18,6 +18,11 @@ namespace detail {
 /// cannot be reached within the timeout.
 c10::intrusive_ptr<c10d::Store> connect_store(const WorldConfig& config);
 
+/// A second connection to the same store, with the same prefixes, for the stall monitor
+/// (a file store is shared, it has no connection to block), and who hosts the store.
+/// Call after connect_store succeeded. Throws kindling::CommunicationError.
+MonitorTarget connect_monitor_store(const WorldConfig& config);
+
 }  // namespace detail
 }  // namespace dist
 }  // namespace kindling

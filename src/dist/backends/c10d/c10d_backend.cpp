@@ -9,13 +9,9 @@
 namespace kindling {
 namespace dist {
 namespace detail {
-namespace {
-
 std::string joined_key(int group_index, int rank) {
   return "kindling/joined/" + std::to_string(group_index + 1) + "/" + std::to_string(rank);
 }
-
-}  // namespace
 
 C10dBackend::C10dBackend(std::string name, c10::intrusive_ptr<c10d::Store> store, int rank, int world_size,
                          std::chrono::milliseconds timeout, ProcessGroupFactory factory)

@@ -41,8 +41,12 @@ class C10dBackend : public Backend {
   std::shared_ptr<Communicator> world() override { return world_; }
   c10::intrusive_ptr<c10d::Store> store() override { return store_; }
   std::shared_ptr<Communicator> create_group(int group_index, const std::vector<int>& ranks, int group_rank) override;
+  /// The stall monitor's own store connection (rendezvous.h); without one it uses store().
+  void set_monitor_target(MonitorTarget target) { monitor_ = std::move(target); }
+  MonitorTarget monitor_target() override { return monitor_.store ? monitor_ : Backend::monitor_target(); }
 
  private:
+  MonitorTarget monitor_;
   std::string name_;
   c10::intrusive_ptr<c10d::Store> store_;
   int rank_, world_size_;
@@ -58,6 +62,10 @@ class C10dBackend : public Backend {
 /// timeout can name the ranks that are missing. Throws kindling::TimeoutError.
 void store_based_barrier(c10d::Store& store, int group_index, int rank, int world_size,
                          std::chrono::milliseconds timeout, const std::string& what);
+
+/// "kindling/joined/<group_index + 1>/<rank>": set by a kindling rank when it joins group
+/// `group_index` (0 = world); a plain torch.distributed peer never sets it.
+std::string joined_key(int group_index, int rank);
 
 /// Names the ranks in [0, world_size) that did not set "kindling/joined/<group_index + 1>/<rank>".
 std::string missing_joiners(c10d::Store& store, int group_index, int world_size);

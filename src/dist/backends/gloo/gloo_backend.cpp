@@ -41,6 +41,9 @@ std::unique_ptr<Backend> make_gloo_backend(const WorldConfig& config) {
   auto backend =
       std::make_unique<C10dBackend>("gloo", store, config.rank, config.world_size, config.timeout, std::move(factory));
   backend->create_world();
+  auto target = connect_monitor_store(config);
+  if (!target.store) target.store = store;
+  backend->set_monitor_target(std::move(target));
   return backend;
 }
 

@@ -1,0 +1,112 @@
+// Restarts and root-cause reporting around supervise() (see elastic.h).
+#include "launch/elastic.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <stdexcept>
+#include <string>
+
+#include "launch/error_file.h"
+
+namespace kindling {
+namespace launch {
+namespace {
+
+std::string utc_time(long long seconds) {
+  std::time_t t = static_cast<std::time_t>(seconds);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return text;
+}
+
+// A private folder for the attempts' error files, removed at the end.
+class ErrorFolder {
+ public:
+  ErrorFolder() {
+    const char* base = std::getenv("TMPDIR");
+    std::string pattern = std::string(base && *base ? base : "/tmp") + "/kindling-errors-XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr)
+      throw std::runtime_error("cannot create a folder for error files: " + std::string(std::strerror(errno)));
+    path_ = pattern;
+  }
+  ~ErrorFolder() {
+    for (const auto& f : files_) std::remove(f.c_str());
+    ::rmdir(path_.c_str());
+  }
+  std::string file(int attempt, int rank) {
+    files_.push_back(path_ + "/attempt" + std::to_string(attempt) + "_rank" + std::to_string(rank) + ".json");
+    return files_.back();
+  }
+
+ private:
+  std::string path_;
+  std::vector<std::string> files_;
+};
+
+}  // namespace
+
+std::string first_failure(const SupervisorResult& result, const std::vector<std::string>& error_files) {
+  const WorkerResult* first = nullptr;
+  ErrorRecord first_record;
+  for (std::size_t i = 0; i < result.workers.size() && i < error_files.size(); ++i) {
+    const auto& w = result.workers[i];
+    if (!w.failed()) continue;
+    auto record = read_error_file(error_files[i]);
+    if (!record) continue;
+    if (first == nullptr || record->timestamp < first_record.timestamp) {
+      first = &w;
+      first_record = *record;
+    }
+  }
+  if (first == nullptr) return {};
+  return "rank " + std::to_string(first->rank) + " (local rank " + std::to_string(first->local_rank) + ") at " +
+         utc_time(first_record.timestamp) + ": " + first_record.message;
+}
+
+SupervisorResult supervise_elastic(const std::vector<WorkerSpec>& workers, const SupervisorOptions& options,
+                                   const ElasticOptions& elastic) {
+  ErrorFolder folder;
+  for (int attempt = 0;; ++attempt) {
+    std::vector<WorkerSpec> specs = workers;
+    std::vector<std::string> error_files;
+    for (auto& spec : specs) {
+      error_files.push_back(folder.file(attempt, spec.rank));
+      spec.env.emplace_back("TORCHELASTIC_RESTART_COUNT", std::to_string(attempt));
+      spec.env.emplace_back("TORCHELASTIC_MAX_RESTARTS", std::to_string(elastic.max_restarts));
+      spec.env.emplace_back("TORCHELASTIC_ERROR_FILE", error_files.back());
+    }
+    if (attempt > 0 && elastic.fresh_port) {
+      const std::string port = std::to_string(find_free_port());
+      for (auto& w : specs)
+        for (auto& kv : w.env)
+          if (kv.first == "MASTER_PORT") kv.second = port;
+    }
+    SupervisorResult result = supervise(specs, options);
+    if (result.exit_code != 0 && result.received_signal == 0) {
+      const std::string root = first_failure(result, error_files);
+      if (!root.empty()) result.summary += "  first failure (from the error files): " + root + "\n";
+    }
+    if (result.exit_code == 0 || result.received_signal != 0 || attempt >= elastic.max_restarts) {
+      if (attempt > 0 && result.exit_code == 0) {
+        result.summary = options.name + ": succeeded after " + std::to_string(attempt) + " restart" +
+                         (attempt > 1 ? "s" : "") + "\n";
+      }
+      return result;
+    }
+    std::fputs(result.summary.c_str(), stderr);
+    std::fprintf(stderr, "%s: restarting all %zu workers (restart %d of %d)\n", options.name.c_str(), workers.size(),
+                 attempt + 1, elastic.max_restarts);
+    std::fflush(stderr);
+  }
+}
+
+}  // namespace launch
+}  // namespace kindling

@@ -1,0 +1,34 @@
+#pragma once
+// Restarts on failure (torchrun's --max_restarts semantics) around supervise(): when any
+// worker of an attempt fails, the supervisor stops the others, and if restarts are left
+// every worker starts again with TORCHELASTIC_RESTART_COUNT one higher. Each worker gets
+// its own TORCHELASTIC_ERROR_FILE; a failed attempt's summary ends with the first failure
+// read from those files (rank, time, message). A signal to the launcher ends it without
+// restart. Used by kindling-run and Parallel's spawn mode. Plain POSIX; no LibTorch.
+#include <vector>
+
+#include "launch/supervisor.h"
+
+namespace kindling {
+namespace launch {
+
+struct ElasticOptions {
+  /// Restarts after a failed attempt (0: fail at the first failure).
+  int max_restarts = 0;
+  /// Give each restart a new free MASTER_PORT (for a port the launcher chose itself: the
+  /// failed attempt's store may linger on the old one).
+  bool fresh_port = false;
+};
+
+/// Runs attempts until one succeeds, a signal arrives or the restarts are used up; returns
+/// the last attempt's result. Failed attempts that are followed by a restart have their
+/// summaries written to stderr. Throws what supervise() throws.
+SupervisorResult supervise_elastic(const std::vector<WorkerSpec>& workers, const SupervisorOptions& options,
+                                   const ElasticOptions& elastic);
+
+/// The first failure of an attempt from the workers' error files: "rank R (local rank L) at
+/// <UTC time>: <message>"; empty when no failed worker left a file.
+std::string first_failure(const SupervisorResult& result, const std::vector<std::string>& error_files);
+
+}  // namespace launch
+}  // namespace kindling

@@ -1,0 +1,61 @@
+// torchelastic error files (see error_file.h).
+#include "launch/error_file.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace kindling {
+namespace launch {
+
+bool write_error_file(const std::string& path, const std::string& type, const std::string& message) {
+  try {
+    const long long now =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    nlohmann::json data;
+    data["message"]["message"] = type + ": " + message;
+    data["message"]["extraInfo"]["py_callstack"] = "(a C++ program: no Python call stack)";
+    data["message"]["extraInfo"]["timestamp"] = std::to_string(now);
+    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      // Invalid UTF-8 in a message is replaced rather than refused: the file must be written.
+      out << data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      out.flush();
+      if (!out) {
+        std::remove(tmp.c_str());
+        return false;
+      }
+    }
+    return std::rename(tmp.c_str(), path.c_str()) == 0;
+  } catch (...) {
+    return false;
+  }
+}
+
+std::optional<ErrorRecord> read_error_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  try {
+    auto data = nlohmann::json::parse(in);
+    ErrorRecord record;
+    const auto& message = data.at("message");
+    if (message.is_string()) {
+      record.message = message.get<std::string>();
+      if (data.contains("timestamp")) record.timestamp = std::stoll(data["timestamp"].dump());
+    } else {
+      record.message = message.at("message").get<std::string>();
+      const auto& stamp = message.at("extraInfo").at("timestamp");
+      record.timestamp = stamp.is_string() ? std::stoll(stamp.get<std::string>()) : stamp.get<long long>();
+    }
+    return record;
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace launch
+}  // namespace kindling

@@ -1,0 +1,30 @@
+#pragma once
+// torchelastic's error files: a failing worker records its error in the JSON file named by
+// TORCHELASTIC_ERROR_FILE, and the launcher (kindling-run, Parallel, torchrun) reports the
+// first failure of the job from these files instead of guessing from exit codes. The
+// layout is Python's ErrorHandler's, so torchrun reads kindling's files and kindling-run
+// reads a Python worker's:
+//   {"message": {"message": "<type>: <text>", "extraInfo": {"py_callstack": "...",
+//                                                           "timestamp": "<unix seconds>"}}}
+// Plain C++ and nlohmann-json; no LibTorch (kindling-run links it).
+#include <optional>
+#include <string>
+
+namespace kindling {
+namespace launch {
+
+struct ErrorRecord {
+  std::string message;
+  long long timestamp = 0;  // seconds since the epoch
+};
+
+/// Writes `type: message` to `path` (atomically: a temporary file renamed over it).
+/// Returns false when the file cannot be written (never throws: it runs on failure paths).
+bool write_error_file(const std::string& path, const std::string& type, const std::string& message);
+
+/// Reads a file written by write_error_file or by Python's ErrorHandler; nullopt when it
+/// is missing or unreadable.
+std::optional<ErrorRecord> read_error_file(const std::string& path);
+
+}  // namespace launch
+}  // namespace kindling

@@ -1,0 +1,69 @@
+// The worker's side of the launchers' restart and error reporting: restart_count() and
+// record_error() (kindling/dist/launch_env.h), plus the terminate handler that records an
+// exception nobody caught.
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <string>
+
+#include "common/env.h"
+#include "kindling/dist/launch_env.h"
+#include "kindling/error.h"
+#include "launch/error_file.h"
+
+namespace kindling {
+namespace dist {
+namespace {
+
+std::string type_name(const std::exception& e) {
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(typeid(e).name(), nullptr, nullptr, &status),
+                                               std::free);
+  return status == 0 && name ? name.get() : typeid(e).name();
+}
+
+std::terminate_handler g_previous = nullptr;
+
+[[noreturn]] void record_then_terminate() {
+  if (auto current = std::current_exception()) {
+    try {
+      std::rethrow_exception(current);
+    } catch (const std::exception& e) {
+      record_error(e);
+    } catch (...) {
+    }
+  }
+  if (g_previous) g_previous();
+  std::abort();
+}
+
+}  // namespace
+
+int restart_count() {
+  auto v = ::kindling::detail::get_env("TORCHELASTIC_RESTART_COUNT");
+  if (!v || v->empty()) return 0;
+  return ::kindling::detail::parse_int(*v, "environment variable TORCHELASTIC_RESTART_COUNT");
+}
+
+bool record_error(const std::exception& e) {
+  const char* path = std::getenv("TORCHELASTIC_ERROR_FILE");
+  if (path == nullptr || *path == '\0') return false;
+  return launch::write_error_file(path, type_name(e), e.what());
+}
+
+namespace detail {
+/// Installs (once) a terminate handler that records an uncaught exception in the error
+/// file before the previous handler runs. Called by initialize().
+void record_uncaught_errors() {
+  static const bool installed = [] {
+    g_previous = std::set_terminate(record_then_terminate);
+    return true;
+  }();
+  (void)installed;
+}
+}  // namespace detail
+
+}  // namespace dist
+}  // namespace kindling

@@ -1,0 +1,196 @@
+// Hung ranks are found within the stall period and named, whichever rank hangs (rank 0,
+// which hosts the rendezvous store, included); rendezvous failures that cannot heal fail
+// fast with a kindling::Error. Real processes and real gloo on loopback.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <kindling/kindling.h>
+
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include "support/multiprocess.h"
+
+namespace kd = kindling::dist;
+using kindling::testing::describe;
+using kindling::testing::LaunchOptions;
+using kindling::testing::run_workers;
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+int env_int(const char* name) { return std::atoi(std::getenv(name)); }
+}  // namespace
+
+// Every rank all-reduces in a loop; rank STALL_RANK stops itself (SIGSTOP) at step 5. The
+// others must give up within the stall period (3 s) plus 10 s, naming it, long before the
+// 120 s collective timeout; then one of them kills the stopped process (pids exchanged first).
+KINDLING_WORKER(stopped_rank) {
+  kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(120)).stall_timeout(std::chrono::seconds(3)));
+  const int stalled = env_int("STALL_RANK");
+  const auto pids = kd::all_gather(static_cast<int64_t>(::getpid()));
+  auto t = at::ones({1024});
+  auto last_ok = std::chrono::steady_clock::now();
+  try {
+    for (int i = 0; i < 100000; ++i) {
+      if (i == 5 && kd::get_rank() == stalled) ::raise(SIGSTOP);
+      kd::all_reduce(t);
+      last_ok = std::chrono::steady_clock::now();
+    }
+  } catch (const kindling::TimeoutError& e) {
+    const std::string msg = e.what();
+    const double waited = seconds_since(last_ok);
+    std::cout << "ERROR after " << waited << " s: " << msg << std::endl;
+    WCHECK(msg.find("stalled: rank " + std::to_string(stalled) + " ") != std::string::npos, << msg);
+    WCHECK(msg.find("kindling::dist::all_reduce") != std::string::npos, << msg);
+    WCHECK(waited >= 2.5 && waited < 13.0, << "gave up after " << waited << " s; the stall period is 3 s");
+    // The collective layer refuses further use instead of hanging.
+    try {
+      kd::barrier();
+      WCHECK(false, << "a broken process group must refuse new collectives");
+    } catch (const kindling::CommunicationError& again) {
+      WCHECK(std::string(again.what()).find("an earlier collective failed") != std::string::npos, << again.what());
+    }
+    if (kd::get_rank() == (stalled == 0 ? 1 : 0)) ::kill(static_cast<pid_t>(pids[stalled]), SIGKILL);
+    const auto finalize_start = std::chrono::steady_clock::now();
+    kd::finalize();  // must not wait for the engine's blocked threads
+    WCHECK(seconds_since(finalize_start) < 5.0, << "finalize took " << seconds_since(finalize_start) << " s");
+    std::cout.flush();
+    std::_Exit(0);
+  }
+  WCHECK(false, << "the loop must end in a TimeoutError");
+}
+
+class StoppedRank : public ::testing::TestWithParam<int> {};
+
+TEST_P(StoppedRank, IsNamedByEveryOtherRankWithinTheStallPeriod) {
+  const int stalled = GetParam();
+  LaunchOptions opts;
+  opts.world_size = 3;
+  opts.deadline = std::chrono::seconds(60);
+  opts.env["STALL_RANK"] = std::to_string(stalled);
+  const auto start = std::chrono::steady_clock::now();
+  auto results = run_workers("stopped_rank", opts);
+  for (int r = 0; r < 3; ++r) {
+    if (r == stalled) {
+      EXPECT_EQ(results[r].signal, SIGKILL) << describe(results);
+    } else {
+      EXPECT_TRUE(results[r].ok()) << describe(results);
+    }
+  }
+  EXPECT_LT(seconds_since(start), 40.0) << describe(results);
+}
+
+INSTANTIATE_TEST_SUITE_P(StallTest, StoppedRank, ::testing::Values(0, 2),
+                         [](const ::testing::TestParamInfo<int>& i) { return "rank" + std::to_string(i.param); });
+
+// A slow but steady peer is not stalled: rank 1 computes for 1.5 s before each of 3
+// collectives, under a stall period of 3 s, and the job completes.
+KINDLING_WORKER(slow_rank) {
+  kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(60)).stall_timeout(std::chrono::seconds(3)));
+  auto t = at::ones({16});
+  for (int i = 0; i < 3; ++i) {
+    if (kd::get_rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    kd::all_reduce(t);
+  }
+  WCHECK(t[0].item<float>() == 8.0f, << t[0].item<float>());
+  kd::finalize();
+}
+
+TEST(StallTest, SlowRankWithinTheStallPeriodIsNotStalled) {
+  LaunchOptions opts;
+  opts.world_size = 2;
+  opts.deadline = std::chrono::seconds(60);
+  auto results = run_workers("slow_rank", opts);
+  for (const auto& r : results) EXPECT_TRUE(r.ok()) << describe(results);
+}
+
+// Rendezvous failures that cannot heal fail at once with a kindling::Error naming the cause.
+KINDLING_WORKER(unresolvable_master) {
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(60)));
+  } catch (const kindling::UsageError& e) {
+    std::cout << "ERROR: " << e.what() << std::endl;
+    WCHECK(std::string(e.what()).find("MASTER_ADDR='no-such-host.invalid' does not resolve") != std::string::npos,
+           << e.what());
+    WCHECK(seconds_since(start) < 10.0, << seconds_since(start));
+    return;
+  }
+  WCHECK(false, << "initialize must fail");
+}
+
+TEST(StallTest, UnresolvableMasterAddrFailsAtOnce) {
+  LaunchOptions opts;
+  opts.world_size = 2;
+  opts.deadline = std::chrono::seconds(40);
+  opts.env["MASTER_ADDR"] = "no-such-host.invalid";
+  auto results = run_workers("unresolvable_master", opts);
+  for (const auto& r : results) EXPECT_TRUE(r.ok()) << describe(results);
+}
+
+KINDLING_WORKER(missing_store_folder) {
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    kd::initialize("gloo", kd::InitOptions().init_method("file:///no/such/folder/store").timeout(std::chrono::seconds(60)));
+  } catch (const kindling::UsageError& e) {
+    WCHECK(std::string(e.what()).find("the folder '/no/such/folder' of init_method") != std::string::npos, << e.what());
+    WCHECK(std::string(e.what()).find("does not exist") != std::string::npos, << e.what());
+    WCHECK(seconds_since(start) < 5.0, << seconds_since(start));
+    return;
+  }
+  WCHECK(false, << "initialize must fail");
+}
+
+TEST(StallTest, MissingFileStoreFolderFailsAtOnce) {
+  LaunchOptions opts;
+  opts.world_size = 2;
+  auto results = run_workers("missing_store_folder", opts);
+  for (const auto& r : results) EXPECT_TRUE(r.ok()) << describe(results);
+}
+
+// Rank 1 finds MASTER_PORT held by a program that accepts connections and never answers.
+KINDLING_WORKER(port_held_by_stranger) {
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    // The answer is awaited for min(timeout, 10 s): a short timeout keeps the test short.
+    kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(3)));
+  } catch (const kindling::UsageError& e) {
+    std::cout << "ERROR: " << e.what() << std::endl;
+    WCHECK(std::string(e.what()).find("accepts connections but did not answer as a rendezvous store within 3000 ms") !=
+               std::string::npos,
+           << e.what());
+    WCHECK(seconds_since(start) < 20.0, << seconds_since(start));
+    std::cout.flush();
+    std::_Exit(0);  // the connecting thread is still blocked on the stranger
+  }
+  WCHECK(false, << "initialize must fail");
+}
+
+TEST(StallTest, PortHeldByAnotherProgramFailsFast) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd, 16), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  LaunchOptions opts;
+  opts.world_size = 2;
+  opts.deadline = std::chrono::seconds(60);
+  opts.env["MASTER_PORT"] = std::to_string(ntohs(addr.sin_port));
+  opts.commands[0] = {"/bin/true"};  // rank 0 never starts its store: the stranger holds the port
+  auto results = run_workers("port_held_by_stranger", opts);
+  ::close(fd);
+  EXPECT_TRUE(results[1].ok()) << describe(results);
+}

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Misuse catalogue: how kindling answers a user's mistakes, asserted case by case.
+
+Every case runs a real program (kindling-run, hello_dist, dist_tutorial, cifar10) with a
+mistake in its flags, environment, data or checkpoint, and must end with a non-zero exit
+code, within the time limit (never a hang), with the expected words in its output (who,
+what, the value seen, what to do). API misuse inside a program is asserted in the area
+tests (e.g. tests/dist/serial_test.cpp MisuseGivesActionableErrors); this table covers
+what a user meets from the command line and the environment.
+
+  tests/misuse/catalogue.py --build build [--list] [-k substring]
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+# (area, name, argv (first word: a program of the build), extra environment, expected text)
+# Environment values of None remove the variable.
+CASES = [
+    # ---- launcher flags: kindling-run ------------------------------------------------
+    ("launcher", "nproc zero", ["kindling-run", "--nproc_per_node", "0", "/bin/true"], {},
+     "--nproc_per_node must be at least 1"),
+    ("launcher", "nproc runaway", ["kindling-run", "--nproc_per_node", "20000", "/bin/true"], {},
+     "--nproc_per_node 20000 is more than 1024 processes on one node"),
+    ("launcher", "two nodes no address", ["kindling-run", "--nnodes", "2", "/bin/true"], {},
+     "--nnodes 2 needs --master_addr"),
+    ("launcher", "node rank out of range", ["kindling-run", "--nnodes", "2", "--node_rank", "2", "--master_addr",
+                                            "10.0.0.1", "/bin/true"], {},
+     "--node_rank 2 is out of range for --nnodes 2 (use 0..1)"),
+    ("launcher", "port out of range", ["kindling-run", "--master_port", "70000", "/bin/true"], {},
+     "--master_port must be between 1 and 65535, got 70000"),
+    ("launcher", "standalone with nnodes", ["kindling-run", "--standalone", "--nnodes", "2", "/bin/true"], {},
+     "--standalone runs one node; it cannot be combined with --nnodes 2"),
+    ("launcher", "standalone with port", ["kindling-run", "--standalone", "--master_port", "1234", "/bin/true"], {},
+     "drop --master_addr/--master_port"),
+    ("launcher", "elastic range", ["kindling-run", "--nproc_per_node", "1:4", "/bin/true"], {},
+     "elastic ranges such as 1:4 are not supported"),
+    ("launcher", "unknown flag", ["kindling-run", "--bogus", "/bin/true"], {}, "unknown option '--bogus'"),
+    ("launcher", "no program", ["kindling-run", "--nproc_per_node", "2"], {}, "no program given"),
+    ("launcher", "program missing", ["kindling-run", "no-such-program-xyz"], {},
+     "cannot execute 'no-such-program-xyz': not found or not executable"),
+    ("launcher", "negative grace", ["kindling-run", "--grace_period", "-1", "/bin/true"], {},
+     "--grace_period expects seconds (a non-negative number), got '-1'"),
+    ("launcher", "bad restarts", ["kindling-run", "--max_restarts", "x", "/bin/true"], {},
+     "--max_restarts expects a non-negative integer, got 'x'"),
+    ("launcher", "flag with value", ["kindling-run", "--standalone=1", "/bin/true"], {}, "--standalone takes no value"),
+    ("launcher", "missing value", ["kindling-run", "--nproc_per_node"], {}, "--nproc_per_node needs a value"),
+    ("launcher", "failing worker named", ["kindling-run", "--nproc_per_node", "2", "/bin/false"], {},
+     "workers failed:\n  rank "),
+    # ---- environment ---------------------------------------------------------------------
+    ("environment", "rank beyond world", ["hello_dist"], {"RANK": "2", "WORLD_SIZE": "2"},
+     "RANK=2 is out of range for WORLD_SIZE=2; ranks are 0..1"),
+    ("environment", "local rank alone", ["hello_dist", "--backend", "gloo"], {"LOCAL_RANK": "0"},
+     "LOCAL_RANK=0 is set but RANK and WORLD_SIZE are not"),
+    ("environment", "local rank above rank", ["hello_dist", "--backend", "gloo"],
+     {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}, "LOCAL_RANK=1 must be between 0 and RANK (0)"),
+    ("environment", "unresolvable master", ["hello_dist", "--backend", "gloo"],
+     {"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "no-such-host.invalid", "MASTER_PORT": "29999"},
+     "MASTER_ADDR='no-such-host.invalid' does not resolve to an address"),
+    ("environment", "empty master", ["hello_dist", "--backend", "gloo"],
+     {"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "", "MASTER_PORT": "29999"}, "MASTER_ADDR is empty"),
+    ("environment", "port zero", ["hello_dist", "--backend", "gloo"],
+     {"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "0"},
+     "port 0 is out of range; use a free TCP port between 1 and 65535"),
+    ("environment", "port not a number", ["hello_dist", "--backend", "gloo"],
+     {"RANK": "0", "WORLD_SIZE": "1", "MASTER_PORT": "http"}, "MASTER_PORT"),
+    ("environment", "bad stall timeout", ["hello_dist", "--backend", "gloo"],
+     {"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "KINDLING_STALL_TIMEOUT": "soon"},
+     "KINDLING_STALL_TIMEOUT='soon' is not a number of seconds >= 0"),
+    ("environment", "nccl without gpu", ["hello_dist", "--backend", "nccl"], {},
+     "nccl backend is required but no cuda capable devices were found"),
+    ("environment", "unknown backend", ["hello_dist", "--backend", "foo"], {},
+     "unknown or unavailable backend 'foo'"),
+    ("environment", "slurm batch step", ["hello_dist"], {"SLURM_JOB_ID": "77", "SLURM_NTASKS": "2"},
+     "runs in the batch step of Slurm job 77 (no SLURM_STEP_ID)"),
+    ("environment", "mpi without mpirun", ["dist_tutorial", "p2p", "--backend", "mpi", "--nproc-per-node", "2"], {},
+     "the mpi backend cannot start its own processes"),
+    ("environment", "serial with processes", ["dist_tutorial", "p2p", "--backend", "serial", "--nproc-per-node", "2"],
+     {}, "backend is 'serial', so argument 'nproc_per_node' should not be given either"),
+    ("environment", "p2p alone", ["dist_tutorial", "p2p", "--backend", "serial"], {},
+     "dist_tutorial p2p needs at least 2 ranks, but the world has 1"),
+    # ---- data --------------------------------------------------------------------------
+    ("data", "cifar10 data path missing", ["cifar10", "--data_path", "/no/such/data"], {}, "/no/such/data"),
+    ("data", "fashion-mnist folder empty", ["dist_tutorial", "train", "--backend", "serial", "--data-dir", "{tmp}"], {},
+     "{tmp}"),
+    ("data", "epochs zero", ["cifar10", "--num_epochs", "0"], {}, "--num_epochs"),
+    ("data", "processes without backend", ["cifar10", "--nproc_per_node", "2", "--backend", "none"], {},
+     "--nproc_per_node 2 starts several processes, which need a backend"),
+    ("data", "negative stall timeout", ["cifar10", "--stall_timeout", "-5"], {}, "--stall_timeout"),
+    ("data", "restarts out of range", ["cifar10", "--max_restarts", "-1"], {}, "--max_restarts"),
+    ("data", "config file missing", ["cifar10", "--config", "/no/such/config.toml"], {}, "/no/such/config.toml"),
+    ("data", "tutorial port out of range", ["dist_tutorial", "--master-port", "70000"], {}, "--master-port"),
+    # ---- checkpoints -------------------------------------------------------------------------
+    ("checkpoint", "resume from nothing", ["cifar10", "--resume_from", "/no/such/checkpoint.pt"], {},
+     "--resume_from '/no/such/checkpoint.pt' is not a file"),
+    ("checkpoint", "resume from garbage", ["cifar10", "--resume_from", "{tmp}/garbage.pt"], {},
+     "{tmp}/garbage.pt"),
+    ("checkpoint", "resume from empty file", ["cifar10", "--resume_from", "{tmp}/empty.pt"], {}, "{tmp}/empty.pt"),
+]
+
+PROGRAMS = {"kindling-run": "kindling-run", "hello_dist": "examples/hello_dist/hello_dist",
+            "dist_tutorial": "examples/dist_tutorial/dist_tutorial", "cifar10": "examples/cifar10/cifar10"}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build", required=True)
+    p.add_argument("--list", action="store_true", help="print the cases and exit")
+    p.add_argument("-k", default="", help="run only cases whose name contains this")
+    args = p.parse_args()
+    args.build = os.path.abspath(args.build)
+    if args.list:
+        for area, name, argv, env, expect in CASES:
+            print(f"{area:<12} {name:<28} {' '.join(argv)}  ->  {expect}")
+        print(f"{len(CASES)} cases")
+        return 0
+    tmp = tempfile.mkdtemp(prefix="kindling-misuse-")
+    with open(os.path.join(tmp, "garbage.pt"), "wb") as f:
+        f.write(b"this is not a checkpoint" * 10)
+    open(os.path.join(tmp, "empty.pt"), "wb").close()
+    failed = 0
+    for area, name, argv, env, expect in CASES:
+        if args.k not in name:
+            continue
+        argv = [a.replace("{tmp}", tmp) for a in argv]
+        argv[0] = os.path.join(args.build, PROGRAMS[argv[0]])
+        expect = expect.replace("{tmp}", tmp)
+        full_env = dict(os.environ)
+        for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SLURM_JOB_ID",
+                  "SLURM_STEP_ID", "SLURM_PROCID", "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK", "KINDLING_STALL_TIMEOUT"):
+            full_env.pop(k, None)
+        full_env.update({k: v for k, v in env.items()})
+        full_env["KINDLING_LOG_LEVEL"] = full_env.get("KINDLING_LOG_LEVEL", "info")
+        start = time.monotonic()
+        try:
+            r = subprocess.run(argv, env=full_env, capture_output=True, text=True, timeout=60, cwd=tmp)
+            code, out = r.returncode, r.stdout + r.stderr
+        except subprocess.TimeoutExpired as e:
+            code, out = None, "(killed after 60 s: a hang) " + str(e.stdout or "") + str(e.stderr or "")
+        seconds = time.monotonic() - start
+        ok = code not in (None, 0) and expect in out
+        print(f"{'ok  ' if ok else 'FAIL'} {area:<12} {name:<28} exit {code} in {seconds:.1f} s")
+        if not ok:
+            failed += 1
+            print(f"     expected {expect!r} and a non-zero exit; got:\n" +
+                  "\n".join("     | " + line for line in out.splitlines()[-15:]))
+    print(f"{len(CASES) - failed} of {len(CASES)} misuse cases answered as expected" if not args.k else "")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
