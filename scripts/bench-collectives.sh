@@ -24,6 +24,10 @@ two_ranks() {
 }
 
 two_ranks "$MASTER_PORT" "$BENCH" "${args[@]}"
+# The same with collective fingerprints on (docs/fault-tolerance.md): their cost per call,
+# against the same raw c10d peer in the same run.
+echo "== with KINDLING_DISTRIBUTED_DEBUG=DETAIL (collective fingerprints)"
+KINDLING_DISTRIBUTED_DEBUG=DETAIL two_ranks $((MASTER_PORT + 5)) "$BENCH" "${args[@]}"
 two_ranks $((MASTER_PORT + 10)) /usr/bin/python3 bench/collectives/torch_collectives.py "${args[@]}"
 # The mpi backend against raw MPI_Allreduce (and memcpy), under a real mpirun: ordinary
 # tensors (staged through the shared window), then empty_comm_buffer memory.

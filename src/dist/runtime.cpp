@@ -239,7 +239,8 @@ void initialize(const std::string& backend, const InitOptions& options) {
 void finalize() {
   auto& rt = runtime();
   rt.monitor.reset();
-  const bool broken = rt.broken.exchange(false);
+  // (The mpi backend's own shared-memory path gives up cleanly, and MPI must be finalized.)
+  const bool broken = rt.broken.exchange(false) && rt.backend_name != "mpi";
   for (auto& weak : rt.groups) {
     if (auto g = weak.lock()) {
       g->valid = false;

@@ -146,6 +146,7 @@ void exercise(const kd::Group& g, const std::vector<int>& m) {
   if (r == src) maybe_text = "from the source";
   auto got_text = kd::broadcast(maybe_text, src, g);
   if (member) WCHECK(got_text == "from the source");
+  if (!member && r != src) WCHECK(got_text.empty(), << "a non-member without a value gets std::string{}");
   auto vec = kd::broadcast_object(std::vector<int>{r, r}, src, g);
   if (member) WCHECK(vec == std::vector<int>({src, src}));
 

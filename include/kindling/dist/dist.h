@@ -329,20 +329,25 @@ T broadcast_object(const T& value, int src = 0, const Group& group = Group()) {
 }
 
 /// Safe-mode broadcast of any serializable value: ranks other than `src` may pass
-/// std::nullopt. Throws kindling::UsageError when `src` passes std::nullopt, and when a
-/// rank that gets no data (serial model, or not a member of `group`) passes std::nullopt.
+/// std::nullopt. A rank outside `group` that passes std::nullopt gets T{} (idist: None).
+/// Throws kindling::UsageError when `src` passes std::nullopt, and in the serial model for
+/// std::nullopt with src != 0 (there is no source to take the value from).
 template <typename T>
 T broadcast_object(const std::optional<T>& value, int src = 0, const Group& group = Group()) {
   const bool is_src = get_rank() == src;
   KINDLING_CHECK(!is_src || value.has_value(), "kindling::dist::broadcast: the source rank ", src,
                  " passed no value (std::nullopt); the source must pass the data to broadcast");
   if (detail::is_serial_or_nonmember(group)) {
-    // idist returns its input here; with no input there is nothing to return.
-    KINDLING_CHECK(value.has_value(), "kindling::dist::broadcast: rank ", get_rank(), " passed std::nullopt but ",
-                   is_initialized() ? "is not a member of the group, so it receives nothing"
+    // idist returns its input here. A non-member's missing input comes back as T{} (idist's
+    // None); in the serial model there is no other rank to take a value from (idist raises).
+    if (value) return *value;
+    KINDLING_CHECK(is_initialized() && std::is_default_constructible<T>::value, "kindling::dist::broadcast: rank ",
+                   get_rank(), " passed std::nullopt but ",
+                   is_initialized() ? "is not a member of the group and T has no default value"
                                     : "runs in the serial model (one process), where broadcast returns its input",
-                   " (src=", src, "); pass a value on this rank, or call broadcast only on the group's members");
-    return *value;
+                   " (src=", src, "); pass a value on this rank");
+    if constexpr (std::is_default_constructible<T>::value) return T{};
+    return *value;  // not reached: the check above threw
   }
   std::string bytes = is_src ? encode(*value) : std::string();
   return decode<T>(detail::broadcast_bytes(is_src ? &bytes : nullptr, src, group), src);
