@@ -17,7 +17,9 @@ bool write_error_file(const std::string& path, const std::string& type, const st
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     nlohmann::json data;
     data["message"]["message"] = type + ": " + message;
-    data["message"]["extraInfo"]["py_callstack"] = "(a C++ program: no Python call stack)";
+    // torchrun prints py_callstack as the failure's "traceback": a C++ program has no Python
+    // stack, so the message itself goes there.
+    data["message"]["extraInfo"]["py_callstack"] = type + ": " + message;
     data["message"]["extraInfo"]["timestamp"] = std::to_string(now);
     const std::string tmp = path + ".tmp." + std::to_string(::getpid());
     {

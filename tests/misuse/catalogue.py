@@ -50,6 +50,14 @@ CASES = [
     ("launcher", "missing value", ["kindling-run", "--nproc_per_node"], {}, "--nproc_per_node needs a value"),
     ("launcher", "failing worker named", ["kindling-run", "--nproc_per_node", "2", "/bin/false"], {},
      "workers failed:\n  rank "),
+    ("launcher", "first failure from error files", ["kindling-run", "--nproc_per_node", "2", "{build}/examples/"
+                                                   "dist_tutorial/dist_tutorial", "train", "--data-dir", "{tmp}"], {},
+     "first failure (from the error files): rank "),
+    ("launcher", "torchrun reads error files", ["python", "{source}/tests/launch/torchrun_compat.py", "--monitor_interval",
+                                                "0.2", "--nproc_per_node", "2", "--no_python",
+                                                "{build}/examples/dist_tutorial/dist_tutorial", "train", "--data-dir",
+                                                "{tmp}"], {},
+     "traceback : kindling::Error: [rank "),
     # ---- environment ---------------------------------------------------------------------
     ("environment", "rank beyond world", ["hello_dist"], {"RANK": "2", "WORLD_SIZE": "2"},
      "RANK=2 is out of range for WORLD_SIZE=2; ranks are 0..1"),
@@ -101,7 +109,7 @@ CASES = [
     ("checkpoint", "resume from empty file", ["cifar10", "--resume_from", "{tmp}/empty.pt"], {}, "{tmp}/empty.pt"),
 ]
 
-PROGRAMS = {"kindling-run": "kindling-run", "hello_dist": "examples/hello_dist/hello_dist",
+PROGRAMS = {"python": None, "kindling-run": "kindling-run", "hello_dist": "examples/hello_dist/hello_dist",
             "dist_tutorial": "examples/dist_tutorial/dist_tutorial", "cifar10": "examples/cifar10/cifar10"}
 
 
@@ -125,8 +133,9 @@ def main():
     for area, name, argv, env, expect in CASES:
         if args.k not in name:
             continue
-        argv = [a.replace("{tmp}", tmp) for a in argv]
-        argv[0] = os.path.join(args.build, PROGRAMS[argv[0]])
+        source = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        argv = [a.replace("{tmp}", tmp).replace("{build}", args.build).replace("{source}", source) for a in argv]
+        argv[0] = sys.executable if PROGRAMS[argv[0]] is None else os.path.join(args.build, PROGRAMS[argv[0]])
         expect = expect.replace("{tmp}", tmp)
         full_env = dict(os.environ)
         for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SLURM_JOB_ID",
