@@ -78,7 +78,7 @@ void encode_tensor(ByteWriter& out, const at::Tensor& tensor) {
   out.pod<int8_t>(static_cast<int8_t>(t.scalar_type()));
   out.pod<uint32_t>(static_cast<uint32_t>(t.dim()));
   for (auto d : t.sizes()) out.pod<int64_t>(d);
-  out.write(t.data_ptr(), t.nbytes());
+  if (t.nbytes() > 0) out.write(t.data_ptr(), t.nbytes());  // an empty tensor's data pointer is null
 }
 
 at::Tensor decode_tensor(ByteReader& in) {
@@ -88,7 +88,7 @@ at::Tensor decode_tensor(ByteReader& in) {
   std::vector<int64_t> sizes(ndim);
   for (auto& d : sizes) d = in.pod<int64_t>();
   at::Tensor t = at::empty(sizes, at::TensorOptions().dtype(dtype));
-  in.read(t.data_ptr(), t.nbytes());
+  if (t.nbytes() > 0) in.read(t.data_ptr(), t.nbytes());  // memcpy to null is undefined (UBSan)
   return t;
 }
 
