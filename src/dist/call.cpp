@@ -75,28 +75,43 @@ int64_t enter(GroupState& g, const char* name, bool collective) {
   return seq;
 }
 
-void wait_op(PendingOp& op, GroupState& g, const char* name, int64_t seq, bool p2p) {
-  using Clock = std::chrono::steady_clock;
-  const auto timeout = wait_timeout(g, p2p);
-  check_usable(name);
-  auto& rt = runtime();
-  // c10d's gloo work can be waited on again after a wait that expired; nccl's and the mpi
-  // engine's blocking calls cannot, so they wait once for the whole timeout.
-  StallMonitor* monitor = rt.backend_name == "gloo" ? rt.monitor.get() : nullptr;
-  if (monitor == nullptr) {
-    op.wait(timeout);
-    return;
+namespace {
+
+// The error of a rank that gave up waiting in collective #seq because `stalled` (the
+// monitor's verdict) names peers that stopped making progress.
+std::string stall_error(const StallMonitor& monitor, const GroupState& g, const char* name, int64_t seq,
+                        std::chrono::steady_clock::time_point start, const std::string& stalled) {
+  const auto waited =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - start).count();
+  std::ostringstream period;
+  period << monitor.stall_period().count() / 1000.0;
+  return mark_broken(rank_prefix() + "kindling::dist::" + name + " on the " + g.label() + " (collective #" +
+                     std::to_string(seq) + " of this rank on it) gave up after " + std::to_string(waited) +
+                     " s: " + stalled + ". A rank that makes no collective progress for the stall period (" +
+                     period.str() +
+                     " s; InitOptions::stall_timeout or KINDLING_STALL_TIMEOUT) holds up the whole job, so "
+                     "every waiting rank stops. If a rank is legitimately busy that long (a long evaluation or "
+                     "checkpoint on one rank), raise the stall period; 0 turns the check off.");
+}
+
+// Ends the monitor's watch of a wait when the wait ends, however it ends.
+struct EndWait {
+  StallMonitor* monitor;
+  bool* watching;
+  ~EndWait() {
+    if (*watching) monitor->end_wait();
   }
+};
+
+// c10d's gloo work can be waited on again after a wait that expired: wait in 1 s slices
+// and ask the monitor between them.
+void wait_in_slices(PendingOp& op, StallMonitor& monitor, GroupState& g, const char* name, int64_t seq, bool p2p,
+                    std::chrono::milliseconds timeout) {
+  using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   const auto slice = std::chrono::milliseconds(1000);
   bool watching = false;
-  struct EndWait {
-    StallMonitor* m;
-    bool* on;
-    ~EndWait() {
-      if (*on) m->end_wait();
-    }
-  } end_wait{monitor, &watching};
+  EndWait end_wait{&monitor, &watching};
   for (;;) {
     const auto left = timeout - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
     try {
@@ -110,23 +125,47 @@ void wait_op(PendingOp& op, GroupState& g, const char* name, int64_t seq, bool p
       if (left <= slice) throw;  // the whole timeout has passed
     }
     if (!watching) {
-      monitor->begin_wait(g, seq, start);
+      monitor.begin_wait(g, seq, start);
       watching = true;
     }
     if (p2p) continue;
-    std::string stalled = monitor->verdict(g, seq, name);
-    if (stalled.empty()) continue;
-    const auto waited = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start).count();
-    std::ostringstream period;
-    period << monitor->stall_period().count() / 1000.0;
-    throw TimeoutError(mark_broken(rank_prefix() + "kindling::dist::" + name + " on the " + g.label() + " (collective #" +
-                       std::to_string(seq) + " of this rank on it) gave up after " + std::to_string(waited) +
-                       " s: " + stalled + ". A rank that makes no collective progress for the stall period (" +
-                       period.str() +
-                       " s; InitOptions::stall_timeout or KINDLING_STALL_TIMEOUT) holds up the whole job, so "
-                       "every waiting rank stops. If a rank is legitimately busy that long (a long evaluation or "
-                       "checkpoint on one rank), raise the stall period; 0 turns the check off."));
+    const std::string stalled = monitor.verdict(g, seq, name);
+    if (!stalled.empty()) throw TimeoutError(stall_error(monitor, g, name, seq, start, stalled));
   }
+}
+
+// Engines that wait in one piece (mpi) ask the monitor through a StallCheck instead.
+void wait_watched(PendingOp& op, StallMonitor& monitor, GroupState& g, const char* name, int64_t seq,
+                  std::chrono::milliseconds timeout) {
+  const auto start = std::chrono::steady_clock::now();
+  // Set by the checking thread; read here after the wait, which the engine orders after
+  // its last check (the watchdog's disarm takes the same lock as its checks).
+  bool watching = false;
+  EndWait end_wait{&monitor, &watching};
+  const StallCheck check = [&]() -> std::string {
+    if (!watching) {
+      monitor.begin_wait(g, seq, start);
+      watching = true;
+      return {};
+    }
+    const std::string stalled = monitor.verdict(g, seq, name);
+    return stalled.empty() ? stalled : stall_error(monitor, g, name, seq, start, stalled);
+  };
+  op.wait_watched(timeout, check);
+}
+
+}  // namespace
+
+void wait_op(PendingOp& op, GroupState& g, const char* name, int64_t seq, bool p2p) {
+  const auto timeout = wait_timeout(g, p2p);
+  check_usable(name);
+  auto& rt = runtime();
+  StallMonitor* monitor = rt.monitor.get();
+  if (monitor != nullptr && rt.backend_name == "gloo") return wait_in_slices(op, *monitor, g, name, seq, p2p, timeout);
+  // nccl's waits do not block the CPU; mpi's point-to-point waits are not watched (as
+  // gloo's, where a receive may legitimately wait long for its sender).
+  if (monitor != nullptr && rt.backend_name == "mpi" && !p2p) return wait_watched(op, *monitor, g, name, seq, timeout);
+  op.wait(timeout);
 }
 
 // The group's state when this rank takes part in a collective on it; null in the serial

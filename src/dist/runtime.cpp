@@ -144,6 +144,7 @@ void initialize(const std::string& backend, const InitOptions& options) {
   detail::WorldConfig cfg;
   cfg.init_method = method;
   cfg.timeout = options.timeout();
+  cfg.stall_period = stall_period;
   cfg.gloo_threads = options.gloo_threads();
   // Who started us (launch_env.h): Slurm, torchrun / kindling-run, horovodrun, mpirun, PMIx
   // or nobody. A launcher's values win over InitOptions::rank/world_size.

@@ -11,6 +11,8 @@
 #include <kindling/kindling.h>
 
 #include <cstdlib>
+#include <string>
+#include <thread>
 
 #include "support/multiprocess.h"
 
@@ -156,6 +158,50 @@ TEST(InitializeTest, TcpAndFileInitMethods) {
   opts.world_size = 3;
   opts.set_dist_env = false;
   auto results = run_workers("init_methods", opts);
+  for (const auto& r : results) EXPECT_TRUE(r.ok()) << describe(results);
+}
+
+// A job may finalize and initialize again on the same address: each round is a fresh
+// process group, and no rank of a round meets the previous round's store or engine.
+KINDLING_WORKER(reinitialize_same_port) {
+  const int rank = std::atoi(std::getenv("KINDLING_TEST_RANK"));
+  const int ws = std::atoi(std::getenv("KINDLING_TEST_WORLD_SIZE"));
+  const std::string method = std::string("tcp://127.0.0.1:") + std::getenv("KINDLING_TEST_PORT");
+  for (int round = 0; round < 6; ++round) {
+    kd::initialize("gloo",
+                   kd::InitOptions().init_method(method).rank(rank).world_size(ws).timeout(std::chrono::seconds(30)));
+    // Ranks leave each round at different times.
+    if (rank == round % ws) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    WCHECK(kd::all_reduce(round + rank) == ws * round + ws * (ws - 1) / 2, << "round " << round);
+    kd::finalize();
+  }
+}
+
+TEST(InitializeTest, FinalizeAndInitializeAgainOnTheSamePort) {
+  LaunchOptions opts;
+  opts.world_size = 3;
+  opts.set_dist_env = false;
+  auto results = run_workers("reinitialize_same_port", opts);
+  for (const auto& r : results) EXPECT_TRUE(r.ok()) << describe(results);
+}
+
+// Rank 0 hosts the store and may end first: the others, still working (saving, logging)
+// with their process group alive, must not be brought down by the store going away.
+KINDLING_WORKER(rank_zero_leaves_first) {
+  kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(30)));
+  WCHECK(kd::all_reduce(1) == kd::get_world_size(), << "sum of ones");
+  if (kd::get_rank() == 0) {
+    kd::finalize();
+    std::_Exit(0);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // work after rank 0 has gone
+  kd::finalize();
+}
+
+TEST(InitializeTest, RankZeroMayEndBeforeTheOthers) {
+  LaunchOptions opts;
+  opts.world_size = 3;
+  auto results = run_workers("rank_zero_leaves_first", opts);
   for (const auto& r : results) EXPECT_TRUE(r.ok()) << describe(results);
 }
 

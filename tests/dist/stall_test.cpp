@@ -194,3 +194,63 @@ TEST(StallTest, PortHeldByAnotherProgramFailsFast) {
   ::close(fd);
   EXPECT_TRUE(results[1].ok()) << describe(results);
 }
+
+#if KINDLING_HAS_MPI
+// mpi under a real mpirun: rank STALL_RANK stops itself at step 5 while the others
+// all-reduce NUMEL floats in a loop. Small tensors go through a blocking MPI_Allreduce,
+// which cannot be left: the watchdog logs which rank stalled and ends the job (MPI_Abort).
+// Large ones go through the shared-memory all_reduce, which throws a TimeoutError; the
+// worker then exits non-zero as an uncaught error would, and mpirun ends the job.
+KINDLING_WORKER(mpi_stopped_rank) {
+  kd::initialize("mpi", kd::InitOptions().timeout(std::chrono::seconds(120)).stall_timeout(std::chrono::seconds(3)));
+  const int stalled = env_int("STALL_RANK");
+  auto t = at::ones({env_int("NUMEL")});
+  try {
+    for (int i = 0; i < 1000000; ++i) {
+      if (i == 5 && kd::get_rank() == stalled) ::raise(SIGSTOP);
+      kd::all_reduce(t);
+    }
+  } catch (const kindling::TimeoutError& e) {
+    std::cerr << "ERROR: " << e.what() << std::endl;
+    std::_Exit(3);
+  }
+  WCHECK(false, << "the loop must end with the job");
+}
+
+struct MpiStall {
+  int rank;
+  int numel;
+};
+
+class MpiStoppedRank : public ::testing::TestWithParam<MpiStall> {};
+
+TEST_P(MpiStoppedRank, IsNamedAndTheJobEndsWithinTheStallPeriod) {
+  const auto p = GetParam();
+  LaunchOptions opts;
+  opts.backend = "mpi";
+  opts.world_size = 3;
+  opts.deadline = std::chrono::seconds(60);
+  opts.env["STALL_RANK"] = std::to_string(p.rank);
+  opts.env["NUMEL"] = std::to_string(p.numel);
+  auto results = run_workers("mpi_stopped_rank", opts);
+  ASSERT_FALSE(results[0].timed_out) << describe(results);
+  // Start-up, 5 steps, the 3 s stall period, then mpirun's teardown: far below the 120 s timeout.
+  EXPECT_LT(results[0].seconds, 30.0) << describe(results);
+  int named = 0;
+  for (int r = 0; r < 3; ++r) {
+    if (r == p.rank) continue;
+    const std::string& err = results[r].err;
+    if (err.find("stalled: rank " + std::to_string(p.rank) + " ") != std::string::npos) ++named;
+    EXPECT_EQ(err.find("did not complete within the timeout"), std::string::npos) << describe(results);
+  }
+  // mpirun may end the second rank before it writes its own report.
+  EXPECT_GE(named, 1) << describe(results);
+}
+
+INSTANTIATE_TEST_SUITE_P(StallTest, MpiStoppedRank,
+                         ::testing::Values(MpiStall{0, 16}, MpiStall{2, 1 << 16}),
+                         [](const ::testing::TestParamInfo<MpiStall>& i) {
+                           return "rank" + std::to_string(i.param.rank) +
+                                  (i.param.numel < 1024 ? "_blocking_call" : "_shared_memory");
+                         });
+#endif

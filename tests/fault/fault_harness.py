@@ -3,7 +3,8 @@
 under a real launcher, and check how the job ends.
 
 Each trial starts `dist_tutorial train` (2 gloo ranks on loopback, Fashion-MNIST) under one
-launcher (kindling-run, Parallel's spawn mode, torchrun, mpirun), waits a random time, sends
+launcher (kindling-run, Parallel's spawn mode, torchrun, mpirun; mpirun-mpi trains on the mpi
+backend instead of gloo), waits a random time, sends
 the fault to a random rank and measures:
   ended     the launcher exited by itself within the bound (else the harness killed it: a hang)
   named     the job's output names the faulty rank (the launcher's failure line for kill -9,
@@ -29,7 +30,8 @@ import time
 import uuid
 
 SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-LAUNCHERS = ["kindling-run", "parallel", "torchrun", "mpirun"]
+# mpirun-mpi: mpirun with the mpi backend (the others train on gloo).
+LAUNCHERS = ["kindling-run", "parallel", "torchrun", "mpirun", "mpirun-mpi"]
 FAULTS = ["kill", "stop"]
 # torchrun (1.13) stops workers with SIGTERM and waits 30 s before SIGKILL; a stopped worker
 # cannot act on SIGTERM, so torchrun's own stop of it takes that long.
@@ -83,6 +85,8 @@ def command(args, launcher, port):
     if launcher == "mpirun":
         return ["mpirun", "--oversubscribe", "-np", n, "-x", "MASTER_ADDR=127.0.0.1", "-x", f"MASTER_PORT={port}",
                 tutorial] + train
+    if launcher == "mpirun-mpi":
+        return ["mpirun", "--oversubscribe", "-np", n, tutorial] + train + ["--backend", "mpi"]
     raise ValueError(launcher)
 
 
@@ -95,6 +99,7 @@ def named(output, launcher, fault, rank):
         "torchrun": rf"rank\s*:\s*{rank} \(local_rank: {rank}\)[\s\S]*Signal 9",
         "mpirun": rf"process rank {rank} with PID \d+ on node \S+ exited on signal 9",
     }
+    patterns["mpirun-mpi"] = patterns["mpirun"]
     return re.search(patterns[launcher], output) is not None
 
 

@@ -17,6 +17,7 @@
 #include "kindling/engine/engine.h"
 #include "kindling/handlers/html_report.h"
 #include "kindling/handlers/json_logger.h"
+#include "support/files.h"
 #include "support/errors.h"
 #include "support/multiprocess.h"
 
@@ -35,15 +36,10 @@ std::string read(const fs::path& path) {
   return text.str();
 }
 
-fs::path temp_dir() {
-  char pattern[] = "/tmp/kindling-report-XXXXXX";
-  return mkdtemp(pattern);
-}
-
 }  // namespace
 
 TEST(HtmlReportTest, HoldsWhatTheJsonLoggerGotFromTheSameHandlers) {
-  const fs::path dir = temp_dir();
+  const fs::path dir = kindling::testing::make_temp_dir("report");
   kh::HtmlReport report((dir / "sub" / "report.html").string(), "net <on> \"data\" & more");
   report.set_config({{"learning_rate", "0.1"}, {"note", "</script><b>"}});
   kh::JsonLogger json((dir / "scalars.jsonl").string());
@@ -85,7 +81,7 @@ TEST(HtmlReportTest, HoldsWhatTheJsonLoggerGotFromTheSameHandlers) {
 }
 
 TEST(HtmlReportTest, OnlyRankZeroWrites) {
-  const fs::path dir = temp_dir();
+  const fs::path dir = kindling::testing::make_temp_dir("report");
   ::setenv("RANK", "1", 1);
   {
     kh::HtmlReport report((dir / "report.html").string(), "rank 1");

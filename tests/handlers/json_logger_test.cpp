@@ -17,6 +17,7 @@
 
 #include "kindling/engine/engine.h"
 #include "kindling/handlers/json_logger.h"
+#include "support/files.h"
 #include "support/multiprocess.h"
 
 namespace {
@@ -116,13 +117,6 @@ std::vector<Object> read_objects(const std::string& path) {
   return objects;
 }
 
-std::string temp_dir() {
-  char pattern[] = "/tmp/kindling-json-XXXXXX";
-  return mkdtemp(pattern);
-}
-
-double now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
-
 // Python's json module, with NaN / Infinity refused and the file decoded as strict UTF-8.
 const char* const kStrictJsonCheck =
     "import json, sys\n"
@@ -135,8 +129,8 @@ const char* const kStrictJsonCheck =
     "print(count)\n";
 
 TEST(JsonLoggerTest, LinesParseBackWithEveryField) {
-  const std::string dir = temp_dir(), path = dir + "/logs/scalars.jsonl";  // logs/ is made
-  const double before = now();
+  const std::string dir = kindling::testing::make_temp_dir("json"), path = dir + "/logs/scalars.jsonl";  // logs/ is made
+  const double before = kindling::testing::unix_now();
   const std::string weird = "line\nbreak \\ \"quoted\"\ttab \x01 \x1f caf\xC3\xA9 bad\xFF";
   {
     kh::JsonLogger json(path);
@@ -155,7 +149,7 @@ TEST(JsonLoggerTest, LinesParseBackWithEveryField) {
     json.add_scalar("", "tiny", 1e-300, 7);
     json.add_scalar("", "big", 1e300, 8);
   }  // closed (fsync) by the destructor
-  const double after = now();
+  const double after = kindling::testing::unix_now();
   const std::vector<Object> lines = read_objects(path);
   ASSERT_EQ(lines.size(), 10u);
   const std::vector<std::pair<int64_t, double>> outputs{{2, 2}, {4, 1}, {6, 3}, {2, 3}};

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "support/files.h"
 #include "support/errors.h"
 #include "kindling/dist/dist.h"
 #include "kindling/handlers/setup_logger.h"
@@ -24,11 +25,6 @@ namespace {
 namespace kd = kindling::dist;
 namespace kh = kindling::handlers;
 using kindling::LogLevel;
-
-std::string temp_dir() {
-  char pattern[] = "/tmp/kindling-logger-XXXXXX";
-  return mkdtemp(pattern);
-}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
@@ -80,7 +76,7 @@ TEST(SetupLoggerTest, LevelFiltersLinesInIgnitesDefaultFormat) {
 }
 
 TEST(SetupLoggerTest, TheFileGetsTheSameLinesAtOnceAndIsAppendedTo) {
-  const std::string dir = temp_dir(), path = dir + "/logs/run.log";  // logs/ is made
+  const std::string dir = kindling::testing::make_temp_dir("logger"), path = dir + "/logs/run.log";  // logs/ is made
   {
     auto logger = kh::setup_logger("file_test", LogLevel::kInfo, "%(levelname)-8s|%(name)s|%(message)s", path);
     ::testing::internal::CaptureStderr();
@@ -152,7 +148,7 @@ KINDLING_WORKER(setup_logger_ranks) {
 }
 
 TEST(SetupLoggerTest, RankTagAndOnlyRankZeroWrites) {
-  const std::string dir = temp_dir();
+  const std::string dir = kindling::testing::make_temp_dir("logger");
   kindling::testing::LaunchOptions opts;
   opts.world_size = 2;
   opts.env["KINDLING_TEST_DIR"] = dir;

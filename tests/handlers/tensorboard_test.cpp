@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "support/files.h"
 #include "support/errors.h"
 #include "kindling/dist/dist.h"
 #include "kindling/engine/engine.h"
@@ -37,11 +38,6 @@ using kindling::engine::EventCounter;
 using kindling::engine::Events;
 using kindling::engine::Value;
 using Scalars = std::map<std::string, double>;
-
-std::string temp_dir() {
-  char pattern[] = "/tmp/kindling-tb-XXXXXX";
-  return mkdtemp(pattern);
-}
 
 void remove_tree(const std::string& dir) { std::system(("rm -rf '" + dir + "'").c_str()); }
 
@@ -64,8 +60,6 @@ std::vector<std::string> lines_of(const std::string& path) {
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   return lines;
 }
-
-double now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 using kindling::testing::error_of;
 
@@ -112,8 +106,8 @@ EventFile read_with_python(const std::string& path) {
 }
 
 TEST(TensorboardLoggerTest, EveryScalarReadsBackInPythonWithItsTagAndStep) {
-  const std::string dir = temp_dir(), log_dir = dir + "/runs/exp1";  // runs/exp1 does not exist yet
-  const double before = now();
+  const std::string dir = kindling::testing::make_temp_dir("tb"), log_dir = dir + "/runs/exp1";  // runs/exp1 does not exist yet
+  const double before = kindling::testing::unix_now();
   std::string file_path;
   {
     kh::TensorboardLogger tb(log_dir);
@@ -155,7 +149,7 @@ TEST(TensorboardLoggerTest, EveryScalarReadsBackInPythonWithItsTagAndStep) {
     tb.close();
     EXPECT_NE(error_of([&] { tb.add_scalar("after/close", 1.0, 1); }).find("after close()"), std::string::npos);
   }
-  const double after = now();
+  const double after = kindling::testing::unix_now();
 
   // The expected records, in the order the events fire and the handlers were attached.
   std::vector<Scalar> expected;
@@ -204,7 +198,7 @@ TEST(TensorboardLoggerTest, EveryScalarReadsBackInPythonWithItsTagAndStep) {
 }
 
 TEST(TensorboardLoggerTest, ErrorsSayWhatToDo) {
-  const std::string dir = temp_dir();
+  const std::string dir = kindling::testing::make_temp_dir("tb");
   EXPECT_NE(error_of([] { kh::TensorboardLogger tb(""); }).find("log_dir is an empty string"), std::string::npos);
   std::ofstream(dir + "/plain") << "a file";
   EXPECT_NE(error_of([&] { kh::TensorboardLogger tb(dir + "/plain/sub"); }).find("exists and is not a directory"),
@@ -284,7 +278,7 @@ KINDLING_WORKER(tensorboard_rank0_writes) {
 }
 
 TEST(TensorboardLoggerTest, OnlyRankZeroCreatesAndWritesFiles) {
-  const std::string dir = temp_dir();
+  const std::string dir = kindling::testing::make_temp_dir("tb");
   kindling::testing::LaunchOptions opts;
   opts.world_size = 2;
   opts.env["KINDLING_TEST_DIR"] = dir;

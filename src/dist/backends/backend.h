@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,12 +31,22 @@ inline std::string engine_message(const std::exception& e) {
   return e.what();
 }
 
+/// Asked during a wait whether to give up because a peer stalled: empty to go on, else the
+/// complete error message (built by the stall monitor's caller, dist/call.cpp).
+using StallCheck = std::function<std::string()>;
+
 /// An operation started on a communicator; wait() throws std::exception on failure or
 /// timeout (the caller turns that into a kindling error with context).
 class PendingOp {
  public:
   virtual ~PendingOp() = default;
   virtual void wait(std::chrono::milliseconds timeout) = 0;
+  /// wait(), for engines whose wait cannot be cut into short waits (mpi's blocking calls
+  /// and its shared-memory all_reduce): once the wait has lasted a second they call
+  /// `stalled` about every 250 ms, from this or another thread, and give up on a non-empty
+  /// answer: by throwing kindling::TimeoutError with it, or, inside a blocking MPI call that
+  /// cannot be left, by logging it and ending the job. Other engines just wait().
+  virtual void wait_watched(std::chrono::milliseconds timeout, const StallCheck& stalled) { wait(timeout); }
   virtual bool is_completed() = 0;
   /// Group rank of the sender for a receive from any source, else -1.
   virtual int source_rank() { return -1; }
@@ -143,6 +154,7 @@ struct WorldConfig {
   std::string master_addr;
   int master_port = 0;
   std::chrono::milliseconds timeout{0};
+  std::chrono::milliseconds stall_period{0};  // 0: stall detection off
   int gloo_threads = 2;
 };
 

@@ -5,7 +5,12 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <algorithm>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
 
 #include "common/env.h"
 #include "dist/rendezvous/probe.h"
@@ -33,6 +38,49 @@ c10::intrusive_ptr<c10d::Store> agent_prefixed(c10::intrusive_ptr<c10d::Store> s
   return c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + attempt, std::move(store));
 }
 
+// Each store a kindling rank 0 hosts gets a random generation, so that a rank that
+// initializes again on the same address can tell its previous store (whose host has not
+// finalized yet) from the next one.
+const char* const kGenerationKey = "kindling/store_generation";
+
+std::vector<uint8_t> to_bytes(const std::string& s) { return {s.begin(), s.end()}; }
+
+std::string new_generation() {
+  std::random_device device;
+  std::mt19937_64 rng((static_cast<uint64_t>(device()) << 32) ^ device() ^
+                      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  return std::to_string(rng());
+}
+
+// True when `store` is the one this process last joined at `where` (same generation).
+// Remembers the generation of a store that is not. Never throws: a store that cannot be
+// read counts as the previous one (it is going away).
+bool is_previous_store(c10d::TCPStore& store, const std::string& where) {
+  static std::mutex mu;
+  static std::map<std::string, std::string> joined;  // address -> generation
+  std::string generation;
+  try {
+    // A store hosted by Python, or by kindling before it wrote the key, has none yet: new.
+    if (store.check({kGenerationKey})) {
+      const auto raw = store.get(kGenerationKey);
+      generation.assign(raw.begin(), raw.end());
+    }
+  } catch (const std::exception&) {
+    return true;
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = joined.find(where);
+  if (!generation.empty() && it != joined.end() && it->second == generation) return true;
+  joined[where] = generation;
+  return false;
+}
+
+// Connects a client to the store at host:port (see the definition); null when the store
+// closed the connection while this rank joined (it is going away: try again).
+c10::intrusive_ptr<c10d::TCPStore> join_store(const std::string& host, int port, const c10d::TCPStoreOptions& opts,
+                                              const WorldConfig& config,
+                                              std::chrono::steady_clock::time_point deadline);
+
 c10::intrusive_ptr<c10d::Store> tcp_store(const std::string& host, int port, const WorldConfig& config) {
   using ::kindling::detail::rank_prefix;
   const std::string where = host + ":" + std::to_string(port);
@@ -49,30 +97,59 @@ c10::intrusive_ptr<c10d::Store> tcp_store(const std::string& host, int port, con
   opts.timeout = config.timeout;
   if (opts.isServer) {
     try {
-      return agent_prefixed(c10::make_intrusive<c10d::TCPStore>(host, opts));
+      auto server = c10::make_intrusive<c10d::TCPStore>(host, opts);
+      server->set(kGenerationKey, to_bytes(new_generation()));
+      return agent_prefixed(server);
     } catch (const std::exception& e) {
       throw UsageError(rank_prefix() + "kindling::dist::initialize: rank 0 could not host the rendezvous store on port " +
                        std::to_string(port) + ": " + engine_message(e) +
                        ". Another job may use this port: choose a free MASTER_PORT (or tcp:// port).");
     }
   }
-  // A client: first wait for a listener (rank 0 may start later), then connect, bounded:
-  // c10d's client never times out a read, so a port held by some other program would
-  // otherwise block this rank for ever.
   const auto deadline = std::chrono::steady_clock::now() + config.timeout;
+  for (;;) {
+    auto store = join_store(host, port, opts, config, deadline);
+    // The previous store at this address, whose host has not finalized yet: wait for its
+    // successor instead of joining a rendezvous that is about to go away.
+    if (store && !is_previous_store(*store, where)) return agent_prefixed(store);
+    store.reset();
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw TimeoutError(rank_prefix() + "kindling::dist::initialize: the rendezvous store at " + where +
+                         " is still the one of this rank's previous initialize() after " +
+                         std::to_string(config.timeout.count()) +
+                         " ms: rank 0 did not finalize() and initialize() again. Every rank must finalize() before "
+                         "initializing again.");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+// Connects this rank (a client) to the store at host:port: waits for a listener (rank 0 may
+// start later), then connects, bounded: c10d's client never times out a read, so a port
+// held by some other program would otherwise block this rank for ever.
+c10::intrusive_ptr<c10d::TCPStore> join_store(const std::string& host, int port, const c10d::TCPStoreOptions& opts,
+                                              const WorldConfig& config,
+                                              std::chrono::steady_clock::time_point deadline) {
+  using ::kindling::detail::rank_prefix;
+  const std::string where = host + ":" + std::to_string(port);
   if (!wait_for_listener(host, port, deadline)) {
     throw TimeoutError(rank_prefix() + "kindling::dist::initialize: nothing accepted connections at " + where +
                        " within " + std::to_string(config.timeout.count()) +
                        " ms, so the rendezvous store never started. Check that rank 0 is running and that "
                        "MASTER_ADDR/MASTER_PORT (or the tcp:// address) are the same on every rank.");
   }
-  auto slot = std::make_shared<c10::intrusive_ptr<c10d::Store>>();
+  auto slot = std::make_shared<c10::intrusive_ptr<c10d::TCPStore>>();
   const auto answer_limit = std::min<std::chrono::milliseconds>(config.timeout, std::chrono::seconds(10));
   bool answered = false;
   try {
     answered = run_bounded([slot, host, opts] { *slot = c10::make_intrusive<c10d::TCPStore>(host, opts); },
                            answer_limit);
   } catch (const std::exception& e) {
+    // A store that closes the connection while this rank joins is going away (the
+    // previous initialize's, its host finalizing): the next one will listen there soon.
+    const std::string msg = engine_message(e);
+    const bool closed = msg.find("reset by peer") != std::string::npos || msg.find("Broken pipe") != std::string::npos;
+    if (closed && std::chrono::steady_clock::now() < deadline) return {};
     throw CommunicationError(rank_prefix() + "kindling::dist::initialize: could not join the rendezvous store at " +
                              where + ": " + engine_message(e) +
                              ". Check that rank 0 is running and that MASTER_ADDR/MASTER_PORT (or the tcp:// address) "
@@ -85,7 +162,7 @@ c10::intrusive_ptr<c10d::Store> tcp_store(const std::string& host, int port, con
                      " ms. Another program holds this port (choose a free MASTER_PORT for the job), or rank 0's "
                      "process is stopped.");
   }
-  return agent_prefixed(*slot);
+  return *slot;
 }
 
 }  // namespace

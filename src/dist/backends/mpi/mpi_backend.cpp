@@ -5,6 +5,7 @@
 // returned (MPI_ERRORS_RETURN), not fatal, and become kindling errors naming the MPI call.
 #include "dist/backends/mpi/mpi_backend.h"
 #include "dist/backends/mpi/mpi_op.h"
+#include "dist/backends/mpi/progress_store.h"
 #include "dist/backends/mpi/shm_allreduce.h"
 
 // The C API only: Open MPI's deprecated C++ bindings would need libmpi_cxx.
@@ -68,7 +69,9 @@ class MpiCommunicator : public Communicator {
       auto p = std::make_unique<MpiOp>("all_reduce (shared memory)", std::vector<at::Tensor>{t});
       ShmAllreduce* shm = shm_.get();
       at::Tensor target = t;
-      p->defer_timed([shm, target, op](std::chrono::milliseconds timeout) mutable { shm->run(target, op, timeout); });
+      p->defer_timed([shm, target, op](std::chrono::milliseconds timeout, const StallCheck* stalled) mutable {
+        shm->run(target, op, timeout, stalled);
+      });
       return p;
     }
     auto p = std::make_unique<MpiOp>("MPI_Allreduce", std::vector<at::Tensor>{t});
@@ -239,9 +242,11 @@ class MpiBackend : public Backend {
     return std::make_shared<MpiCommunicator>(comm);
   }
   c10::intrusive_ptr<c10d::Store> store() override { return {}; }
+  MonitorTarget monitor_target() override { return progress_; }
   std::optional<NodeLayout> layout() override { return layout_; }
 
   std::optional<NodeLayout> layout_;
+  MonitorTarget progress_;  // empty when stall detection is off
 
  private:
   MPI_Comm world_comm_;
@@ -303,6 +308,7 @@ std::unique_ptr<Backend> make_mpi_backend(const WorldConfig& config, const std::
   check(MPI_Allreduce(&leader, &l.nnodes, 1, MPI_INT, MPI_SUM, world), "MPI_Allreduce");
   MPI_Comm_free(&node);
   backend->layout_ = l;
+  if (size > 1 && config.stall_period.count() > 0) backend->progress_ = open_progress_store(world, rank, config.timeout);
   return backend;
 }
 

@@ -90,11 +90,15 @@ class Watchdog {
     static Watchdog* w = new Watchdog();  // never destroyed: may run until exit
     return *w;
   }
-  void arm(const char* call, std::chrono::milliseconds timeout) {
+  // `stalled` (may be null) must stay valid until disarm().
+  void arm(const char* call, std::chrono::milliseconds timeout, const StallCheck* stalled) {
     std::lock_guard<std::mutex> lock(mu_);
     call_ = call;
     timeout_ = timeout;
-    deadline_ = std::chrono::steady_clock::now() + timeout;
+    stalled_ = stalled;
+    armed_at_ = std::chrono::steady_clock::now();
+    next_check_ = armed_at_ + std::chrono::seconds(1);
+    deadline_ = armed_at_ + timeout;
     armed_ = true;
     if (!thread_started_) {
       thread_started_ = true;
@@ -111,7 +115,23 @@ class Watchdog {
     while (true) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       std::lock_guard<std::mutex> lock(mu_);
-      if (!armed_ || std::chrono::steady_clock::now() < deadline_) continue;
+      if (!armed_) continue;
+      const auto now = std::chrono::steady_clock::now();
+      if (stalled_ != nullptr && now >= next_check_) {
+        next_check_ = now + std::chrono::milliseconds(250);
+        std::string why = (*stalled_)();
+        // log() tags the line with the rank itself.
+        const std::string tag = ::kindling::detail::rank_prefix();
+        if (why.rfind(tag, 0) == 0) why.erase(0, tag.size());
+        if (!why.empty()) {
+          log(LogLevel::kCritical, why + " (mpi backend: " + call_ +
+                                       " is a blocking MPI call that cannot be left, so kindling ends the job with "
+                                       "MPI_Abort)");
+          MPI_Abort(MPI_COMM_WORLD, 124);
+          std::_Exit(124);
+        }
+      }
+      if (now < deadline_) continue;
       log(LogLevel::kCritical,
           std::string("kindling::dist (mpi backend): ") + call_ + " did not complete within the timeout of " +
               std::to_string(timeout_.count()) +
@@ -125,24 +145,25 @@ class Watchdog {
   std::mutex mu_;
   const char* call_ = "";
   std::chrono::milliseconds timeout_{0};
-  std::chrono::steady_clock::time_point deadline_;
+  const StallCheck* stalled_ = nullptr;
+  std::chrono::steady_clock::time_point armed_at_, next_check_, deadline_;
   bool armed_ = false;
   bool thread_started_ = false;
 };
 
 }  // namespace
 
-void MpiOp::wait(std::chrono::milliseconds timeout) {
+void MpiOp::wait_for(std::chrono::milliseconds timeout, const StallCheck* stalled) {
   if (timed_) {
     if (done_) return;
-    timed_(timeout);
+    timed_(timeout, stalled);
     done_ = true;
     if (on_done_) on_done_();
     return;
   }
   if (blocking_) {
     if (done_) return;
-    Watchdog::get().arm(call_, timeout);
+    Watchdog::get().arm(call_, timeout, stalled);
     const int rc = blocking_();
     Watchdog::get().disarm();
     check(rc, call_);

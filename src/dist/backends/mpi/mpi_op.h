@@ -44,27 +44,33 @@ class MpiOp : public PendingOp {
       : call_(call), keep_(std::move(keep)), on_done_(std::move(on_done)) {}
 
   void defer(std::function<int()> blocking) { blocking_ = std::move(blocking); }
-  // A deferred operation that keeps its own time (throws on timeout): no watchdog.
-  void defer_timed(std::function<void(std::chrono::milliseconds)> timed) { timed_ = std::move(timed); }
+  // A deferred operation that keeps its own time (throws on timeout) and asks the stall
+  // check itself (may be null): no watchdog.
+  using Timed = std::function<void(std::chrono::milliseconds, const StallCheck*)>;
+  void defer_timed(Timed timed) { timed_ = std::move(timed); }
 
   MPI_Request* add_request() {
     requests_.emplace_back(MPI_REQUEST_NULL);
     return &requests_.back();
   }
 
-  void wait(std::chrono::milliseconds timeout) override;
+  void wait(std::chrono::milliseconds timeout) override { wait_for(timeout, nullptr); }
+  void wait_watched(std::chrono::milliseconds timeout, const StallCheck& stalled) override {
+    wait_for(timeout, &stalled);
+  }
 
   bool is_completed() override { return (blocking_ || timed_) ? done_ : test(); }
   int source_rank() override { return source_; }
 
  private:
   bool test();
+  void wait_for(std::chrono::milliseconds timeout, const StallCheck* stalled);
 
   const char* call_;
   std::vector<at::Tensor> keep_;
   std::function<void()> on_done_;
   std::function<int()> blocking_;
-  std::function<void(std::chrono::milliseconds)> timed_;
+  Timed timed_;
   std::vector<MPI_Request> requests_;
   int source_ = -1;
   bool done_ = false;

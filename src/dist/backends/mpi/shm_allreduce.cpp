@@ -244,17 +244,28 @@ void ShmAllreduce::wait_for(int q, int which, std::int64_t value, const char* ph
       cpu_relax();
       continue;
     }
-    if ((spins & 63) == 0 && std::chrono::steady_clock::now() >= deadline) {
-      broken_ = true;
-      throw std::runtime_error("timed out: group rank " + std::to_string(q) + " did not " + phase +
-                               " within the timeout (shared-memory all_reduce, group rank " + std::to_string(rank_) +
-                               " waiting)");
+    if ((spins & 63) == 0) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) {
+        broken_ = true;
+        throw std::runtime_error("timed out: group rank " + std::to_string(q) + " did not " + phase +
+                                 " within the timeout (shared-memory all_reduce, group rank " + std::to_string(rank_) +
+                                 " waiting)");
+      }
+      if (stalled_ != nullptr && now >= next_check_) {
+        next_check_ = now + std::chrono::milliseconds(250);
+        std::string why = (*stalled_)();
+        if (!why.empty()) {
+          broken_ = true;
+          throw TimeoutError(why);
+        }
+      }
     }
     sched_yield();  // ranks may outnumber cores
   }
 }
 
-void ShmAllreduce::run(at::Tensor& t, ReduceOp op, std::chrono::milliseconds timeout) {
+void ShmAllreduce::run(at::Tensor& t, ReduceOp op, std::chrono::milliseconds timeout, const StallCheck* stalled) {
   if (broken_) {
     throw CommunicationError(::kindling::detail::rank_prefix() +
                              "kindling::dist::all_reduce (mpi backend, shared memory): this group's "
@@ -262,6 +273,8 @@ void ShmAllreduce::run(at::Tensor& t, ReduceOp op, std::chrono::milliseconds tim
                              std::to_string(rank_) + "; end the job and fix the first error");
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
+  stalled_ = stalled;
+  next_check_ = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   const auto dtype = t.scalar_type();
   const std::int64_t elem = static_cast<std::int64_t>(t.element_size());
   const std::int64_t numel = t.numel();

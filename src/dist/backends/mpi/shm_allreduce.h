@@ -24,6 +24,7 @@
 #include <memory>
 #include <vector>
 
+#include "dist/backends/backend.h"
 #include "kindling/dist/dist.h"
 
 namespace kindling {
@@ -48,9 +49,11 @@ class ShmAllreduce {
   at::Tensor empty(at::IntArrayRef sizes, const at::TensorOptions& options);
 
   /// Reduces contiguous `t` in place. Throws std::runtime_error naming the ranks when
-  /// peers do not arrive within `timeout` or called with a different tensor or op; the
-  /// path is then unusable (later calls throw) because the peers' counters disagree.
-  void run(at::Tensor& t, ReduceOp op, std::chrono::milliseconds timeout);
+  /// peers do not arrive within `timeout` or called with a different tensor or op, and
+  /// kindling::TimeoutError with the answer of `stalled` (when given; asked every 250 ms
+  /// after a second of waiting) once it is not empty. The path is then unusable (later
+  /// calls throw) because the peers' counters disagree.
+  void run(at::Tensor& t, ReduceOp op, std::chrono::milliseconds timeout, const StallCheck* stalled = nullptr);
 
  private:
   ShmAllreduce() = default;
@@ -62,6 +65,10 @@ class ShmAllreduce {
                 std::chrono::milliseconds timeout);
   void wait_for(int rank, int which, std::int64_t value, const char* phase,
                 std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds timeout);
+
+  // The stall check of the run in progress and when to ask it next.
+  const StallCheck* stalled_ = nullptr;
+  std::chrono::steady_clock::time_point next_check_;
 
   MPI_Comm comm_ = MPI_COMM_NULL;  // a duplicate, owned
   MPI_Win win_ = MPI_WIN_NULL;
