@@ -10,6 +10,10 @@
 
 #include "kindling/engine/engine.h"
 
+#include "support/engines.h"
+
+using kindling::testing::counting_engine;
+
 namespace {
 
 using kindling::UsageError;
@@ -75,13 +79,6 @@ struct Recorder {
     return out;
   }
 };
-
-Engine counting_engine(std::vector<int>* processed = nullptr) {
-  return Engine([processed](Engine&, const int& batch) -> Value {
-    if (processed) processed->push_back(batch);
-    return batch;
-  });
-}
 
 TEST(EngineTest, FiresIgnitesOrderOverTwoEpochs) {
   Engine engine = counting_engine();

@@ -10,6 +10,10 @@
 
 #include "kindling/engine/engine.h"
 
+#include "support/engines.h"
+
+using kindling::testing::counting_engine;
+
 namespace {
 
 using kindling::UsageError;
@@ -18,10 +22,6 @@ using kindling::engine::Event;
 using kindling::engine::Events;
 using kindling::engine::RunOptions;
 using kindling::engine::Value;
-
-Engine counting_engine() {
-  return Engine([](Engine&, const int& batch) -> Value { return batch; });
-}
 
 std::vector<int64_t> fired_iterations(const Event& event, int64_t iterations) {
   Engine engine = counting_engine();

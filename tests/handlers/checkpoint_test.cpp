@@ -33,19 +33,6 @@ using kindling::engine::Engine;
 using kindling::engine::Events;
 using kindling::engine::Value;
 
-std::vector<std::string> files_in(const std::string& dir) {
-  std::vector<std::string> names;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      std::string n = e->d_name;
-      if (n != "." && n != "..") names.push_back(n);
-    }
-    closedir(d);
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 using kindling::testing::error_of;
 
 torch::nn::Linear make_linear(int seed) {
@@ -72,7 +59,7 @@ TEST(CheckpointTest, KeepsTheBestWithIgnitesFileNames) {
   evaluator.on(kh::Checkpoint::SAVED_CHECKPOINT, [&] { ++saved_events; });
   std::vector<int> data{1};
   for (epoch = 1; epoch <= 5; ++epoch) evaluator.run(data);
-  EXPECT_EQ(files_in(dir),
+  EXPECT_EQ(kindling::testing::files_in(dir),
             (std::vector<std::string>{"best_model_2_test_accuracy=0.9000.pt", "best_model_4_test_accuracy=0.9500.pt"}));
   EXPECT_EQ(saved_events, 4);  // epochs 1, 2 (room), 3 (0.7 beats 0.5) and 4 earned a place
   EXPECT_EQ(*checkpoint->last_checkpoint(), dir + "/best_model_4_test_accuracy=0.9500.pt");
@@ -103,7 +90,7 @@ TEST(CheckpointTest, TrainingCheckpointRoundTripsEveryObject) {
   checkpoint->attach(trainer, Events::ITERATION_COMPLETED.every(3));
   std::vector<int> data{1, 2, 3, 4, 5};
   trainer.run(data, 2);
-  EXPECT_EQ(files_in(dir), std::vector<std::string>{"training_checkpoint_9.pt"});
+  EXPECT_EQ(kindling::testing::files_in(dir), std::vector<std::string>{"training_checkpoint_9.pt"});
 
   // Fresh objects, loaded from the file, equal the saved ones.
   const kindling::StateDict file = kh::Checkpoint::load_file(dir + "/training_checkpoint_9.pt");
@@ -142,7 +129,7 @@ TEST(CheckpointTest, MismatchedOrBrokenCheckpointsNameTheProblemAndChangeNothing
   engine.on(Events::COMPLETED, [&](Engine& e) { checkpoint(e); });
   engine.run(data);
   const std::string path = dir + "/checkpoint_1.pt";
-  ASSERT_EQ(files_in(dir), std::vector<std::string>{"checkpoint_1.pt"});
+  ASSERT_EQ(kindling::testing::files_in(dir), std::vector<std::string>{"checkpoint_1.pt"});
 
   at::manual_seed(9);
   torch::nn::Linear other(4, 5);  // another model: wrong shapes
@@ -182,11 +169,11 @@ TEST(DiskSaverTest, RequireEmptyAndStaleTemporaryFiles) {
   EXPECT_NE(e.find("old.pt"), std::string::npos) << e;
   EXPECT_NE(e.find("require_empty(false)"), std::string::npos) << e;
   kh::DiskSaver saver(dir, kh::DiskSaverOptions().require_empty(false));
-  EXPECT_EQ(files_in(dir), std::vector<std::string>{"old.pt"});  // the partial file is gone
+  EXPECT_EQ(kindling::testing::files_in(dir), std::vector<std::string>{"old.pt"});  // the partial file is gone
   EXPECT_THROW(kh::DiskSaver(dir + "/a/b", kh::DiskSaverOptions().create_dir(false)), kindling::UsageError);
   kh::DiskSaver nested(dir + "/a/b");
   nested.save({'h', 'i'}, "x.pt");
-  EXPECT_EQ(files_in(dir + "/a/b"), std::vector<std::string>{"x.pt"});
+  EXPECT_EQ(kindling::testing::files_in(dir + "/a/b"), std::vector<std::string>{"x.pt"});
 }
 
 // A child saves checkpoints in a loop; the parent kills it at a random moment, 50 times.
@@ -222,7 +209,7 @@ TEST(DiskSaverTest, KilledSavesNeverLeaveHalfFiles) {
     int status = 0;
     waitpid(pid, &status, 0);
     int complete = 0;
-    for (const auto& name : files_in(dir)) {
+    for (const auto& name : kindling::testing::files_in(dir)) {
       if (name.rfind(".kindling-partial-", 0) == 0) continue;  // removed by the next saver
       ASSERT_EQ(name.substr(name.size() - 3), ".pt");
       EXPECT_NO_THROW(kh::Checkpoint::load_file(dir + "/" + name)) << name << " in round " << round;

@@ -41,19 +41,6 @@ using Scalars = std::map<std::string, double>;
 
 void remove_tree(const std::string& dir) { std::system(("rm -rf '" + dir + "'").c_str()); }
 
-std::vector<std::string> files_in(const std::string& dir) {
-  std::vector<std::string> names;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      const std::string n = e->d_name;
-      if (n != "." && n != "..") names.push_back(n);
-    }
-    closedir(d);
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 std::vector<std::string> lines_of(const std::string& path) {
   std::ifstream in(path);
   std::vector<std::string> lines;
@@ -172,7 +159,7 @@ TEST(TensorboardLoggerTest, EveryScalarReadsBackInPythonWithItsTagAndStep) {
   expected.push_back({"direct/value", 42, 3.25});
   expected.push_back({"direct/negative step", -7, -1.5});
 
-  const std::vector<std::string> files = files_in(log_dir);
+  const std::vector<std::string> files = kindling::testing::files_in(log_dir);
   ASSERT_EQ(files.size(), 1u);
   EXPECT_EQ(file_path, log_dir + "/" + files[0]);
   const std::string prefix = "events.out.tfevents.", suffix = "." + kd::hostname();
@@ -205,7 +192,7 @@ TEST(TensorboardLoggerTest, ErrorsSayWhatToDo) {
             std::string::npos);
   kh::TensorboardLogger tb(dir);
   kh::TensorboardLogger second(dir);  // same directory, very likely the same second: its own file
-  EXPECT_EQ(files_in(dir).size(), 3u);
+  EXPECT_EQ(kindling::testing::files_in(dir).size(), 3u);
   EXPECT_NE(tb.file_path(), second.file_path());
   Engine engine([](Engine&, const int& b) -> Value { return b; });
   EXPECT_NE(error_of([&] { tb.attach_output_handler(engine, Events::EPOCH_COMPLETED, "t"); }).find("nothing to log"),
@@ -284,8 +271,8 @@ TEST(TensorboardLoggerTest, OnlyRankZeroCreatesAndWritesFiles) {
   opts.env["KINDLING_TEST_DIR"] = dir;
   const auto results = kindling::testing::run_workers("tensorboard_rank0_writes", opts);
   for (const auto& r : results) ASSERT_TRUE(r.ok()) << kindling::testing::describe(results);
-  EXPECT_EQ(files_in(dir), (std::vector<std::string>{"json_rank0", "shared.jsonl", "tb_rank0"}));
-  const std::vector<std::string> event_files = files_in(dir + "/tb_rank0");
+  EXPECT_EQ(kindling::testing::files_in(dir), (std::vector<std::string>{"json_rank0", "shared.jsonl", "tb_rank0"}));
+  const std::vector<std::string> event_files = kindling::testing::files_in(dir + "/tb_rank0");
   ASSERT_EQ(event_files.size(), 1u);
   EXPECT_EQ(read_with_python(dir + "/tb_rank0/" + event_files[0]).scalars.size(), 3u);
   const std::vector<std::string> shared = lines_of(dir + "/shared.jsonl");

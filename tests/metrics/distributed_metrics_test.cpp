@@ -15,6 +15,7 @@
 #include "kindling/dist/dist.h"
 #include "kindling/engine/engine.h"
 #include "kindling/metrics/metrics.h"
+#include "support/metrics.h"
 #include "support/multiprocess.h"
 
 namespace kd = kindling::dist;
@@ -23,12 +24,13 @@ using kindling::engine::Engine;
 using kindling::engine::Events;
 using kindling::engine::Value;
 using kindling::testing::LaunchOptions;
+using kindling::testing::pick;
 using kindling::testing::run_workers;
 
 namespace {
 
 constexpr int64_t kSamples = 50;
-constexpr int64_t kClasses = 4;
+constexpr int64_t kShardClasses = 4;
 constexpr int64_t kBatch = 4;
 
 // One sample's fields, made deterministically from its index.
@@ -39,8 +41,8 @@ struct Sample {
 Sample sample(int64_t i) {
   at::Generator gen = at::detail::createCPUGenerator(1000 + static_cast<uint64_t>(i));
   Sample s;
-  s.logits = at::randn({kClasses}, gen);
-  s.y = at::scalar_tensor((i * 7) % kClasses, at::kLong);
+  s.logits = at::randn({kShardClasses}, gen);
+  s.y = at::scalar_tensor((i * 7) % kShardClasses, at::kLong);
   s.bin_pred = at::scalar_tensor((i * 5) % 3 == 0 ? 1 : 0, at::kLong);
   s.bin_y = at::scalar_tensor(i % 2, at::kLong);
   s.multilabel_pred = (at::rand({3}, gen) > 0.5).to(at::kLong);
@@ -87,10 +89,6 @@ std::vector<Value> batches(const std::vector<int64_t>& indices) {
   return out;
 }
 
-km::OutputTransform pick(const std::string& pred, const std::string& target) {
-  return [pred, target](const Value& o) { return Value{o[pred], o[target]}; };
-}
-
 // Runs an evaluator with every metric over this process's shard; returns name -> text.
 std::map<std::string, std::string> evaluate(const std::vector<int64_t>& indices) {
   Engine evaluator([](Engine&, const Value& batch) { return batch; });
@@ -126,7 +124,7 @@ std::map<std::string, std::string> evaluate(const std::vector<int64_t>& indices)
   metrics.push_back({"multilabel_recall_samples",
                      std::make_shared<km::Recall>(pick("ml_pred", "ml_y"), PR::Average::kSamples, true)});
   metrics.push_back({"f1", km::Fbeta(1.0, true, nullptr, nullptr, pick("logits", "y"))});
-  auto cm = std::make_shared<km::ConfusionMatrix>(kClasses, std::nullopt, pick("logits", "y"));
+  auto cm = std::make_shared<km::ConfusionMatrix>(kShardClasses, std::nullopt, pick("logits", "y"));
   metrics.push_back({"confusion", cm});
   metrics.push_back({"iou", km::IoU(cm)});
   metrics.push_back({"miou", km::mIoU(cm)});

@@ -23,6 +23,7 @@
 #include "kindling/handlers/stateful.h"
 #include "kindling/metrics/metrics.h"
 #include "support/errors.h"
+#include "support/metrics.h"
 #include "support/multiprocess.h"
 
 namespace kd = kindling::dist;
@@ -34,25 +35,22 @@ using kindling::engine::Events;
 using kindling::engine::Value;
 using kindling::testing::error_of;
 using kindling::testing::LaunchOptions;
+using kindling::testing::pick;
 using kindling::testing::run_workers;
 
 namespace {
 
 constexpr int64_t kBatches = 7;
-constexpr int64_t kClasses = 3;
+constexpr int64_t kStateClasses = 3;
 
 // Batch b of `rank`: logits, labels and a regression pair, drawn from a fixed seed.
 Value batch(int rank, int64_t b) {
   at::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(100 * rank + b + 1));
   const int64_t n = 3 + b % 3;
-  return Value::named({{"logits", at::randn({n, kClasses}, gen)},
-                       {"y", at::randint(kClasses, {n}, gen)},
+  return Value::named({{"logits", at::randn({n, kStateClasses}, gen)},
+                       {"y", at::randint(kStateClasses, {n}, gen)},
                        {"reg", at::randn({n}, gen).to(at::kDouble)},
                        {"reg_y", at::randn({n}, gen).to(at::kDouble)}});
-}
-
-km::OutputTransform pick(const std::string& pred, const std::string& target) {
-  return [pred, target](const Value& o) { return Value{o[pred], o[target]}; };
 }
 
 using Named = std::vector<std::pair<std::string, std::shared_ptr<km::Metric>>>;
@@ -69,7 +67,7 @@ Named make_metrics() {
       {"precision", std::make_shared<km::Precision>(pick("logits", "y"), PR::Average::kMacro)},
       {"recall", std::make_shared<km::Recall>(pick("logits", "y"), PR::Average::kNone)},
       {"top2", std::make_shared<km::TopKCategoricalAccuracy>(2, pick("logits", "y"))},
-      {"confusion", std::make_shared<km::ConfusionMatrix>(kClasses, std::nullopt, pick("logits", "y"))},
+      {"confusion", std::make_shared<km::ConfusionMatrix>(kStateClasses, std::nullopt, pick("logits", "y"))},
       {"mse", std::make_shared<km::MeanSquaredError>(pick("reg", "reg_y"))},
       {"average", std::make_shared<km::Average>([](const Value& o) { return Value(o["reg"].mean()); })},
       {"epoch", std::make_shared<km::EpochMetric>(

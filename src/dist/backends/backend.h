@@ -43,9 +43,9 @@ class PendingOp {
   virtual void wait(std::chrono::milliseconds timeout) = 0;
   /// wait(), for engines whose wait cannot be cut into short waits (mpi's blocking calls
   /// and its shared-memory all_reduce): once the wait has lasted a second they call
-  /// `stalled` about every 250 ms, from this or another thread, and give up on a non-empty
-  /// answer: by throwing kindling::TimeoutError with it, or, inside a blocking MPI call that
-  /// cannot be left, by logging it and ending the job. Other engines just wait().
+  /// `stalled` about every 250 ms, from this or another thread, and on a non-empty answer
+  /// log it and end the job (mpi cannot leave the call, nor free or finalize, without the
+  /// stalled rank). Other engines just wait().
   virtual void wait_watched(std::chrono::milliseconds timeout, const StallCheck& stalled) { wait(timeout); }
   virtual bool is_completed() = 0;
   /// Group rank of the sender for a receive from any source, else -1.

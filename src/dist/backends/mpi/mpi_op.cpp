@@ -78,6 +78,17 @@ int count_of(const at::Tensor& t) {
   return static_cast<int>(t.numel());
 }
 
+void end_job_for_stall(std::string why, const char* call) {
+  // log() tags the line with the rank itself.
+  const std::string tag = ::kindling::detail::rank_prefix();
+  if (why.rfind(tag, 0) == 0) why.erase(0, tag.size());
+  log(LogLevel::kCritical, why + " (mpi backend: " + call +
+                               " waits on that rank, and MPI could neither free this rank's windows and "
+                               "communicators nor finalize without it, so kindling ends the job with MPI_Abort)");
+  MPI_Abort(MPI_COMM_WORLD, 124);
+  std::_Exit(124);
+}
+
 namespace {
 
 // Open MPI's non-blocking collectives (libnbc) run other, slower algorithms than its
@@ -119,17 +130,8 @@ class Watchdog {
       const auto now = std::chrono::steady_clock::now();
       if (stalled_ != nullptr && now >= next_check_) {
         next_check_ = now + std::chrono::milliseconds(250);
-        std::string why = (*stalled_)();
-        // log() tags the line with the rank itself.
-        const std::string tag = ::kindling::detail::rank_prefix();
-        if (why.rfind(tag, 0) == 0) why.erase(0, tag.size());
-        if (!why.empty()) {
-          log(LogLevel::kCritical, why + " (mpi backend: " + call_ +
-                                       " is a blocking MPI call that cannot be left, so kindling ends the job with "
-                                       "MPI_Abort)");
-          MPI_Abort(MPI_COMM_WORLD, 124);
-          std::_Exit(124);
-        }
+        const std::string why = (*stalled_)();
+        if (!why.empty()) end_job_for_stall(why, call_);
       }
       if (now < deadline_) continue;
       log(LogLevel::kCritical,

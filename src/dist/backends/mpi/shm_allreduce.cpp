@@ -1,5 +1,6 @@
 // Shared-memory all-reduce for single-node MPI communicators; see shm_allreduce.h.
 #include "dist/backends/mpi/shm_allreduce.h"
+#include "dist/backends/mpi/mpi_op.h"
 #include "dist/backends/mpi/shm_kernels.h"
 
 #include "kindling/error.h"
@@ -254,11 +255,8 @@ void ShmAllreduce::wait_for(int q, int which, std::int64_t value, const char* ph
       }
       if (stalled_ != nullptr && now >= next_check_) {
         next_check_ = now + std::chrono::milliseconds(250);
-        std::string why = (*stalled_)();
-        if (!why.empty()) {
-          broken_ = true;
-          throw TimeoutError(why);
-        }
+        const std::string why = (*stalled_)();
+        if (!why.empty()) end_job_for_stall(why, "the shared-memory all_reduce");
       }
     }
     sched_yield();  // ranks may outnumber cores

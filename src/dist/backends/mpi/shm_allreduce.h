@@ -49,10 +49,10 @@ class ShmAllreduce {
   at::Tensor empty(at::IntArrayRef sizes, const at::TensorOptions& options);
 
   /// Reduces contiguous `t` in place. Throws std::runtime_error naming the ranks when
-  /// peers do not arrive within `timeout` or called with a different tensor or op, and
-  /// kindling::TimeoutError with the answer of `stalled` (when given; asked every 250 ms
-  /// after a second of waiting) once it is not empty. The path is then unusable (later
-  /// calls throw) because the peers' counters disagree.
+  /// peers do not arrive within `timeout` or called with a different tensor or op; the
+  /// path is then unusable (later calls throw) because the peers' counters disagree. Asks
+  /// `stalled` (when given) every 250 ms after a second of waiting, and ends the job on a
+  /// non-empty answer (end_job_for_stall in mpi_op.h).
   void run(at::Tensor& t, ReduceOp op, std::chrono::milliseconds timeout, const StallCheck* stalled = nullptr);
 
  private:
