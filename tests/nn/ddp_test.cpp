@@ -135,7 +135,8 @@ KINDLING_WORKER(ddp_find_unused) {
     (torch::mse_loss(reference(rows(x, r), r == 0), rows(y, r)) / world).backward();
   }
   for (const auto& item : model->named_parameters()) {
-    const auto& ref = reference->named_parameters()[item.key()];
+    // A copy: named_parameters() returns a temporary dictionary (TSan found the dangling reference).
+    const at::Tensor ref = reference->named_parameters()[item.key()];
     if (item.key().rfind("never", 0) == 0) {
       WCHECK(!item.value().grad().defined(), << item.key() << " was used by no rank and must keep no gradient");
       continue;
