@@ -8,10 +8,7 @@
 #include "dist/backends/mpi/progress_store.h"
 #include "dist/backends/mpi/shm_allreduce.h"
 
-// The C API only: Open MPI's deprecated C++ bindings would need libmpi_cxx.
-#define OMPI_SKIP_MPICXX 1
-#define MPICH_SKIP_MPICXX 1
-#include <mpi.h>
+#include "dist/backends/mpi/mpi_c.h"
 
 #include <ATen/ATen.h>
 

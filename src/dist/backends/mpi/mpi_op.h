@@ -2,10 +2,7 @@
 // Internal to the mpi backend: MPI error and type helpers, and MpiOp, one started MPI
 // operation (a PendingOp) with its requests, the tensors they use and a completion action.
 
-// The C API only: Open MPI's deprecated C++ bindings would need libmpi_cxx.
-#define OMPI_SKIP_MPICXX 1
-#define MPICH_SKIP_MPICXX 1
-#include <mpi.h>
+#include "dist/backends/mpi/mpi_c.h"
 
 #include <ATen/core/Tensor.h>
 

@@ -3,9 +3,7 @@
 // store, but the stall monitor (dist/stall_monitor.h) publishes and reads progress through
 // one, on a connection that a frozen rank cannot block in MPI. Rank 0 therefore starts a
 // small c10d TCPStore on a free port and tells the others where it is (MPI_Bcast).
-#define OMPI_SKIP_MPICXX 1
-#define MPICH_SKIP_MPICXX 1
-#include <mpi.h>
+#include "dist/backends/mpi/mpi_c.h"
 
 #include "dist/backends/backend.h"
 

@@ -12,9 +12,7 @@
 //      peer's slot into my tensor and my slot; reduced[r] = s
 //   3. wait for reduced[q] = s; copy block q from q's slot into my tensor; finished[r] = s
 // Every block is reduced once, in rank order, so all ranks get bit-identical results.
-#define OMPI_SKIP_MPICXX 1
-#define MPICH_SKIP_MPICXX 1
-#include <mpi.h>
+#include "dist/backends/mpi/mpi_c.h"
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/TensorOptions.h>
