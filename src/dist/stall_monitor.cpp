@@ -78,9 +78,9 @@ struct StallMonitor::Shared {
 
   std::map<std::pair<int, int>, PeerView> peers;  // (group id, global rank)
 
-  // Store health: an operation in flight since io_since, or the last failure.
+  // Store health: an operation in flight, the last answer, or the last failure.
   bool io_busy = false;
-  Clock::time_point io_since{};
+  Clock::time_point io_answered{};  // when the store last answered (set at start)
   bool io_failing = false;
   Clock::time_point io_failing_since{};
   std::string io_error;
@@ -123,7 +123,6 @@ void StallMonitor::Shared::loop() {
     if (writes.empty() && reads.empty()) continue;
 
     io_busy = true;
-    io_since = now;
     lock.unlock();
     std::vector<std::pair<bool, std::string>> values(reads.size());  // (present, entry)
     std::string error;
@@ -148,6 +147,7 @@ void StallMonitor::Shared::loop() {
       continue;
     }
     io_failing = false;
+    io_answered = done;
     for (std::size_t i = 0; i < reads.size(); ++i) {
       PeerView& v = peers[reads[i]];
       if (!values[i].first) {
@@ -185,6 +185,7 @@ StallMonitor::StallMonitor(MonitorTarget target, int rank, milliseconds stall_pe
   if (stall_period.count() > 0) s.beat_every = std::clamp(stall_period / 10, milliseconds(1000), milliseconds(5000));
   s.read_every = stall_period.count() > 0 ? std::clamp(stall_period / 20, milliseconds(250), milliseconds(3000))
                                           : milliseconds(3000);
+  s.io_answered = Clock::now();
   s.thread = std::thread([keep = shared_] { keep->loop(); });
 }
 
@@ -231,8 +232,12 @@ std::string StallMonitor::verdict(const GroupState& group, int64_t seq, const ch
   const auto now = Clock::now();
   if (s.stall.count() <= 0 || now - s.wait_since < s.stall) return {};
   std::ostringstream out;
-  if (s.io_busy && now - s.io_since >= s.stall) {
-    const std::string quiet = std::to_string(seconds_since(s.io_since, now));
+  // Silence is counted from the store's last answer or the start of this wait, whichever is
+  // later, not from when the pending request was sent: every waiting rank then reaches the
+  // same verdict at about the same time, whichever request of its own happened to block.
+  const auto silent_since = std::max(s.io_answered, s.wait_since);
+  if (s.io_busy && now - silent_since >= s.stall) {
+    const std::string quiet = std::to_string(seconds_since(silent_since, now));
     if (s.target.host_rank >= 0)
       return "stalled: rank " + std::to_string(s.target.host_rank) + " (it hosts the rendezvous store, which has " +
              "not answered for " + quiet + " s: its process is stopped, frozen or cut off)";

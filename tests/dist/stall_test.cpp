@@ -12,9 +12,11 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <thread>
 
+#include "support/files.h"
 #include "support/multiprocess.h"
 
 namespace kd = kindling::dist;
@@ -58,7 +60,17 @@ KINDLING_WORKER(stopped_rank) {
     } catch (const kindling::CommunicationError& again) {
       WCHECK(std::string(again.what()).find("an earlier collective failed") != std::string::npos, << again.what());
     }
-    if (kd::get_rank() == (stalled == 0 ? 1 : 0)) ::kill(static_cast<pid_t>(pids[stalled]), SIGKILL);
+    // Killing the stopped rank resets its connections, which the survivors that have not
+    // given up yet would see as a crashed peer: the killer first waits (at most 15 s) until
+    // every survivor has left a mark that it reached its verdict.
+    const std::string marks = std::getenv("MARK_DIR");
+    std::ofstream(marks + "/" + std::to_string(kd::get_rank())).put('x');
+    if (kd::get_rank() == (stalled == 0 ? 1 : 0)) {
+      const auto since = std::chrono::steady_clock::now();
+      while (kindling::testing::files_in(marks).size() < 2 && seconds_since(since) < 15.0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      ::kill(static_cast<pid_t>(pids[stalled]), SIGKILL);
+    }
     const auto finalize_start = std::chrono::steady_clock::now();
     kd::finalize();  // must not wait for the engine's blocked threads
     WCHECK(seconds_since(finalize_start) < 5.0, << "finalize took " << seconds_since(finalize_start) << " s");
@@ -76,8 +88,11 @@ TEST_P(StoppedRank, IsNamedByEveryOtherRankWithinTheStallPeriod) {
   opts.world_size = 3;
   opts.deadline = std::chrono::seconds(60);
   opts.env["STALL_RANK"] = std::to_string(stalled);
+  const std::string marks = kindling::testing::make_temp_dir("stall");
+  opts.env["MARK_DIR"] = marks;
   const auto start = std::chrono::steady_clock::now();
   auto results = run_workers("stopped_rank", opts);
+  std::filesystem::remove_all(marks);
   for (int r = 0; r < 3; ++r) {
     if (r == stalled) {
       EXPECT_EQ(results[r].signal, SIGKILL) << describe(results);
