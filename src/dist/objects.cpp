@@ -2,6 +2,7 @@
 // tensor codec of kindling/dist/serialize.h, and one_rank_first's guard.
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -66,6 +67,7 @@ std::string broadcast_bytes(const std::string* bytes, int src, const Group& grou
   at::Tensor len = at::empty({1}, at::TensorOptions().dtype(at::kLong).device(device()));
   len.fill_(static_cast<int64_t>(bytes ? bytes->size() : 0));
   const int64_t n = broadcast(len, src, group).to(at::kCPU).item<int64_t>();
+  KINDLING_CHECK(n >= 0, "kindling::dist::broadcast: rank ", src, " announced a negative length ", n);
   at::Tensor buf = at::empty({std::max<int64_t>(n, 1)}, at::TensorOptions().dtype(at::kByte));
   if (bytes) std::memcpy(buf.data_ptr<uint8_t>(), bytes->data(), bytes->size());
   buf = broadcast(buf.to(device()), src, group).to(at::kCPU).contiguous();
@@ -82,11 +84,31 @@ void encode_tensor(ByteWriter& out, const at::Tensor& tensor) {
 }
 
 at::Tensor decode_tensor(ByteReader& in) {
-  auto dtype = static_cast<at::ScalarType>(in.pod<int8_t>());
+  // Everything a peer declares is checked against the message before anything is
+  // allocated, so a corrupt or hostile message throws instead of exhausting memory.
+  const int code = in.pod<int8_t>();
+  KINDLING_CHECK(code >= 0 && code < static_cast<int>(at::ScalarType::NumOptions) &&
+                     code != static_cast<int>(at::ScalarType::Undefined),
+                 "kindling::dist deserialization: unknown tensor dtype code ", code);
+  const auto dtype = static_cast<at::ScalarType>(code);
   auto ndim = in.pod<uint32_t>();
   KINDLING_CHECK(ndim < 64, "kindling::dist deserialization: implausible tensor rank ", ndim);
   std::vector<int64_t> sizes(ndim);
-  for (auto& d : sizes) d = in.pod<int64_t>();
+  for (auto& d : sizes) {
+    d = in.pod<int64_t>();
+    KINDLING_CHECK(d >= 0, "kindling::dist deserialization: negative tensor size ", d);
+  }
+  if (std::find(sizes.begin(), sizes.end(), 0) == sizes.end()) {
+    const uint64_t fits = in.remaining() / c10::elementSize(dtype);  // elements the message can hold
+    uint64_t count = 1;
+    for (int64_t d : sizes) {
+      KINDLING_CHECK(count <= fits / static_cast<uint64_t>(d),
+                     "kindling::dist deserialization: the tensor's declared shape ", c10::IntArrayRef(sizes),
+                     " needs more data than the message holds (", in.remaining(),
+                     " bytes left); the sender and receiver disagree on the value's type");
+      count *= static_cast<uint64_t>(d);
+    }
+  }
   at::Tensor t = at::empty(sizes, at::TensorOptions().dtype(dtype));
   if (t.nbytes() > 0) in.read(t.data_ptr(), t.nbytes());  // memcpy to null is undefined (UBSan)
   return t;

@@ -128,7 +128,15 @@ class OptimizerState : public Stateful {
 
   void load_state_dict(const StateDict& state, bool) override {
     if (state.contains("torch_archive")) {
+      // LibTorch's archive reader is its TorchScript loader, which can run code a crafted
+      // file holds: it is reached only for the optimizer kinds kindling cannot save itself.
+      KINDLING_CHECK(!known(), "the checkpoint holds a LibTorch optimizer archive (saved from an optimizer other "
+                               "than SGD/Adam/AdamW), but this optimizer is SGD, Adam or AdamW; load it into the "
+                               "kind of optimizer that saved it");
       const at::Tensor bytes = state.at("torch_archive").toTensor().contiguous();
+      KINDLING_CHECK(bytes.scalar_type() == at::kByte && bytes.dim() == 1,
+                     "the optimizer's 'torch_archive' entry must be a 1-D uint8 tensor, got ",
+                     c10::toString(bytes.scalar_type()), " of shape ", bytes.sizes());
       std::istringstream in(std::string(static_cast<const char*>(bytes.data_ptr()), bytes.numel()));
       torch::serialize::InputArchive archive;
       archive.load_from(in);
@@ -148,6 +156,7 @@ class OptimizerState : public Stateful {
                      " parameters in the checkpoint but ", mine[i].params().size(), " in the optimizer");
     }
     const auto states = state.at("state").toGenericDict();
+    check_state_shapes(states);
     // Checked: apply.
     int64_t index = 0;
     for (std::size_t i = 0; i < mine.size(); ++i) {
@@ -169,6 +178,27 @@ class OptimizerState : public Stateful {
            dynamic_cast<torch::optim::AdamW*>(&optimizer_);
   }
   bool sgd() const { return dynamic_cast<torch::optim::SGD*>(&optimizer_) != nullptr; }
+
+  // Every per-parameter buffer the checkpoint holds must have its parameter's shape: a wrong
+  // one would otherwise only fail (or broadcast silently) at the next step.
+  void check_state_shapes(const c10::impl::GenericDict& states) const {
+    int64_t index = 0;
+    const auto& groups = optimizer_.param_groups();
+    for (std::size_t i = 0; i < groups.size(); ++i) {
+      for (const auto& p : groups[i].params()) {
+        if (states.contains(index)) {
+          const auto entry = states.at(index).toGenericDict();
+          for (const char* key : {"momentum_buffer", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"}) {
+            const at::Tensor t = tensor_of(entry, key);
+            KINDLING_CHECK(!t.defined() || t.sizes() == p.sizes(), "the optimizer state of parameter ", index,
+                           " (group ", i, ") has a '", key, "' of shape ", t.sizes(), " but the parameter's shape is ",
+                           p.sizes(), "; the checkpoint was saved from a different model");
+          }
+        }
+        ++index;
+      }
+    }
+  }
 
   static void options_to(const torch::optim::OptimizerOptions& o, c10::impl::GenericDict& g) {
     if (auto* s = dynamic_cast<const torch::optim::SGDOptions*>(&o)) {

@@ -98,3 +98,39 @@ TEST(SerialModelTest, SerializationRoundTripsNestedValues) {
   std::unordered_map<int64_t, double> um{{5, 0.5}};
   EXPECT_EQ((kd::decode<std::unordered_map<int64_t, double>>(kd::encode(um))), um);
 }
+
+// The tensor codec of the object collectives checks what a peer declares (dtype, sizes,
+// length) against the message before allocating, so a corrupt or hostile message throws a
+// kindling::UsageError instead of allocating what it claims.
+TEST(SerialModelTest, TensorCodecRejectsCorruptMessagesBeforeAllocating) {
+  using Codec = kd::Codec<at::Tensor>;
+  const auto message = [](int8_t dtype, std::vector<int64_t> sizes, std::size_t payload) {
+    kd::ByteWriter out;
+    out.pod<int8_t>(dtype);
+    out.pod<uint32_t>(static_cast<uint32_t>(sizes.size()));
+    for (auto d : sizes) out.pod<int64_t>(d);
+    out.write(std::string(payload, '\0').data(), payload);
+    return out.bytes();
+  };
+  const auto decode = [](const std::string& bytes) {
+    kd::ByteReader in(bytes);
+    return Codec::decode(in);
+  };
+  const int8_t f32 = static_cast<int8_t>(at::kFloat);
+  // Well-formed messages, including empty tensors with a huge other dimension.
+  EXPECT_TRUE(at::equal(decode(message(f32, {2, 3}, 24)), at::zeros({2, 3})));
+  EXPECT_EQ(decode(message(f32, {int64_t(1) << 40, 0}, 0)).numel(), 0);
+  kd::ByteWriter round;
+  Codec::encode(round, at::arange(6, at::kLong).view({3, 2}));
+  EXPECT_TRUE(at::equal(decode(round.bytes()), at::arange(6, at::kLong).view({3, 2})));
+  // A terabyte declared, 24 bytes sent.
+  EXPECT_THROW_MSG(decode(message(f32, {int64_t(1) << 20, int64_t(1) << 20, 256}, 24)), kindling::UsageError,
+                   "needs more data than the message holds (24 bytes left)");
+  // Sizes whose product overflows 64 bits.
+  EXPECT_THROW_MSG(decode(message(f32, {int64_t(1) << 62, int64_t(1) << 62, 4}, 24)), kindling::UsageError,
+                   "needs more data than the message holds");
+  EXPECT_THROW_MSG(decode(message(f32, {2, -3}, 24)), kindling::UsageError, "negative tensor size -3");
+  EXPECT_THROW_MSG(decode(message(100, {2}, 8)), kindling::UsageError, "unknown tensor dtype code 100");
+  EXPECT_THROW_MSG(decode(message(-1, {2}, 8)), kindling::UsageError, "unknown tensor dtype code -1");
+  EXPECT_THROW_MSG(decode(message(f32, {3}, 8)), kindling::UsageError, "needs more data than the message holds");
+}

@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
 #include <torch/serialize.h>
 
@@ -159,6 +160,62 @@ TEST(CheckpointTest, MismatchedOrBrokenCheckpointsNameTheProblemAndChangeNothing
   EXPECT_NE(truncated.find(dir + "/truncated.pt"), std::string::npos) << truncated;
   EXPECT_NE(truncated.find("not a readable checkpoint"), std::string::npos) << truncated;
   EXPECT_NE(error_of([&] { kh::Checkpoint::load_file(dir + "/absent.pt"); }).find("cannot open"), std::string::npos);
+}
+
+// Optimizer entries are checked before anything is applied: per-parameter buffers must have
+// their parameter's shape, and LibTorch's own archive (which only optimizers kindling cannot
+// save field by field use) never reaches an SGD/Adam/AdamW.
+TEST(CheckpointTest, OptimizerStateIsCheckedBeforeUse) {
+  auto train_once = [](torch::nn::Linear& m, torch::optim::Optimizer& o) {
+    o.zero_grad();
+    m->forward(at::ones({2, m->options.in_features()})).pow(2).mean().backward();
+    o.step();
+  };
+  // RMSprop goes through LibTorch's archive, and comes back.
+  auto a = make_linear(1);
+  torch::optim::RMSprop rms(a->parameters(), torch::optim::RMSpropOptions(0.01));
+  train_once(a, rms);
+  const kindling::StateDict rms_state = kh::stateful(rms)->state_dict();
+  ASSERT_TRUE(rms_state.contains("torch_archive"));
+  auto b = make_linear(1);
+  torch::optim::RMSprop rms2(b->parameters(), torch::optim::RMSpropOptions(0.5));
+  kh::stateful(rms2)->load_state_dict(rms_state);
+  // LibTorch's archive carries the per-parameter state (it keeps the receiver's options).
+  ASSERT_EQ(rms2.state().size(), 2u);
+  const auto square_avgs = [](torch::optim::RMSprop& o) {  // order-free: the sorted sums per parameter
+    std::vector<double> sums;
+    for (const auto& kv : o.state())
+      sums.push_back(static_cast<torch::optim::RMSpropParamState&>(*kv.second).square_avg().sum().item<double>());
+    std::sort(sums.begin(), sums.end());
+    return sums;
+  };
+  EXPECT_EQ(square_avgs(rms), square_avgs(rms2));
+  EXPECT_GT(square_avgs(rms2).back(), 0.0);
+
+  // ... but an SGD refuses it without opening it.
+  auto c = make_linear(1);
+  torch::optim::SGD sgd(c->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  const std::string archive = error_of([&] { kh::stateful(sgd)->load_state_dict(rms_state); });
+  EXPECT_NE(archive.find("holds a LibTorch optimizer archive"), std::string::npos) << archive;
+  EXPECT_NE(archive.find("load it into the kind of optimizer that saved it"), std::string::npos) << archive;
+
+  // Momentum buffers of another model's shapes (same number of parameters) are refused,
+  // and the optimizer keeps its state.
+  train_once(c, sgd);
+  const kindling::StateDict small = kh::stateful(sgd)->state_dict();
+  at::manual_seed(3);
+  torch::nn::Linear wide(4, 5);
+  torch::optim::SGD sgd_wide(wide->parameters(), torch::optim::SGDOptions(0.2).momentum(0.5));
+  train_once(wide, sgd_wide);
+  const kindling::StateDict before = kh::stateful(sgd_wide)->state_dict();
+  const std::string shapes = error_of([&] { kh::stateful(sgd_wide)->load_state_dict(small); });
+  EXPECT_NE(shapes.find("parameter 0 (group 0) has a 'momentum_buffer' of shape [3, 4]"), std::string::npos)
+      << shapes;
+  EXPECT_NE(shapes.find("the parameter's shape is [5, 4]"), std::string::npos) << shapes;
+  const kindling::StateDict after = kh::stateful(sgd_wide)->state_dict();
+  EXPECT_DOUBLE_EQ(after.at("param_groups").toList().get(0).toGenericDict().at("lr").toDouble(), 0.2);
+  EXPECT_TRUE(at::equal(before.at("state").toGenericDict().at(0).toGenericDict().at("momentum_buffer").toTensor(),
+                        after.at("state").toGenericDict().at(0).toGenericDict().at("momentum_buffer").toTensor()));
 }
 
 TEST(DiskSaverTest, RequireEmptyAndStaleTemporaryFiles) {

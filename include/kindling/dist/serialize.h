@@ -75,6 +75,8 @@ class ByteReader {
     return s;
   }
   bool done() const { return pos_ == bytes_.size(); }
+  /// Bytes not read yet.
+  std::size_t remaining() const { return bytes_.size() - pos_; }
 
  private:
   const std::string& bytes_;
