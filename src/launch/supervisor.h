@@ -65,7 +65,10 @@ struct SupervisorResult {
 /// started at all (fork or pipe failure); an exec failure is reported as exit code 127.
 SupervisorResult supervise(const std::vector<WorkerSpec>& workers, const SupervisorOptions& options);
 
-/// A TCP port that was free on 127.0.0.1 a moment ago (bind to port 0).
+/// A TCP port that was free on every address of this host a moment ago, chosen at random
+/// below the kernel's ephemeral range (so that no port-0 bind is given it before the store
+/// binds it); from the ephemeral range only when there is no room below it. Throws
+/// std::runtime_error when no socket can be bound.
 int find_free_port();
 
 /// "SIGKILL", "SIGTERM", ... or "signal <n>".

@@ -5,11 +5,17 @@
 
 #include <kindling/kindling.h>
 
+#include <unistd.h>
+
 #include <csignal>
+#include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <thread>
 
+#include "support/errors.h"
 #include "support/multiprocess.h"
+#include "support/reset_proxy.h"
 
 namespace kd = kindling::dist;
 using kindling::testing::describe;
@@ -217,4 +223,44 @@ TEST(FailureTest, FingerprintsNameEachRanksCallOnAMismatch) {
   opts.env["KINDLING_DISTRIBUTED_DEBUG"] = "DETAIL";
   auto results = run_workers("fingerprint_mismatch", opts);
   for (const auto& r : results) EXPECT_TRUE(r.ok()) << describe(results);
+}
+
+// The store's connections are reset while the ranks train (its host's machine dropped
+// them, or it was killed mid-handshake): no thread may end the process over it, and the
+// next store operation is a CommunicationError about the store. Rank 1 reaches the store
+// through a proxy that resets every connection once the marker file exists.
+KINDLING_WORKER(store_connection_reset) {
+  kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(10)));
+  WCHECK(kd::all_reduce(1) == 2, << "before the reset");
+  if (kd::get_rank() == 1) {
+    std::ofstream(std::getenv("KINDLING_TEST_RESET_MARKER")) << "reset\n";
+    // LibTorch 1.13's own store client ended the process here (SIGABRT from its watch thread).
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  }
+  WCHECK(kd::all_reduce(2) == 4, << "the process group does not need the store");
+  if (kd::get_rank() == 1) {
+    const std::string msg = kindling::testing::error_of<kindling::CommunicationError>([] { kd::new_group({0, 1}); });
+    std::cout << "ERROR: " << msg << std::endl;
+    WCHECK(msg.find("new_group") != std::string::npos && msg.find("rendezvous store failed") != std::string::npos,
+           << msg);
+    WCHECK(msg.find("reset") != std::string::npos || msg.find("closed") != std::string::npos, << msg);
+  }
+  kd::finalize();
+}
+
+TEST(FailureTest, StoreConnectionResetIsACommunicationErrorNotACrash) {
+  char dir[] = "/tmp/kindling-reset-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string marker = std::string(dir) + "/marker";
+  const int store_port = kindling::testing::free_port();
+  kindling::testing::ResetProxy proxy(store_port, marker);
+  LaunchOptions opts;
+  opts.world_size = 2;
+  opts.env = {{"MASTER_PORT", std::to_string(store_port)}, {"KINDLING_TEST_RESET_MARKER", marker}};
+  opts.rank_env[1] = {{"MASTER_PORT", std::to_string(proxy.port())}};
+  opts.deadline = std::chrono::seconds(60);
+  auto results = run_workers("store_connection_reset", opts);
+  for (const auto& r : results) EXPECT_TRUE(r.ok()) << describe(results);
+  std::remove(marker.c_str());
+  ::rmdir(dir);
 }

@@ -16,6 +16,8 @@
 #include <iostream>
 #include <thread>
 
+#include "launch/supervisor.h"
+
 namespace kindling {
 namespace testing {
 namespace {
@@ -65,19 +67,7 @@ int maybe_run_worker(int argc, char** argv) {
   return -1;
 }
 
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  int port = ntohs(addr.sin_port);
-  ::close(fd);
-  return port;
-}
+int free_port() { return kindling::launch::find_free_port(); }
 
 std::string test_backend() {
   const char* b = std::getenv("KINDLING_TEST_BACKEND");

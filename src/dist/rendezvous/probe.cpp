@@ -55,24 +55,45 @@ void check_store_folder(const std::string& path, const std::string& init_method)
                  "ranks)");
 }
 
+int connect_tcp(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) {
+    errno = EHOSTUNREACH;
+    return -1;
+  }
+  int connected = -1;
+  int error = ECONNREFUSED;
+  for (addrinfo* a = found; a != nullptr && connected < 0; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      error = errno;
+      continue;
+    }
+    int rc;
+    do {
+      rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
+    } while (rc != 0 && errno == EINTR);
+    if (rc == 0) {
+      connected = fd;
+    } else {
+      error = errno;
+      ::close(fd);
+    }
+  }
+  ::freeaddrinfo(found);
+  if (connected < 0) errno = error;
+  return connected;
+}
+
 bool wait_for_listener(const std::string& host, int port, std::chrono::steady_clock::time_point deadline) {
   for (;;) {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* found = nullptr;
-    if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) == 0) {
-      for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
-        const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-        if (fd < 0) continue;
-        const bool connected = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0;
-        ::close(fd);
-        if (connected) {
-          ::freeaddrinfo(found);
-          return true;
-        }
-      }
-      ::freeaddrinfo(found);
+    const int fd = connect_tcp(host, port);
+    if (fd >= 0) {
+      ::close(fd);
+      return true;
     }
     if (std::chrono::steady_clock::now() >= deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));

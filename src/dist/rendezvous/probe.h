@@ -18,6 +18,11 @@ void check_resolvable(const std::string& host, const std::string& what, std::chr
 /// does not exist or is not a folder.
 void check_store_folder(const std::string& path, const std::string& init_method);
 
+/// One attempt to open a TCP connection to host:port (every address the name resolves to,
+/// in order). Returns the connected socket (close-on-exec; the caller closes it), or -1
+/// with errno of the last attempt (EHOSTUNREACH when the name does not resolve).
+int connect_tcp(const std::string& host, int port);
+
 /// Waits until something accepts TCP connections at host:port (a refused connection is
 /// retried: the store's host may not have started yet). Returns false at `deadline`.
 bool wait_for_listener(const std::string& host, int port, std::chrono::steady_clock::time_point deadline);

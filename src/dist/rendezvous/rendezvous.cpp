@@ -14,6 +14,7 @@
 
 #include "common/env.h"
 #include "dist/rendezvous/probe.h"
+#include "dist/rendezvous/store_client.h"
 #include "kindling/error.h"
 
 namespace kindling {
@@ -54,8 +55,8 @@ std::string new_generation() {
 
 // True when `store` is the one this process last joined at `where` (same generation).
 // Remembers the generation of a store that is not. Never throws: a store that cannot be
-// read counts as the previous one (it is going away).
-bool is_previous_store(c10d::TCPStore& store, const std::string& where) {
+// read counts as the previous one (it is going away), and `failure` says why.
+bool is_previous_store(c10d::Store& store, const std::string& where, std::string& failure) {
   static std::mutex mu;
   static std::map<std::string, std::string> joined;  // address -> generation
   std::string generation;
@@ -65,7 +66,8 @@ bool is_previous_store(c10d::TCPStore& store, const std::string& where) {
       const auto raw = store.get(kGenerationKey);
       generation.assign(raw.begin(), raw.end());
     }
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
+    failure = engine_message(e);
     return true;
   }
   std::lock_guard<std::mutex> lock(mu);
@@ -76,10 +78,11 @@ bool is_previous_store(c10d::TCPStore& store, const std::string& where) {
 }
 
 // Connects a client to the store at host:port (see the definition); null when the store
-// closed the connection while this rank joined (it is going away: try again).
-c10::intrusive_ptr<c10d::TCPStore> join_store(const std::string& host, int port, const c10d::TCPStoreOptions& opts,
-                                              const WorldConfig& config,
-                                              std::chrono::steady_clock::time_point deadline);
+// closed the connection while this rank joined (it is going away: try again), and
+// `failure` says how.
+c10::intrusive_ptr<c10d::Store> join_store(const std::string& host, int port, const c10d::TCPStoreOptions& opts,
+                                           const WorldConfig& config, std::chrono::steady_clock::time_point deadline,
+                                           std::string& failure);
 
 c10::intrusive_ptr<c10d::Store> tcp_store(const std::string& host, int port, const WorldConfig& config) {
   using ::kindling::detail::rank_prefix;
@@ -108,11 +111,19 @@ c10::intrusive_ptr<c10d::Store> tcp_store(const std::string& host, int port, con
   }
   const auto deadline = std::chrono::steady_clock::now() + config.timeout;
   for (;;) {
-    auto store = join_store(host, port, opts, config, deadline);
+    std::string failure;
+    auto store = join_store(host, port, opts, config, deadline, failure);
     // The previous store at this address, whose host has not finalized yet: wait for its
     // successor instead of joining a rendezvous that is about to go away.
-    if (store && !is_previous_store(*store, where)) return agent_prefixed(store);
+    if (store && !is_previous_store(*store, where, failure)) return agent_prefixed(store);
     store.reset();
+    if (std::chrono::steady_clock::now() >= deadline && !failure.empty()) {
+      throw CommunicationError(rank_prefix() + "kindling::dist::initialize: the rendezvous store at " + where +
+                               " closed the connection each time this rank joined, for " +
+                               std::to_string(config.timeout.count()) + " ms (last: " + failure +
+                               "). Rank 0 (or the launcher's agent) hosts it and is probably failing or exiting: "
+                               "check its output.");
+    }
     if (std::chrono::steady_clock::now() >= deadline) {
       throw TimeoutError(rank_prefix() + "kindling::dist::initialize: the rendezvous store at " + where +
                          " is still the one of this rank's previous initialize() after " +
@@ -127,9 +138,9 @@ c10::intrusive_ptr<c10d::Store> tcp_store(const std::string& host, int port, con
 // Connects this rank (a client) to the store at host:port: waits for a listener (rank 0 may
 // start later), then connects, bounded: c10d's client never times out a read, so a port
 // held by some other program would otherwise block this rank for ever.
-c10::intrusive_ptr<c10d::TCPStore> join_store(const std::string& host, int port, const c10d::TCPStoreOptions& opts,
-                                              const WorldConfig& config,
-                                              std::chrono::steady_clock::time_point deadline) {
+c10::intrusive_ptr<c10d::Store> join_store(const std::string& host, int port, const c10d::TCPStoreOptions& opts,
+                                           const WorldConfig& config, std::chrono::steady_clock::time_point deadline,
+                                           std::string& failure) {
   using ::kindling::detail::rank_prefix;
   const std::string where = host + ":" + std::to_string(port);
   if (!wait_for_listener(host, port, deadline)) {
@@ -138,18 +149,21 @@ c10::intrusive_ptr<c10d::TCPStore> join_store(const std::string& host, int port,
                        " ms, so the rendezvous store never started. Check that rank 0 is running and that "
                        "MASTER_ADDR/MASTER_PORT (or the tcp:// address) are the same on every rank.");
   }
-  auto slot = std::make_shared<c10::intrusive_ptr<c10d::TCPStore>>();
+  auto slot = std::make_shared<c10::intrusive_ptr<c10d::Store>>();
   const auto answer_limit = std::min<std::chrono::milliseconds>(config.timeout, std::chrono::seconds(10));
   bool answered = false;
   try {
-    answered = run_bounded([slot, host, opts] { *slot = c10::make_intrusive<c10d::TCPStore>(host, opts); },
+    answered = run_bounded([slot, host, opts] { *slot = open_store_client(host, opts); },
                            answer_limit);
   } catch (const std::exception& e) {
     // A store that closes the connection while this rank joins is going away (the
     // previous initialize's, its host finalizing): the next one will listen there soon.
     const std::string msg = engine_message(e);
     const bool closed = msg.find("reset by peer") != std::string::npos || msg.find("Broken pipe") != std::string::npos;
-    if (closed && std::chrono::steady_clock::now() < deadline) return {};
+    if (closed && std::chrono::steady_clock::now() < deadline) {
+      failure = msg;
+      return {};
+    }
     throw CommunicationError(rank_prefix() + "kindling::dist::initialize: could not join the rendezvous store at " +
                              where + ": " + engine_message(e) +
                              ". Check that rank 0 is running and that MASTER_ADDR/MASTER_PORT (or the tcp:// address) "
@@ -207,7 +221,7 @@ MonitorTarget connect_monitor_store(const WorldConfig& config) {
   opts.timeout = config.timeout;
   c10::intrusive_ptr<c10d::Store> store;
   try {
-    store = c10::make_intrusive<c10d::TCPStore>(config.master_addr, opts);
+    store = open_store_client(config.master_addr, opts);
   } catch (const std::exception& e) {
     throw CommunicationError(::kindling::detail::rank_prefix() +
                              "kindling::dist::initialize: could not open a second connection to the rendezvous store "

@@ -34,9 +34,25 @@ std::shared_ptr<Communicator> C10dBackend::create_group(int group_index, const s
                  "kindling::dist::new_group: the process group handed to kindling came without a store, "
                  "so kindling cannot create new groups; pass the store to use_process_group()");
   const int size = group_index == 0 ? world_size_ : static_cast<int>(ranks.size());
-  std::shared_ptr<C10dCommunicator> comm;
   const std::string what = group_index == 0 ? std::string("kindling::dist::initialize (") + name_ + " rendezvous)"
                                             : "kindling::dist::new_group #" + std::to_string(group_index);
+  try {
+    return join_group(group_index, size, group_rank, what);
+  } catch (const kindling::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    // The store itself failed: its host (rank 0, or torchrun's agent) closed or reset the
+    // connection, most often because it exited.
+    throw CommunicationError(::kindling::detail::rank_prefix() + what + ": the rendezvous store failed: " +
+                             engine_message(e) +
+                             ". The process that hosts it (rank 0, or the launcher's agent) has probably exited or "
+                             "failed: check its output.");
+  }
+}
+
+std::shared_ptr<Communicator> C10dBackend::join_group(int group_index, int size, int group_rank,
+                                                      const std::string& what) {
+  std::shared_ptr<C10dCommunicator> comm;
   // Announce this rank first, so that a timeout anywhere below can name who is missing.
   store_->set(joined_key(group_index, rank_), std::vector<uint8_t>{'1'});
   if (group_rank >= 0) {

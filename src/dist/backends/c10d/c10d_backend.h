@@ -46,6 +46,9 @@ class C10dBackend : public Backend {
   MonitorTarget monitor_target() override { return monitor_.store ? monitor_ : Backend::monitor_target(); }
 
  private:
+  // create_group's work; a store failure leaves it as a std::exception.
+  std::shared_ptr<Communicator> join_group(int group_index, int size, int group_rank, const std::string& what);
+
   MonitorTarget monitor_;
   std::string name_;
   c10::intrusive_ptr<c10d::Store> store_;

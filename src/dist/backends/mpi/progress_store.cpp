@@ -9,6 +9,7 @@
 
 #include "common/env.h"
 #include "dist/rendezvous/probe.h"
+#include "dist/rendezvous/store_client.h"
 #include "kindling/log.h"
 
 namespace kindling {
@@ -75,7 +76,7 @@ MonitorTarget open_progress_store(MPI_Comm world, int rank, std::chrono::millise
       opts.port = static_cast<std::uint16_t>(where.port);
       // The connecting thread may outlive this call (run_bounded): it owns what it writes.
       auto slot = std::make_shared<c10::intrusive_ptr<c10d::Store>>();
-      if (run_bounded([slot, host, opts] { *slot = c10::make_intrusive<c10d::TCPStore>(host, opts); },
+      if (run_bounded([slot, host, opts] { *slot = open_store_client(host, opts); },
                       std::chrono::seconds(10)))
         store = *slot;
       if (!store) failure = "rank 0's progress store at " + host + ":" + std::to_string(where.port) + " did not answer";
