@@ -175,7 +175,14 @@ at::Tensor broadcast(const std::optional<at::Tensor>& tensor, int src, const Gro
   KINDLING_CHECK(!is_src || (tensor && tensor->defined()), "kindling::dist::broadcast: the source rank ", src,
                  " passed no tensor; the source must pass the data to broadcast");
   auto g = participant(group, "broadcast");
-  if (!g) return tensor.value_or(at::Tensor());
+  if (!g) {
+    // As the number and string forms: a non-member's missing tensor comes back undefined
+    // (idist's None); in the serial model there is no source to take it from.
+    KINDLING_CHECK((tensor && tensor->defined()) || is_initialized(), "kindling::dist::broadcast: rank ", get_rank(),
+                   " passed no tensor (std::nullopt) but runs in the serial model (one process), where broadcast "
+                   "returns its input (src=", src, "); pass a tensor on this rank");
+    return tensor.value_or(at::Tensor());
+  }
   member_index(*g, src, "broadcast", "source");
   using Header = std::pair<std::vector<int64_t>, int>;
   Header h;

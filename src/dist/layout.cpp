@@ -101,11 +101,18 @@ void compute_layout(Runtime& rt, std::optional<int> env_local_rank) {
   std::optional<int> nproc = get_env_int("LOCAL_WORLD_SIZE");
   std::optional<int> node_rank;
   if (ws == 1) {
-    // As idist's MAX of local_rank + 1 over the ranks: a hint of 5 means GPU 5 on a node
-    // that has (at least) 6 processes' worth of devices.
-    local = local.value_or(0);
-    nproc = std::max(nproc.value_or(1), *local + 1);
-  } else if (!local || !nproc) {
+    // One process: its local rank may name a device other than 0 (set_local_rank(5) on a
+    // one-rank group uses GPU 5), but the node runs one process of this job, as idist says.
+    rt.local_rank = local.value_or(0);
+    rt.nproc_per_node = 1;
+    rt.nnodes = 1;
+    rt.node_rank = 0;
+    return;
+  }
+  KINDLING_CHECK(!nproc || *nproc <= ws, "kindling::dist::initialize: LOCAL_WORLD_SIZE=", nproc.value_or(0),
+                 " is larger than the world size ", ws,
+                 ": a node cannot run more of this job's processes than the job has; check LOCAL_WORLD_SIZE");
+  if (!local || !nproc) {
     const auto peers = exchange_layout(rt, local.value_or(-1));
     if (!local) {
       for (const auto& p : peers)

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <kindling/dist/c10d.h>
@@ -276,6 +277,23 @@ KINDLING_WORKER(external_process_group) {
   WCHECK(kd::all_reduce(1, kd::ReduceOp::kSum, g) == (g.is_member() ? 2 : 1));
   kd::finalize();
   WCHECK(kd::get_world_size() == 1);
+}
+
+// A one-process group whose process uses device 5: the node still runs one process of the
+// job (idist reports 1), the local rank says which device.
+TEST(SyncTest, LocalRankHintOnOneRankGroupClaimsNoMoreProcessesThanTheWorld) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  auto opts = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(30));
+  opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>("0", store), 0, 1, opts);
+  kd::use_process_group(pg, store, "gloo", std::chrono::seconds(20));
+  kd::set_local_rank(5);
+  EXPECT_EQ(kd::get_world_size(), 1);
+  EXPECT_EQ(kd::get_local_rank(), 5);
+  EXPECT_EQ(kd::get_nproc_per_node(), 1);
+  EXPECT_EQ(kd::get_nnodes(), 1);
+  EXPECT_EQ(kd::get_node_rank(), 0);
+  kd::finalize();
 }
 
 TEST(SyncTest, PicksUpExternalProcessGroupLazily) {

@@ -71,6 +71,9 @@ TEST(SerialModelTest, MisuseGivesActionableErrors) {
                    "source rank 0 passed no tensor");
   EXPECT_THROW_MSG(kd::broadcast(std::optional<int>(), 0), kindling::UsageError, "passed no value");
   // A non-source in the serial model gets no data: refused, not an empty optional read.
+  // Every form agrees: with no value and another source, the serial model has nothing to return.
+  EXPECT_THROW_MSG(kd::broadcast(std::optional<at::Tensor>(), 1), kindling::UsageError,
+                   "rank 0 passed no tensor (std::nullopt) but runs in the serial model");
   EXPECT_THROW_MSG(kd::broadcast(std::optional<std::string>(), 1), kindling::UsageError,
                    "rank 0 passed std::nullopt but runs in the serial model");
   EXPECT_THROW_MSG(kd::broadcast_object(std::optional<std::vector<int>>(), 3), kindling::UsageError,
