@@ -292,15 +292,16 @@ void training(int /*local_rank*/, Config config) {
     });
 
     // The two best models by test accuracy.
-    kh::Checkpoint best({{"model", kh::stateful(model)}},
-                        std::make_shared<kh::DiskSaver>(run_folder, kh::DiskSaverOptions().require_empty(false)),
-                        kh::CheckpointOptions()
-                            .filename_prefix("best")
-                            .n_saved(2)
-                            .global_step_transform(kh::global_step_from_engine(trainer))
-                            .score_name("test_accuracy")
-                            .score_function([](Engine& e) { return e.state().metrics.at("Accuracy").number(); }));
-    best.attach(test_evaluator, Events::COMPLETED);
+    std::make_shared<kh::Checkpoint>(
+        kh::Objects{{"model", kh::stateful(model)}},
+        std::make_shared<kh::DiskSaver>(run_folder, kh::DiskSaverOptions().require_empty(false)),
+        kh::CheckpointOptions()
+            .filename_prefix("best")
+            .n_saved(2)
+            .global_step_transform(kh::global_step_from_engine(trainer))
+            .score_name("test_accuracy")
+            .score_function([](Engine& e) { return e.state().metrics.at("Accuracy").number(); }))
+        ->attach(test_evaluator, Events::COMPLETED);
 
     if (config.stop_iteration) {
       trainer.on(Events::ITERATION_COMPLETED.once(*config.stop_iteration), [&](Engine& t) {

@@ -127,15 +127,16 @@ void training(int /*local_rank*/, const Options& o) {
   tb.attach_output_handler(evaluator, Events::COMPLETED, "test", {"accuracy", "loss"}, {},
                            kh::global_step_from_engine(trainer));
   // The best model by test accuracy (every rank decides alike; rank 0 writes).
-  kh::Checkpoint best({{"model", kh::stateful(model)}},
-                      std::make_shared<kh::DiskSaver>(o.output_path, kh::DiskSaverOptions().require_empty(false)),
-                      kh::CheckpointOptions()
-                          .filename_prefix("best")
-                          .n_saved(2)
-                          .score_name("test_accuracy")
-                          .score_function([](Engine& e) { return e.state().metrics.at("accuracy").number(); })
-                          .global_step_transform(kh::global_step_from_engine(trainer)));
-  best.attach(evaluator, Events::COMPLETED);
+  std::make_shared<kh::Checkpoint>(
+      kh::Objects{{"model", kh::stateful(model)}},
+      std::make_shared<kh::DiskSaver>(o.output_path, kh::DiskSaverOptions().require_empty(false)),
+      kh::CheckpointOptions()
+          .filename_prefix("best")
+          .n_saved(2)
+          .score_name("test_accuracy")
+          .score_function([](Engine& e) { return e.state().metrics.at("accuracy").number(); })
+          .global_step_transform(kh::global_step_from_engine(trainer)))
+      ->attach(evaluator, Events::COMPLETED);
 
   trainer.on(Events::EPOCH_COMPLETED, [&](Engine& t) {
     samples = 0;

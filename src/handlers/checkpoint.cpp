@@ -12,6 +12,7 @@
 #include <iterator>
 #include <set>
 
+#include "kindling/engine/keep_alive.h"
 #include "kindling/error.h"
 
 namespace kindling {
@@ -108,7 +109,8 @@ void Checkpoint::operator()(Engine& engine) {
     std::snprintf(text, sizeof(text), "%.4f", priority);
     score = text;
   } else {
-    if (!global_step) global_step = engine.state().counter(event);
+    // ignite: the engine's iteration, whatever event (or earlier handler) fired last.
+    if (!global_step) global_step = engine.state().iteration;
     priority = static_cast<double>(*global_step);
   }
   const auto n_saved = options_.n_saved();
@@ -151,7 +153,8 @@ void Checkpoint::operator()(Engine& engine) {
 
 engine::HandlerHandle Checkpoint::attach(Engine& engine, const engine::EventsList& events) {
   engine.register_events({SAVED_CHECKPOINT});
-  return engine.add_event_handler(events, [this](Engine& e) { (*this)(e); });
+  auto self = engine::keep_alive(*this, "kindling::handlers::Checkpoint");
+  return engine.add_event_handler(events, [self](Engine& e) { (*self)(e); });
 }
 
 std::optional<std::string> Checkpoint::last_checkpoint() const {

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "handlers/param_scheduler_detail.h"
+#include "kindling/engine/keep_alive.h"
 #include "kindling/error.h"
 
 namespace kindling {
@@ -62,10 +63,7 @@ void ParamScheduler::step() {
 void ParamScheduler::operator()(engine::Engine&) { step(); }
 
 engine::HandlerHandle ParamScheduler::attach(engine::Engine& engine, const engine::EventsList& event) {
-  std::shared_ptr<ParamScheduler> self = weak_from_this().lock();
-  KINDLING_CHECK(self != nullptr, who(),
-                 ".attach: the scheduler must be owned by a std::shared_ptr (make it with "
-                 "std::make_shared) so that the engine can keep it alive");
+  std::shared_ptr<ParamScheduler> self = engine::keep_alive(*this, who());
   return engine.add_event_handler(event, [self](engine::Engine&) { self->step(); });
 }
 

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "kindling/dist/dist.h"
+#include "kindling/engine/keep_alive.h"
 #include "kindling/error.h"
 
 namespace kindling {
@@ -43,6 +44,15 @@ std::string short_number(double v) {
   return text;
 }
 
+// A terminal, or the stdout / stderr that a launcher (kindling-run, Parallel) relays to its
+// own terminal as it comes (it sets KINDLING_STDOUT_TERMINAL / KINDLING_STDERR_TERMINAL).
+bool reaches_terminal(FILE* stream) {
+  if (::isatty(::fileno(stream)) == 1) return true;
+  const char* relayed = stream == stderr ? std::getenv("KINDLING_STDERR_TERMINAL")
+                                         : stream == stdout ? std::getenv("KINDLING_STDOUT_TERMINAL") : nullptr;
+  return relayed != nullptr && std::strcmp(relayed, "1") == 0;
+}
+
 }  // namespace
 
 ProgressBar::ProgressBar(ProgressBarOptions options) : options_(options) {
@@ -51,22 +61,23 @@ ProgressBar::ProgressBar(ProgressBarOptions options) : options_(options) {
   KINDLING_CHECK(options_.every() >= 1, "kindling::handlers::ProgressBar: every must be at least 1, got ",
                  options_.every());
   KINDLING_CHECK(options_.stream() != nullptr, "kindling::handlers::ProgressBar: the stream is null");
-  terminal_ = options_.terminal().value_or(::isatty(::fileno(options_.stream())) == 1);
+  terminal_ = options_.terminal().value_or(reaches_terminal(options_.stream()));
   ascii_ = options_.ascii().value_or(!utf8_locale());
 }
 
 void ProgressBar::attach(engine::Engine& engine, std::vector<std::string> metric_names,
                          std::function<std::map<std::string, double>(const engine::Value&)> output_transform,
                          const engine::Event& event, const engine::Event& closing_event) {
+  auto self = engine::keep_alive(*this, "kindling::handlers::ProgressBar");
   writes_ = dist::get_rank() == 0;
   metric_names_ = std::move(metric_names);
   output_transform_ = std::move(output_transform);
-  engine.add_event_handler(engine::Events::EPOCH_STARTED, [this](engine::Engine& e) {
-    epoch_start_ = std::chrono::steady_clock::now();
-    start_iteration_ = e.state().iteration;
+  engine.add_event_handler(engine::Events::EPOCH_STARTED, [self](engine::Engine& e) {
+    self->epoch_start_ = std::chrono::steady_clock::now();
+    self->start_iteration_ = e.state().iteration;
   });
-  engine.add_event_handler(event, [this](engine::Engine& e) { update(e); });
-  engine.add_event_handler(closing_event, [this](engine::Engine& e) { close(e); });
+  engine.add_event_handler(event, [self](engine::Engine& e) { self->update(e); });
+  engine.add_event_handler(closing_event, [self](engine::Engine& e) { self->close(e); });
 }
 
 std::string ProgressBar::render(engine::Engine& engine) const {
@@ -134,7 +145,8 @@ void ProgressBar::update(engine::Engine& engine) {
   const int64_t done = len > 0 ? engine.state().iteration - (engine.state().epoch - 1) * len : 0;
   if (terminal_) {
     draw();
-  } else if (engine.state().iteration % options_.every() == 0 && done != len) {
+  } else if ((len > 0 ? done : engine.state().iteration) % options_.every() == 0 && done != len) {
+    // Counted within the epoch, as ignite's bar counts its steps.
     std::fprintf(options_.stream(), "%s\n", line_.c_str());
     std::fflush(options_.stream());
   }

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "kindling/engine/keep_alive.h"
+
 namespace kindling {
 namespace handlers {
 
@@ -10,10 +12,11 @@ Timer::Timer(bool average) : average_(average), since_(std::chrono::steady_clock
 
 Timer& Timer::attach(engine::Engine& engine, const engine::Event& start, std::optional<engine::Event> pause,
                      std::optional<engine::Event> resume, std::optional<engine::Event> step) {
-  engine.add_event_handler(start, [this] { reset(); });
-  if (pause) engine.add_event_handler(*pause, [this] { this->pause(); });
-  if (resume) engine.add_event_handler(*resume, [this] { this->resume(); });
-  if (step) engine.add_event_handler(*step, [this] { this->step(); });
+  auto self = engine::keep_alive(*this, "kindling::handlers::Timer");
+  engine.add_event_handler(start, [self] { self->reset(); });
+  if (pause) engine.add_event_handler(*pause, [self] { self->pause(); });
+  if (resume) engine.add_event_handler(*resume, [self] { self->resume(); });
+  if (step) engine.add_event_handler(*step, [self] { self->step(); });
   return *this;
 }
 

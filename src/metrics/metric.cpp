@@ -4,6 +4,8 @@
 
 #include <ATen/ATen.h>
 
+#include "kindling/engine/keep_alive.h"
+
 namespace kindling {
 namespace metrics {
 
@@ -48,10 +50,7 @@ Metric::Metric(OutputTransform output_transform, c10::Device device)
 Metric::~Metric() = default;
 
 void Metric::attach(Engine& engine, const std::string& name, Usage usage) {
-  std::shared_ptr<Metric> self = weak_from_this().lock();
-  KINDLING_CHECK(self != nullptr, "kindling::metrics::", this->name(),
-                 "::attach: the metric must be owned by a "
-                 "std::shared_ptr (make it with std::make_shared) so that the engine can keep it alive");
+  std::shared_ptr<Metric> self = engine::keep_alive(*this, "kindling::metrics::" + this->name());
   KINDLING_CHECK(!name.empty(), "kindling::metrics::", this->name(), "::attach: the name must not be empty");
   const UsageEvents ev = events_of(usage);
   auto& slot = attachments_[engine.id()][usage];

@@ -10,6 +10,8 @@
 #include <mutex>
 #include <tuple>
 
+#include "kindling/engine/keep_alive.h"
+
 namespace kindling {
 namespace metrics {
 
@@ -119,10 +121,11 @@ void MetricsLambda::reset() {
   for (const auto& a : args_) a->reset();
 }
 
-void MetricsLambda::update(const Value&) {
-  KINDLING_CHECK(!registrations_.empty(),
-                 "kindling::metrics::MetricsLambda is not updated directly; attach it, its "
-                 "source metrics are updated then (or update the source metrics themselves)");
+void MetricsLambda::update(const Value& output) {
+  // Attached, the engine calls this and the dependencies' own handlers update them.
+  if (!registrations_.empty()) return;
+  // By hand (as ignite's update): every argument takes the output (a lambda passes it on).
+  for (const auto& a : args_) a->update(output);
 }
 
 Value MetricsLambda::compute() {
@@ -137,9 +140,7 @@ Value MetricsLambda::compute() {
 }
 
 void MetricsLambda::attach(Engine& engine, const std::string& name, Usage usage) {
-  KINDLING_CHECK(weak_from_this().lock() != nullptr,
-                 "kindling::metrics::MetricsLambda::attach: the metric must be "
-                 "owned by a std::shared_ptr (make it with std::make_shared)");
+  engine::keep_alive(*this, "kindling::metrics::MetricsLambda");
   KINDLING_CHECK(!name.empty(), "kindling::metrics::MetricsLambda::attach: the name must not be empty");
   auto& by_usage = registrations_[engine.id()];
   auto found = by_usage.find(usage);

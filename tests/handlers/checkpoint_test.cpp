@@ -121,6 +121,48 @@ TEST(CheckpointTest, TrainingCheckpointRoundTripsEveryObject) {
   EXPECT_TRUE(at::equal(step(model2, optimizer2), step(model3, optimizer3)));
 }
 
+// ignite numbers files (and ranks them when there is no score) by the engine's iteration,
+// whichever event saves and whatever another Checkpoint fired before (SAVED_CHECKPOINT).
+TEST(CheckpointTest, FilesAreNumberedByTheEnginesIterationOnAnyEvent) {
+  const std::string dir = kindling::testing::make_temp_dir("ckpt");
+  auto model = make_linear(3);
+  Engine engine([](Engine&, const int& b) -> Value { return b; });
+  kh::Objects objects{{"model", kh::stateful(model)}};
+  auto a = std::make_shared<kh::Checkpoint>(objects, dir, kh::CheckpointOptions().filename_prefix("a").n_saved_all());
+  auto b = std::make_shared<kh::Checkpoint>(objects, dir, kh::CheckpointOptions().filename_prefix("b").n_saved_all());
+  auto c = std::make_shared<kh::Checkpoint>(objects, dir, kh::CheckpointOptions().filename_prefix("c").n_saved(2));
+  a->attach(engine, Events::EPOCH_COMPLETED);
+  b->attach(engine, Events::EPOCH_COMPLETED);
+  c->attach(engine, Events::ITERATION_COMPLETED.every(4));
+  std::vector<int> data{1, 2, 3, 4, 5};
+  engine.run(data, 3);
+  EXPECT_EQ(kindling::testing::files_in(dir),
+            (std::vector<std::string>{"a_model_10.pt", "a_model_15.pt", "a_model_5.pt", "b_model_10.pt",
+                                      "b_model_15.pt", "b_model_5.pt", "c_model_12.pt", "c_model_8.pt"}));
+}
+
+// Written as an ignite user writes it: a temporary attached from a helper function. The
+// engine keeps it alive; one that no std::shared_ptr owns is refused, not read after free.
+void attach_latest_checkpoint(Engine& trainer, kh::Objects objects, const std::string& dir) {
+  std::make_shared<kh::Checkpoint>(std::move(objects), dir, kh::CheckpointOptions().filename_prefix("latest"))
+      ->attach(trainer, Events::EPOCH_COMPLETED);
+}
+
+TEST(CheckpointTest, TheEngineKeepsAnAttachedCheckpointAlive) {
+  const std::string dir = kindling::testing::make_temp_dir("ckpt");
+  auto model = make_linear(4);
+  Engine trainer([](Engine&, const int& b) -> Value { return b; });
+  attach_latest_checkpoint(trainer, {{"model", kh::stateful(model)}}, dir);
+  std::vector<int> data{1, 2, 3};
+  trainer.run(data, 2);
+  EXPECT_EQ(kindling::testing::files_in(dir), std::vector<std::string>{"latest_model_6.pt"});
+  kh::Checkpoint on_stack(kh::Objects{{"model", kh::stateful(model)}}, dir);
+  const std::string msg = error_of<kindling::UsageError>([&] { on_stack.attach(trainer, Events::COMPLETED); });
+  EXPECT_NE(msg.find("kindling::handlers::Checkpoint.attach: the object must be owned by a std::shared_ptr"),
+            std::string::npos)
+      << msg;
+}
+
 TEST(CheckpointTest, MismatchedOrBrokenCheckpointsNameTheProblemAndChangeNothing) {
   const std::string dir = kindling::testing::make_temp_dir("ckpt");
   auto model = make_linear(5);
@@ -307,7 +349,7 @@ TEST(CheckpointTest, PythonAndTorchvisionReadTheFiles) {
   const double weight_sum = resnet->named_parameters()["fc.weight"].sum().item<double>();
   const std::string script = std::string(KINDLING_SOURCE_DIR) + "/tests/handlers/read_checkpoint.py";
   auto result = kindling::testing::run_command(
-      {KINDLING_PYTHON, script, dir + "/best_model_1.pt", dir + "/training_checkpoint_1.pt"}, {},
+      {KINDLING_PYTHON, script, dir + "/best_model_2.pt", dir + "/training_checkpoint_2.pt"}, {},
       std::chrono::seconds(120));
   ASSERT_TRUE(result.ok()) << result.out << result.err;
   EXPECT_NE(result.out.find("torchvision resnet18: loaded strictly"), std::string::npos) << result.out;

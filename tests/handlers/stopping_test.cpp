@@ -85,12 +85,14 @@ TEST(TimerTest, PausedTimeDoesNotCountAndAveragesPerStep) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     return b;
   });
-  kh::Timer per_iteration(true);
-  per_iteration.attach(engine, Events::EPOCH_STARTED, Events::EPOCH_COMPLETED, Events::ITERATION_STARTED,
-                       Events::ITERATION_COMPLETED);
+  auto per_iteration = std::make_shared<kh::Timer>(true);
+  per_iteration->attach(engine, Events::EPOCH_STARTED, Events::EPOCH_COMPLETED, Events::ITERATION_STARTED,
+                        Events::ITERATION_COMPLETED);
   engine.run(data, 1);
-  EXPECT_FALSE(per_iteration.running());
-  EXPECT_GE(per_iteration.value(), 0.019);
+  EXPECT_FALSE(per_iteration->running());
+  EXPECT_GE(per_iteration->value(), 0.019);
+  kh::Timer on_stack;
+  EXPECT_THROW(on_stack.attach(engine), kindling::UsageError) << "the engine could not keep it alive";
 }
 
 }  // namespace

@@ -208,13 +208,14 @@ KINDLING_WORKER(metric_state_resume) {
   auto acc = std::make_shared<km::Accuracy>(pick("logits", "y"));
   for (int64_t b = 0; b <= 2 * rank; ++b) acc->update(pick("logits", "y")(batch(rank, b)));  // unequal counts
   Engine holder([](Engine&, const Value& b) { return b; });
-  kh::Checkpoint checkpoint({{"accuracy", kh::stateful(acc)}}, std::getenv("KINDLING_TEST_DIR"));
-  checkpoint.attach(holder, Events::COMPLETED);
+  auto checkpoint =
+      std::make_shared<kh::Checkpoint>(kh::Objects{{"accuracy", kh::stateful(acc)}}, std::getenv("KINDLING_TEST_DIR"));
+  checkpoint->attach(holder, Events::COMPLETED);
   std::vector<Value> one{batch(rank, 0)};
   holder.run(one);
   kd::barrier();
   auto loaded = std::make_shared<km::Accuracy>(pick("logits", "y"));
-  kh::Checkpoint::load_objects({{"accuracy", kh::stateful(loaded)}}, checkpoint.last_checkpoint().value());
+  kh::Checkpoint::load_objects({{"accuracy", kh::stateful(loaded)}}, checkpoint->last_checkpoint().value());
   WCHECK(text(loaded->compute()) == text(acc->compute()), << "rank " << rank);
   std::printf("CHECKPOINT %s\n", text(loaded->compute()).c_str());
   kd::finalize();

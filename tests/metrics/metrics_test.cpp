@@ -151,8 +151,21 @@ TEST(MetricsLambdaTest, ArithmeticOfMetricsFollowsItsSources) {
   engine.run(data, 1);
   EXPECT_DOUBLE_EQ(engine.state().metrics.at("doubled").number(), 0.75 * 2 + 1);
   EXPECT_EQ(engine.state().metrics.count("accuracy"), 0u);  // sources are updated, not stored
-  auto free_lambda = acc + 1.0;
-  EXPECT_THROW(free_lambda->update(data[0]), UsageError);
+}
+
+// By hand, as with ignite's MetricsLambda.update: a lambda not attached to an engine passes
+// the output to its sources (here through nested lambdas), e.g. F1 from precision and recall.
+TEST(MetricsLambdaTest, UpdateByHandFeedsItsSources) {
+  std::shared_ptr<km::Metric> precision = std::make_shared<km::Precision>();
+  std::shared_ptr<km::Metric> recall = std::make_shared<km::Recall>();
+  auto f1 = precision * recall * 2.0 / (precision + recall);
+  f1->reset();
+  f1->update({longs({1, 0, 1, 1}), longs({1, 1, 1, 0})});  // tp 2, fp 1, fn 1
+  f1->update({longs({0, 1}), longs({0, 1})});              // tp 3, fp 1, fn 1
+  const double p = 3.0 / 4, r = 3.0 / 4;
+  EXPECT_NEAR(f1->compute().number(), 2 * p * r / (p + r), 1e-12);
+  f1->reset();
+  EXPECT_THROW(f1->compute(), std::exception) << "reset reaches the sources";
 }
 
 TEST(MetricAttachTest, UsagesDecideWhenResetUpdateAndComputeRun) {

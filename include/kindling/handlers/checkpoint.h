@@ -109,7 +109,7 @@ struct KINDLING_API CheckpointOptions {
   bool include_self_ = false;
 };
 
-class KINDLING_API Checkpoint {
+class KINDLING_API Checkpoint : public std::enable_shared_from_this<Checkpoint> {
  public:
   /// A saved file and its priority (score or global step).
   struct Item {
@@ -132,7 +132,8 @@ class KINDLING_API Checkpoint {
   /// saver's rank writes. Throws what the objects' state_dict and the saver throw.
   void operator()(engine::Engine& engine);
   /// Adds this checkpoint as a handler of `events` on `engine` (and registers
-  /// SAVED_CHECKPOINT there). The checkpoint must outlive the engine's handlers.
+  /// SAVED_CHECKPOINT there). The engine keeps the checkpoint alive (keep_alive.h): it must
+  /// be owned by a std::shared_ptr, else kindling::UsageError.
   engine::HandlerHandle attach(engine::Engine& engine, const engine::EventsList& events);
 
   /// The path of the latest file saved (unset before the first).

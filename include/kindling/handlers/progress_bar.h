@@ -6,12 +6,14 @@
 ///   Epoch [2/5]: [120/469]  26%|██▌       | loss=0.3521 [00:04<00:12, 27.61it/s]
 ///
 /// On a terminal the line is redrawn in place and, at the end of each epoch, kept (persist)
-/// or cleared. When stderr is not a terminal (a log file, CI) it prints a whole line every
-/// `every` iterations and at the end of the epoch instead of redrawing.
+/// or cleared; under kindling-run and Parallel a rank whose output the launcher relays to its
+/// own terminal counts as on a terminal (the launcher relays the redraws as they come). When
+/// stderr is not a terminal (a log file, CI) it prints a whole line every `every` iterations
+/// of the epoch and at the end of the epoch instead of redrawing.
 ///
 /// \code
-///   kindling::handlers::ProgressBar bar(kindling::handlers::ProgressBarOptions().persist(true));
-///   bar.attach(trainer, {"running_loss"});
+///   auto bar = std::make_shared<kindling::handlers::ProgressBar>(kindling::handlers::ProgressBarOptions().persist(true));
+///   bar->attach(trainer, {"running_loss"});
 /// \endcode
 ///
 /// Ranks: every rank may construct and attach it; only rank 0 writes. Local: no communication.
@@ -20,6 +22,7 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,7 +45,7 @@ struct KINDLING_API ProgressBarOptions {
     bar_width_ = v;
     return *this;
   }
-  /// Without a terminal: print a line every this many iterations (default 100).
+  /// Without a terminal: print a line every this many iterations of the epoch (default 100).
   ProgressBarOptions& every(int64_t v) {
     every_ = v;
     return *this;
@@ -57,7 +60,8 @@ struct KINDLING_API ProgressBarOptions {
     stream_ = v;
     return *this;
   }
-  /// Treat the stream as a terminal or not (default: isatty on it).
+  /// Treat the stream as a terminal or not (default: isatty on it, or the launcher says it
+  /// relays the stream to a terminal: KINDLING_STDERR_TERMINAL / KINDLING_STDOUT_TERMINAL=1).
   ProgressBarOptions& terminal(bool v) {
     terminal_ = v;
     return *this;
@@ -78,14 +82,15 @@ struct KINDLING_API ProgressBarOptions {
   std::optional<bool> terminal_;
 };
 
-class KINDLING_API ProgressBar {
+class KINDLING_API ProgressBar : public std::enable_shared_from_this<ProgressBar> {
  public:
   /// Throws kindling::UsageError for a bar_width < 1 or every < 1.
   explicit ProgressBar(ProgressBarOptions options = ProgressBarOptions());
   /// Shows the progress of `engine`: updated on `event` (ITERATION_COMPLETED), the epoch's
   /// line closed on `closing_event` (EPOCH_COMPLETED). `metric_names` are read from
   /// engine.state().metrics when present; output_transform maps the output to named numbers
-  /// (e.g. {"loss": output.number()}). The bar must outlive the engine's handlers.
+  /// (e.g. {"loss": output.number()}). The engine keeps the bar alive (keep_alive.h): it must
+  /// be owned by a std::shared_ptr, else kindling::UsageError.
   void attach(engine::Engine& engine, std::vector<std::string> metric_names = {},
               std::function<std::map<std::string, double>(const engine::Value&)> output_transform = {},
               const engine::Event& event = engine::Events::ITERATION_COMPLETED,

@@ -3,15 +3,16 @@
 /// Timer (ignite's): wall time between engine events, optionally averaged per step.
 ///
 /// \code
-///   kindling::handlers::Timer per_iteration(/*average=*/true);
-///   per_iteration.attach(trainer, Events::EPOCH_STARTED, Events::EPOCH_COMPLETED,
-///                        Events::ITERATION_STARTED, Events::ITERATION_COMPLETED);
-///   ... per_iteration.value()   // seconds per iteration in the current epoch
+///   auto per_iteration = std::make_shared<kindling::handlers::Timer>(/*average=*/true);
+///   per_iteration->attach(trainer, Events::EPOCH_STARTED, Events::EPOCH_COMPLETED,
+///                         Events::ITERATION_STARTED, Events::ITERATION_COMPLETED);
+///   ... per_iteration->value()   // seconds per iteration in the current epoch
 /// \endcode
 ///
-/// Local: no communication. The timer must outlive the engine's handlers that refer to it.
+/// Local: no communication. The engine keeps an attached timer alive (keep_alive.h).
 
 #include <chrono>
+#include <memory>
 #include <optional>
 
 #include "kindling/engine/engine.h"
@@ -20,12 +21,13 @@
 namespace kindling {
 namespace handlers {
 
-class KINDLING_API Timer {
+class KINDLING_API Timer : public std::enable_shared_from_this<Timer> {
  public:
   /// average: value() divides the elapsed time by the number of step() calls.
   explicit Timer(bool average = false);
   /// Resets on `start`, pauses on `pause`, resumes on `resume`, counts a step on `step`
-  /// (the last three optional). Returns *this.
+  /// (the last three optional). Returns *this. Throws kindling::UsageError when no
+  /// std::shared_ptr owns the timer (the engine keeps it alive: keep_alive.h).
   Timer& attach(engine::Engine& engine, const engine::Event& start = engine::Events::STARTED,
                 std::optional<engine::Event> pause = std::nullopt, std::optional<engine::Event> resume = std::nullopt,
                 std::optional<engine::Event> step = std::nullopt);

@@ -41,9 +41,10 @@ class KINDLING_API MetricsLambda : public Metric {
 
   /// Resets every dependency (nested lambdas recursively). Local.
   void reset() override;
-  /// Does nothing while the lambda is attached to an engine (the engine's call: its
-  /// dependencies are updated by their own handlers). Otherwise throws kindling::UsageError:
-  /// a lambda is not updated directly; attach it, or update its source metrics.
+  /// Not attached (computing by hand, as with ignite's update): passes `output` to every
+  /// argument's update (a nested lambda passes it on). Attached to an engine, does nothing
+  /// (the engine's call: the dependencies are updated by their own handlers). Throws what an
+  /// argument's update throws. Local.
   void update(const Value& output) override;
   /// f of the dependencies' values (tensors moved to the CPU). Throws what a dependency's
   /// compute throws (NotComputableError among others). A collective when the dependencies'
