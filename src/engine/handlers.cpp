@@ -31,16 +31,14 @@ HandlerHandle Engine::add_handler(const EventsList& events, detail::Handler hand
   HandlerHandle handle;
   handle.registry_ = registry_;
   handle.id_ = registry_->next_id++;
-  for (const Event& e : events.events()) registry_->by_event[e.id()].push_back({handle.id_, e, handler});
+  for (const Event& e : events.events()) registry_->add(e, {handle.id_, e, handler});
   return handle;
 }
 
 bool Engine::has_event_handler(const Event& event) const {
   auto it = registry_->by_event.find(event.id());
   if (it == registry_->by_event.end()) return false;
-  for (const auto& e : it->second)
-    if (!e.removed) return true;
-  return false;
+  return !it->second->empty();
 }
 
 bool Engine::has_event_handler(const HandlerHandle& handle) const {
@@ -76,19 +74,11 @@ void Engine::fire(const Event& event) {
   auto it = registry_->by_event.find(event.id());
   if (it == registry_->by_event.end()) return;
   const int64_t counter = state_.counter(event);
-  ++registry_->firing;
-  struct Depth {
-    Registry& r;
-    ~Depth() {
-      if (--r.firing == 0 && r.needs_compaction) r.compact();
-    }
-  } depth{*registry_};
-  // Index loop over the live vector: a handler added meanwhile runs in this firing too.
-  std::vector<Registry::Entry>& entries = it->second;
-  for (std::size_t i = 0; i < entries.size(); ++i) {
-    if (entries[i].removed) continue;
-    if (!entries[i].event.passes(*this, counter)) continue;
-    auto call = entries[i].handler.call;  // copy: the vector may grow during the call
+  // The list this firing started with (see Registry), by index: it may grow meanwhile.
+  const Registry::List entries = it->second;
+  for (std::size_t i = 0; i < entries->size(); ++i) {
+    if (!(*entries)[i].event.passes(*this, counter)) continue;
+    auto call = (*entries)[i].handler.call;  // copy: the vector may grow during the call
     call(*this, exception_);
   }
 }

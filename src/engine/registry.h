@@ -2,8 +2,11 @@
 // Internal: the handler registry of an Engine (shared with HandlerHandle, which outlives
 // nothing: it holds a weak reference).
 #include <algorithm>
+#include <iterator>
+#include <memory>
 #include <map>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "kindling/engine/engine.h"
@@ -11,48 +14,44 @@
 namespace kindling {
 namespace engine {
 
+// Lists are shared as Python lists are in ignite: a firing iterates over the list it
+// started with; adding appends to the current list (so a handler added while its event
+// fires runs in that firing, unless a removal replaced the list meanwhile); removing
+// replaces the list with a copy without the handler (so a handler removed while its event
+// fires still runs in that firing).
 struct Engine::Registry {
   struct Entry {
     int64_t id;
     Event event;  // with its filter
     detail::Handler handler;
-    bool removed = false;
   };
-  std::map<int, std::vector<Entry>> by_event;  // event id -> entries in the order added
+  using List = std::shared_ptr<std::vector<Entry>>;
+  std::map<int, List> by_event;  // event id -> entries in the order added
   std::set<int> registered_custom;
   int64_t next_id = 0;
-  int firing = 0;  // nesting depth of fire(); removal compacts only at depth 0
-  bool needs_compaction = false;
 
+  void add(const Event& event, Entry entry) {
+    List& list = by_event[event.id()];
+    if (!list) list = std::make_shared<std::vector<Entry>>();
+    list->push_back(std::move(entry));
+  }
   bool remove(int64_t id) {
     bool found = false;
     for (auto& kv : by_event) {
-      for (auto& e : kv.second) {
-        if (e.id == id && !e.removed) {
-          e.removed = true;
-          found = true;
-        }
-      }
+      const auto& old = *kv.second;
+      if (std::none_of(old.begin(), old.end(), [&](const Entry& e) { return e.id == id; })) continue;
+      auto copy = std::make_shared<std::vector<Entry>>();
+      std::copy_if(old.begin(), old.end(), std::back_inserter(*copy), [&](const Entry& e) { return e.id != id; });
+      kv.second = std::move(copy);
+      found = true;
     }
-    if (found) compact();
     return found;
   }
   bool has(int64_t id) const {
     for (const auto& kv : by_event)
-      for (const auto& e : kv.second)
-        if (e.id == id && !e.removed) return true;
+      for (const auto& e : *kv.second)
+        if (e.id == id) return true;
     return false;
-  }
-  void compact() {
-    if (firing > 0) {
-      needs_compaction = true;
-      return;
-    }
-    for (auto& kv : by_event) {
-      auto& v = kv.second;
-      v.erase(std::remove_if(v.begin(), v.end(), [](const Entry& e) { return e.removed; }), v.end());
-    }
-    needs_compaction = false;
   }
 };
 

@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdio>
+#include <ostream>
 #include <sstream>
 
 #include "kindling/error.h"
@@ -128,6 +129,28 @@ std::string Value::to_string() const {
     }
   }
   return "?";
+}
+
+std::ostream& operator<<(std::ostream& out, const Value& value) { return out << value.to_string(); }
+
+Value& ValueMap::at(const std::string& key) {
+  auto it = find(key);
+  if (it == end()) missing(key);
+  return it->second;
+}
+
+const Value& ValueMap::at(const std::string& key) const {
+  auto it = find(key);
+  if (it == end()) missing(key);
+  return it->second;
+}
+
+void ValueMap::missing(const std::string& key) const {
+  std::string present;
+  for (const auto& kv : *this) present += (present.empty() ? "'" : ", '") + kv.first + "'";
+  throw UsageError(what_ + " has no '" + key + "'; it holds " + (present.empty() ? std::string("nothing") : present) +
+                   ". Check the spelling; a metric appears once the engine it is attached to has completed an "
+                   "epoch (run the evaluator first), a user attribute once a handler has set it.");
 }
 
 }  // namespace engine

@@ -5,12 +5,14 @@
 #include <ATen/ATen.h>
 
 #include <list>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "kindling/engine/engine.h"
 
 #include "support/engines.h"
+#include "support/errors.h"
 
 using kindling::testing::counting_engine;
 
@@ -94,6 +96,27 @@ TEST(EventFilterTest, HandlerAddedWhileFiringRunsInTheSameFiring) {
   EXPECT_EQ(later, 1);
 }
 
+// ignite iterates over the handler list the firing started with, and removal replaces that
+// list: a handler removed while its event fires still runs in that firing; one added after
+// a removal in the same firing waits for the next.
+TEST(EventFilterTest, HandlerRemovedWhileFiringStillRunsInThatFiring) {
+  Engine engine = counting_engine();
+  std::vector<std::string> calls;
+  kindling::engine::HandlerHandle second;
+  engine.on(Events::EPOCH_COMPLETED, [&](Engine& e) {
+    calls.push_back("first@" + std::to_string(e.state().epoch));
+    if (second.attached()) {
+      second.remove();
+      e.on(Events::EPOCH_COMPLETED, [&](Engine& e2) { calls.push_back("added@" + std::to_string(e2.state().epoch)); });
+    }
+  });
+  second = engine.on(Events::EPOCH_COMPLETED,
+                     [&](Engine& e) { calls.push_back("second@" + std::to_string(e.state().epoch)); });
+  std::vector<int> data{1, 2};
+  engine.run(data, 2);
+  EXPECT_EQ(calls, (std::vector<std::string>{"first@1", "second@1", "first@2", "added@2"}));
+}
+
 TEST(CustomEventTest, RegisteredEventsFireWithTheirOwnCounter) {
   const Event backward = Event::custom("BACKWARD_DONE");
   Engine engine([&](Engine& e, const int& b) -> Value {
@@ -109,6 +132,26 @@ TEST(CustomEventTest, RegisteredEventsFireWithTheirOwnCounter) {
   EXPECT_EQ(fired, (std::vector<int64_t>{2, 4}));
   EXPECT_THROW(engine.register_events({Events::STARTED}), UsageError);
   EXPECT_THROW(engine.fire_event(Event::custom("OTHER")), UsageError);
+}
+
+}  // namespace
+
+namespace {
+
+// Misspelt metric names and missing attributes name the key and the keys present.
+TEST(StateMapsTest, MissingKeyNamesTheKeyAndTheKeysPresent) {
+  kindling::engine::State state;
+  state.metrics["accuracy"] = 0.5;
+  state.metrics["loss"] = 0.25;
+  std::string msg = kindling::testing::error_of<UsageError>([&] { state.metrics.at("acuracy"); });
+  EXPECT_NE(msg.find("state().metrics has no 'acuracy'; it holds 'accuracy', 'loss'"), std::string::npos) << msg;
+  const auto& constant = state;
+  msg = kindling::testing::error_of<UsageError>([&] { constant.attributes.at("best"); });
+  EXPECT_NE(msg.find("state().attributes has no 'best'; it holds nothing"), std::string::npos) << msg;
+  EXPECT_DOUBLE_EQ(state.metrics.at("accuracy").number(), 0.5);
+  std::ostringstream printed;
+  printed << state.metrics.at("loss");
+  EXPECT_EQ(printed.str(), state.metrics.at("loss").to_string());
 }
 
 }  // namespace

@@ -35,8 +35,8 @@ struct KINDLING_API State {
   Value output;
   /// The current batch, as the data yields it (see batch_as()).
   std::any batch;
-  /// Metric results by name (written by attached metrics).
-  std::map<std::string, Value> metrics;
+  /// Metric results by name (written by attached metrics); at() names a missing metric.
+  ValueMap metrics{"state().metrics"};
   /// A seed for the user's own use (as ignite's State.seed; the engine does not read it:
   /// data order and augmentations follow the DataLoader's seed).
   std::optional<uint64_t> seed;
@@ -44,7 +44,7 @@ struct KINDLING_API State {
   std::map<std::string, double> times;
   /// User attributes (ignite's `engine.state.<anything>`); saved by Engine::state_dict()
   /// when their names are in Engine::state_dict_user_keys().
-  std::map<std::string, Value> attributes;
+  ValueMap attributes{"state().attributes"};
   /// Times each user-defined event was fired (the counter of its filters), by event id.
   std::map<int, int64_t> custom_counts;
 

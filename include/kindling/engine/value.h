@@ -17,9 +17,11 @@
 
 #include <cstddef>
 #include <initializer_list>
+#include <iosfwd>
 #include <map>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kindling/export.h"
@@ -86,6 +88,28 @@ class KINDLING_API Value {
   at::Tensor tensor_;
   std::vector<at::Tensor> tuple_;
   std::map<std::string, at::Tensor> named_;
+};
+
+/// Writes value.to_string() (so that a Value prints with `<<`, e.g. in logs and tests).
+KINDLING_API std::ostream& operator<<(std::ostream& out, const Value& value);
+
+/// Values by name: State::metrics and State::attributes. A std::map whose at() says what
+/// is wrong when the name is missing: kindling::UsageError naming the key, the names
+/// present and what usually causes it (std::map's at() says only "map::at").
+class KINDLING_API ValueMap : public std::map<std::string, Value> {
+ public:
+  /// `what` names the map in errors, e.g. "state().metrics".
+  explicit ValueMap(std::string what = "the map") : what_(std::move(what)) {}
+
+  /// The value of `key`. Throws kindling::UsageError when there is none.
+  Value& at(const std::string& key);
+  /// The value of `key`. Throws kindling::UsageError when there is none.
+  const Value& at(const std::string& key) const;
+
+ private:
+  [[noreturn]] void missing(const std::string& key) const;
+
+  std::string what_;
 };
 
 }  // namespace engine
