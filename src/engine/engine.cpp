@@ -120,7 +120,7 @@ bool Engine::done() const {
   if (!state_.max_epochs) return false;
   if (state_.epoch >= *state_.max_epochs) return true;
   return state_.epoch_length && *state_.epoch_length > 0 &&
-         state_.iteration >= *state_.max_epochs * *state_.epoch_length;
+         state_.iteration - origin_.iteration >= (*state_.max_epochs - origin_.epoch) * *state_.epoch_length;
 }
 
 State& Engine::run_source(std::shared_ptr<detail::DataSource> data, const RunOptions& options) {
@@ -207,6 +207,7 @@ void Engine::prepare_run(detail::DataSource& data, const RunOptions& o) {
                    o.max_iters().value_or(0), " can never be reached; give max_epochs instead");
     state_.iteration = 0;
     state_.epoch = 0;
+    origin_ = DataOrigin();
     state_.max_iters = o.max_iters();
     state_.max_epochs = o.max_iters() ? std::nullopt : std::optional<int64_t>(o.max_epochs().value_or(1));
     state_.epoch_length = epoch_length;
@@ -225,7 +226,8 @@ void Engine::prepare_run(detail::DataSource& data, const RunOptions& o) {
   if (!state_.epoch_length) state_.epoch_length = epoch_length;
   // Continue in the epoch that holds the next iteration, from the batch that follows the
   // last one done: a run continued after terminate() and one resumed from state_dict() agree.
-  if (state_.epoch_length && *state_.epoch_length > 0) state_.epoch = state_.iteration / *state_.epoch_length;
+  if (state_.epoch_length && *state_.epoch_length > 0)
+    state_.epoch = origin_.epoch + (state_.iteration - origin_.iteration) / *state_.epoch_length;
   log(LogLevel::kDebug, name + " run resuming from iteration " + std::to_string(state_.iteration) + ", epoch " +
                             std::to_string(state_.epoch) + " until " +
                             (state_.max_iters ? std::to_string(*state_.max_iters) + " iterations"
@@ -250,7 +252,9 @@ void Engine::run_epochs() {
         // The first epoch of a run that continues a state goes on from the batch after the
         // last one done (ignite's _init_iter); later epochs start at their beginning.
         const int64_t len = state_.epoch_length.value_or(0);
-        in_epoch_ = first_epoch && len > 0 ? std::max<int64_t>(0, state_.iteration - (state_.epoch - 1) * len) : 0;
+        in_epoch_ = first_epoch && len > 0 ? std::max<int64_t>(0, state_.iteration - origin_.iteration -
+                                                                          (state_.epoch - 1 - origin_.epoch) * len)
+                                           : 0;
         epoch_start_ = std::chrono::steady_clock::now();
         fire(Events::EPOCH_STARTED);
         check(Phase::kEpochStarted);
@@ -262,6 +266,9 @@ void Engine::run_epochs() {
         run_one_epoch(at);
       } catch (const TerminateEpochSignal&) {
         terminate_epoch_ = false;
+        // As ignite's set_data: the next epoch starts a fresh pass over the data.
+        origin_ = DataOrigin{state_.iteration, state_.epoch, current_pass_ + 1};
+        data_started_ = false;
         fire(Events::TERMINATE_SINGLE_EPOCH);
       } catch (const TerminateSignal&) {
         throw;
@@ -291,15 +298,18 @@ void Engine::run_epochs() {
 }
 
 // Draws the next batch into state_.batch, positioning the data first when the run starts
-// it: overall batch number `iteration`, i.e. pass iteration / size at offset iteration % size.
+// it: batch number k = iteration - origin_.iteration counted from the origin's pass, i.e.
+// pass origin_.pass + k / size at offset k % size.
 bool Engine::next_batch() {
   if (!data_started_) {
     const auto n = data_->size();
-    const int64_t g = state_.iteration;
+    const int64_t k = state_.iteration - origin_.iteration;
     if (n && *n > 0) {
-      data_->start(g / *n, g % *n);
+      current_pass_ = origin_.pass + k / *n;
+      data_->start(current_pass_, k % *n);
     } else {
-      data_->start(0, state_.epoch_length && *state_.epoch_length > 0 ? g % *state_.epoch_length : 0);
+      current_pass_ = origin_.pass;
+      data_->start(current_pass_, state_.epoch_length && *state_.epoch_length > 0 ? k % *state_.epoch_length : 0);
     }
     data_started_ = true;
   }
@@ -309,7 +319,8 @@ bool Engine::next_batch() {
 // Starts the next pass over the data after it ran out.
 void Engine::restart_data() {
   const auto n = data_->size();
-  data_->start(n && *n > 0 ? state_.iteration / *n : 0, 0);
+  current_pass_ = n && *n > 0 ? origin_.pass + (state_.iteration - origin_.iteration) / *n : origin_.pass;
+  data_->start(current_pass_, 0);
   data_started_ = true;
 }
 

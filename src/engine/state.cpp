@@ -76,6 +76,20 @@ int64_t get_int(const StateDict& sd, const char* key) {
 
 }  // namespace
 
+Engine::DataOrigin Engine::read_origin(const StateDict& sd, const std::string& where) {
+  DataOrigin origin;
+  if (!sd.contains("data_origin")) return origin;
+  const c10::IValue& v = sd.at("data_origin");
+  KINDLING_CHECK(v.isIntList() && v.toIntList().size() == 3, where,
+                 ": 'data_origin' should be a list of 3 integers (iteration, epoch, pass), got a ", v.tagKind());
+  const auto list = v.toIntList();
+  origin = DataOrigin{list.get(0), list.get(1), list.get(2)};
+  KINDLING_CHECK(origin.iteration >= 0 && origin.epoch >= 0 && origin.pass >= 0, where,
+                 ": 'data_origin' should not hold negative numbers, got (", origin.iteration, ", ", origin.epoch, ", ",
+                 origin.pass, ")");
+  return origin;
+}
+
 StateDict Engine::state_dict() const {
   StateDict sd = new_state_dict();
   sd.insert("epoch_length", state_.epoch_length ? c10::IValue(*state_.epoch_length) : c10::IValue());
@@ -85,6 +99,10 @@ StateDict Engine::state_dict() const {
     sd.insert("max_epochs", state_.max_epochs ? c10::IValue(*state_.max_epochs) : c10::IValue());
   }
   sd.insert("iteration", state_.iteration);
+  // Only after a terminate_epoch(): where the fresh pass began (ignite and older kindling
+  // files have no such key, and ignite ignores it).
+  if (origin_.iteration != 0 || origin_.epoch != 0 || origin_.pass != 0)
+    sd.insert("data_origin", c10::List<int64_t>({origin_.iteration, origin_.epoch, origin_.pass}));
   for (const auto& key : user_keys_) {
     auto it = state_.attributes.find(key);
     KINDLING_CHECK(it != state_.attributes.end(), "kindling::engine::", name, ".state_dict: user key '", key,
@@ -120,11 +138,13 @@ void Engine::load_state_dict(const StateDict& sd) {
   if (has_epochs && !sd.at("max_epochs").isNone()) max_epochs = get_int(sd, "max_epochs");
   if (has_iters) max_iters = get_int(sd, "max_iters");
 
+  const DataOrigin origin = read_origin(sd, where);
   int64_t iteration = 0, epoch = 0;
   if (has_iteration) {
     iteration = get_int(sd, "iteration");
-    KINDLING_CHECK(iteration >= 0, where, ": iteration should not be negative, got ", iteration);
-    epoch = epoch_length ? iteration / *epoch_length : 0;
+    KINDLING_CHECK(iteration >= origin.iteration, where, ": iteration should not be negative or before data_origin, got ",
+                   iteration);
+    epoch = epoch_length ? origin.epoch + (iteration - origin.iteration) / *epoch_length : 0;
   } else {
     epoch = get_int(sd, "epoch");
     KINDLING_CHECK(epoch >= 0, where, ": epoch should not be negative, got ", epoch);
@@ -148,6 +168,7 @@ void Engine::load_state_dict(const StateDict& sd) {
   state_.max_iters = max_iters;
   state_.iteration = iteration;
   state_.epoch = epoch;
+  origin_ = origin;
   for (auto& kv : user) state_.attributes[kv.first] = std::move(kv.second);
   // A loaded state replaces a run paused by interrupt(): the next run() resumes from it.
   interrupted_at_ = Phase::kNone;

@@ -193,12 +193,38 @@ TEST(EngineTest, TerminateEpochEndsOnlyTheCurrentEpoch) {
   engine.on(Events::ITERATION_COMPLETED.once(1), [](Engine& e) { e.terminate_epoch(); });
   std::vector<int> data{1, 2, 3};
   engine.run(data, 2);
-  // Epoch 2 then runs a whole epoch_length from iteration 1 (as ignite); the data goes on
-  // from the next batch (kindling: the position in the data follows the iteration).
+  // As ignite: epoch 2 runs a whole epoch_length on a fresh pass over the data (ignite's
+  // set_data), so no DATALOADER_STOP_ITERATION in the middle of it.
   EXPECT_EQ(r.str(),
-            "S0 ES1 GBS0 GBC0 IS1 IC1 TSE EC1 ES2 GBS1 GBC1 IS2 IC2 GBS2 GBC2 IS3 IC3 GBS3 DSI GBC3 IS4 IC4 "
-            "EC2 C2");
-  EXPECT_EQ(processed, (std::vector<int>{1, 2, 3, 1}));
+            "S0 ES1 GBS0 GBC0 IS1 IC1 TSE EC1 ES2 GBS1 GBC1 IS2 IC2 GBS2 GBC2 IS3 IC3 GBS3 GBC3 IS4 IC4 EC2 C2");
+  EXPECT_EQ(processed, (std::vector<int>{1, 1, 2, 3}));
+}
+
+// After a terminate_epoch(), a run resumed from any later state_dict() draws the batches
+// the uninterrupted run drew (the fresh pass's origin is part of the state).
+TEST(EngineTest, TerminateEpochThenResumeDrawsTheSameBatches) {
+  const std::vector<int> data{1, 2, 3, 4};
+  std::vector<int> whole;
+  std::vector<kindling::StateDict> saved;
+  Engine a = counting_engine(&whole);
+  a.on(Events::ITERATION_COMPLETED.once(2), [](Engine& e) { e.terminate_epoch(); });
+  a.on(Events::ITERATION_COMPLETED, [&](Engine& e) { saved.push_back(e.state_dict()); });
+  // The state saved in the iteration that asks for terminate_epoch() cannot know of it: the
+  // one to resume from is taken once the epoch has ended.
+  a.on(Events::TERMINATE_SINGLE_EPOCH, [&](Engine& e) { saved.back() = e.state_dict(); });
+  a.run(data, 3);
+  ASSERT_EQ(whole, (std::vector<int>{1, 2, 1, 2, 3, 4, 1, 2, 3, 4}));
+  EXPECT_EQ(a.state().epoch, 3);
+  for (std::size_t at = 0; at + 1 < saved.size(); ++at) {  // the last state is a finished run
+    std::vector<int> rest;
+    Engine b = counting_engine(&rest);
+    b.on(Events::ITERATION_COMPLETED.once(2), [](Engine& e) { e.terminate_epoch(); });  // the same program
+    b.load_state_dict(saved[at]);
+    b.run(data, 3);
+    EXPECT_EQ(rest, std::vector<int>(whole.begin() + static_cast<std::ptrdiff_t>(at) + 1, whole.end()))
+        << "resumed after iteration " << at + 1;
+    EXPECT_EQ(b.state().epoch, 3) << "resumed after iteration " << at + 1;
+  }
 }
 
 TEST(EngineTest, TerminateEpochInEpochStartedIsAnError) {

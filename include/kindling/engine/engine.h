@@ -242,6 +242,9 @@ class KINDLING_API Engine {
   void fire(const Event& event);
   void check(Phase phase);
   bool done() const;
+  struct DataOrigin;
+  // The "data_origin" entry of a state dict (zeros without one). Throws kindling::UsageError.
+  static DataOrigin read_origin(const StateDict& sd, const std::string& where);
   void handle_exception(std::exception_ptr error);
 
   ProcessFunction process_;
@@ -256,6 +259,13 @@ class KINDLING_API Engine {
   bool data_started_ = false;  // data_ is positioned at batch number state_.iteration
   Phase interrupted_at_ = Phase::kNone;
   int64_t in_epoch_ = 0;  // iterations done in the current epoch
+  // Where the data's passes and the epochs' iterations are counted from: pass `pass` of the
+  // data began at iteration `iteration`, after `epoch` epochs. Zero unless terminate_epoch()
+  // started a fresh pass (as ignite does); saved by state_dict() when not zero.
+  struct DataOrigin {
+    int64_t iteration = 0, epoch = 0, pass = 0;
+  } origin_;
+  int64_t current_pass_ = 0;  // the pass of the data being drawn
   std::chrono::steady_clock::time_point run_start_, epoch_start_;
   Stop terminate_ = Stop::kNo;
   bool terminate_epoch_ = false;
