@@ -64,8 +64,12 @@ constexpr int SignalScope::kSignals[];
 
 struct Stream {
   int fd = -1;
-  std::string partial;
+  std::string partial;  // the current line so far
   bool is_err = false;
+  // The launcher's own stream is a terminal: relay text as it comes, carriage returns
+  // included, so that a worker's progress bar redraws its line in place.
+  bool terminal = false;
+  bool line_open = false;  // terminal relay: the current line's prefix is written
 };
 
 struct Worker {
@@ -91,13 +95,39 @@ void write_all(int fd, const std::string& text) {
   }
 }
 
+void keep_tail(Worker& w, Stream& s, const std::string& line, const SupervisorOptions& opt) {
+  if (!s.is_err) return;
+  w.result.stderr_tail.push_back(line);
+  while (w.result.stderr_tail.size() > opt.tail_lines) w.result.stderr_tail.pop_front();
+}
+
 void emit_line(Worker& w, Stream& s, const std::string& line, const SupervisorOptions& opt) {
   std::string text = opt.prefix_output ? "[rank" + std::to_string(w.result.rank) + "]: " + line + "\n" : line + "\n";
   write_all(s.is_err ? STDERR_FILENO : STDOUT_FILENO, text);
-  if (s.is_err) {
-    w.result.stderr_tail.push_back(line);
-    while (w.result.stderr_tail.size() > opt.tail_lines) w.result.stderr_tail.pop_front();
+  keep_tail(w, s, line, opt);
+}
+
+// Terminal relay (Stream::terminal): the rank prefix at the start of each line and after
+// each carriage return ("\r[rank0]: Epoch [1/3]: [5/117] ..." redraws the line).
+void relay_as_it_comes(Worker& w, Stream& s, const char* data, std::size_t n, const SupervisorOptions& opt) {
+  const std::string prefix = opt.prefix_output ? "[rank" + std::to_string(w.result.rank) + "]: " : "";
+  std::string text;
+  for (std::size_t i = 0; i < n; ++i) {
+    const char c = data[i];
+    const bool ends_line = c == '\n' || c == '\r';
+    if (!ends_line && !s.line_open) text += prefix;
+    s.line_open = !ends_line;
+    text += c;
+    if (c == '\n') {
+      keep_tail(w, s, s.partial, opt);
+      s.partial.clear();
+    } else if (c == '\r') {
+      s.partial.clear();  // the line is drawn again
+    } else {
+      s.partial += c;
+    }
   }
+  write_all(s.is_err ? STDERR_FILENO : STDOUT_FILENO, text);
 }
 
 // Reads what is available; returns false at end of file.
@@ -105,6 +135,10 @@ bool pump(Worker& w, Stream& s, const SupervisorOptions& opt) {
   char buf[8192];
   while (true) {
     ssize_t n = ::read(s.fd, buf, sizeof(buf));
+    if (n > 0 && s.terminal) {
+      relay_as_it_comes(w, s, buf, static_cast<std::size_t>(n), opt);
+      continue;
+    }
     if (n > 0) {
       s.partial.append(buf, static_cast<std::size_t>(n));
       std::size_t start = 0, nl;
@@ -118,7 +152,12 @@ bool pump(Worker& w, Stream& s, const SupervisorOptions& opt) {
     if (n < 0 && (errno == EINTR)) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
     // EOF or error: flush an unterminated last line.
-    if (!s.partial.empty()) emit_line(w, s, s.partial, opt);
+    if (s.terminal) {
+      if (s.line_open) write_all(s.is_err ? STDERR_FILENO : STDOUT_FILENO, "\n");
+      if (!s.partial.empty()) keep_tail(w, s, s.partial, opt);
+    } else if (!s.partial.empty()) {
+      emit_line(w, s, s.partial, opt);
+    }
     s.partial.clear();
     ::close(s.fd);
     s.fd = -1;
@@ -232,12 +271,20 @@ SupervisorResult supervise(const std::vector<WorkerSpec>& specs, const Superviso
       throw std::runtime_error(opt.name + ": cannot create pipes for rank " + std::to_string(spec.rank) + ": " +
                                std::strerror(errno));
     }
-    Prepared prep = prepare(spec);
+    // Workers whose output reaches a terminal through this launcher are told so
+    // (KINDLING_STDOUT_TERMINAL / KINDLING_STDERR_TERMINAL), as a child that wrote to the
+    // terminal itself would see it.
+    WorkerSpec relayed = spec;
+    w->out.terminal = ::isatty(STDOUT_FILENO) == 1;
+    w->err.terminal = ::isatty(STDERR_FILENO) == 1;
+    if (w->out.terminal) relayed.env.emplace_back("KINDLING_STDOUT_TERMINAL", "1");
+    if (w->err.terminal) relayed.env.emplace_back("KINDLING_STDERR_TERMINAL", "1");
+    Prepared prep = prepare(relayed);
     const pid_t pid = ::fork();
     if (pid < 0)
       throw std::runtime_error(opt.name + ": fork failed for rank " + std::to_string(spec.rank) + ": " +
                                std::strerror(errno));
-    if (pid == 0) child_main(spec, prep, out[1], err[1], self);
+    if (pid == 0) child_main(relayed, prep, out[1], err[1], self);
     ::setpgid(pid, pid);
     ::close(out[1]);
     ::close(err[1]);

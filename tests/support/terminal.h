@@ -29,7 +29,10 @@ inline std::string output_of(const std::string& command) {
 /// removed in any case.
 inline std::string screen_of(const std::string& command, const std::string& marker, int width = 120,
                              int height = 12, std::chrono::seconds limit = std::chrono::seconds(60)) {
-  const std::string socket = "kindling-test-" + std::to_string(::getpid());
+  // A server of its own per call: a server being killed by the previous call could
+  // otherwise take this call's session down with it.
+  static int calls = 0;
+  const std::string socket = "kindling-test-" + std::to_string(::getpid()) + "-" + std::to_string(++calls);
   const std::string tmux = "tmux -L " + socket + " -f /dev/null ";
   output_of(tmux + "new-session -d -x " + std::to_string(width) + " -y " + std::to_string(height) + " -s t \"" +
             command + "; sleep 600\" 2>&1");
