@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Users' projects that consume kindling, built outside its tree:
+#  1. find_package(kindling) against an installed copy: builds and runs;
+#  2. the installed copy with another LibTorch than the one it was built against: the
+#     configure step fails with a message naming both versions;
+#  3. FetchContent of the source tree as a subproject: builds the library only, leaves the
+#     parent's CMAKE_BUILD_TYPE unset, links and runs.
+# Usage: check_consumers.sh <kindling build folder>
+set -euo pipefail
+src="$(cd "$(dirname "$0")/../.." && pwd)"
+build="$(cd "$1" && pwd)"
+work=$(mktemp -d /tmp/kindling-consumers-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+
+cmake --install "$build" --prefix "$work/prefix" >/dev/null
+cmake -S "$src/tests/consumer" -B "$work/installed" "${generator[@]}" -DCMAKE_PREFIX_PATH="$work/prefix" \
+  -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$work/installed" -j2 >/dev/null
+"$work/installed/consumer"
+
+# A LibTorch of another version (a stand-in package: only its version matters here).
+mkdir -p "$work/other-torch"
+echo 'set(PACKAGE_VERSION "0.99.0")
+set(PACKAGE_VERSION_COMPATIBLE TRUE)' > "$work/other-torch/TorchConfigVersion.cmake"
+echo 'set(TORCH_INSTALL_PREFIX "${CMAKE_CURRENT_LIST_DIR}")
+set(TORCH_FOUND TRUE)' > "$work/other-torch/TorchConfig.cmake"
+if cmake -S "$src/tests/consumer" -B "$work/mismatch" "${generator[@]}" -DCMAKE_PREFIX_PATH="$work/prefix" \
+    -DTorch_DIR="$work/other-torch" > "$work/mismatch.log" 2>&1; then
+  echo "check_consumers: a LibTorch of another version was accepted" >&2
+  exit 1
+fi
+# CMake wraps the message: compare it as one line.
+tr -s ' \n' '  ' < "$work/mismatch.log" |
+  grep -q "was built against LibTorch [0-9.]*, but find_package(Torch) found LibTorch 0.99.0" || {
+  cat "$work/mismatch.log" >&2
+  echo "check_consumers: the LibTorch mismatch was refused without naming both versions" >&2
+  exit 1
+}
+
+cmake -S "$src/tests/consumer" -B "$work/fetched" "${generator[@]}" -DKINDLING_FROM_SOURCE="$src" \
+  -DCONSUMER_EXPECTED_BUILD_TYPE= >/dev/null
+cmake --build "$work/fetched" -j2 --target consumer >/dev/null
+"$work/fetched/consumer"
+echo "check_consumers: installed, mismatched LibTorch and FetchContent consumers passed"
