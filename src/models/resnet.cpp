@@ -58,12 +58,12 @@ class BasicBlockImpl : public torch::nn::Cloneable<BasicBlockImpl> {
   }
 
   at::Tensor forward(const at::Tensor& x) {
-    // Out-of-place ReLU after each BN (a BN implementation may keep its output for
-    // backward); the final ReLU acts in place on the fresh sum, as torchvision's does.
-    auto out = at::relu(bn1->forward(conv1->forward(x)));
+    // In place, as torchvision's: the ReLUs and the sum reuse the fresh BN output (no BN
+    // here, native or synchronised, keeps its output for backward), where out-of-place
+    // steps allocated two more activation-sized tensors per block.
+    auto out = bn1->forward(conv1->forward(x)).relu_();
     out = bn2->forward(conv2->forward(out));
-    auto identity = downsample ? downsample->forward(x) : x;
-    out = out + identity;
+    out.add_(downsample ? downsample->forward(x) : x);
     return at::relu_(out);
   }
 
@@ -109,11 +109,10 @@ class BottleneckImpl : public torch::nn::Cloneable<BottleneckImpl> {
   }
 
   at::Tensor forward(const at::Tensor& x) {
-    auto out = at::relu(bn1->forward(conv1->forward(x)));
-    out = at::relu(bn2->forward(conv2->forward(out)));
+    auto out = bn1->forward(conv1->forward(x)).relu_();  // in place, as in BasicBlock
+    out = bn2->forward(conv2->forward(out)).relu_();
     out = bn3->forward(conv3->forward(out));
-    auto identity = downsample ? downsample->forward(x) : x;
-    out = out + identity;
+    out.add_(downsample ? downsample->forward(x) : x);
     return at::relu_(out);
   }
 
@@ -216,7 +215,7 @@ void ResNetImpl::reset() {
 at::Tensor ResNetImpl::forward(const at::Tensor& x) {
   KINDLING_CHECK(x.dim() == 4 && x.size(1) == options.in_channels(), "kindling::models::ResNet: expected input [N, ",
                  options.in_channels(), ", H, W], got ", x.sizes());
-  auto out = at::relu(bn1->forward(conv1->forward(x)));
+  auto out = bn1->forward(conv1->forward(x)).relu_();
   if (maxpool) out = maxpool->forward(out);
   out = layer1->forward(out);
   out = layer2->forward(out);
