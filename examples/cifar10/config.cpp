@@ -65,6 +65,9 @@ int parse_command_line(int argc, char** argv, Config& c) {
                  "Seconds without collective progress of a peer before the waiting ranks stop and name it "
                  "(0: off; default: KINDLING_STALL_TIMEOUT, else 60)")
       ->check(CLI::NonNegativeNumber);
+  app.add_flag("--profile", c.profile,
+               "Split each training iteration's time (data, forward, backward, all-reduce wait, optimizer); "
+               "medians in the table and summary.json");
   app.add_option("--max_restarts", c.max_restarts,
                  "With --nproc_per_node: when a process fails, restart all of them at most this many times; the "
                  "restarted run continues from the run folder's last checkpoint (under a launcher, use its option)")
@@ -110,7 +113,8 @@ std::vector<std::pair<std::string, std::string>> describe(const Config& c) {
           {"with_amp", c.with_amp ? "True" : "False"},
           {"train_subset", text(c.train_subset)},
           {"test_subset", text(c.test_subset)},
-          {"max_restarts", text(c.max_restarts)}};
+          {"max_restarts", text(c.max_restarts)},
+          {"profile", c.profile ? "True" : "False"}};
 }
 
 }  // namespace cifar10

@@ -37,6 +37,7 @@ struct Config {
   int64_t collective_timeout_s = 600;
   std::optional<double> stall_timeout_s;  // unset: KINDLING_STALL_TIMEOUT, else the library's 60 s
   int max_restarts = 0;                   // with --nproc_per_node: restarts after a failure
+  bool profile = false;                   // split rank 0's training iterations (profile.h)
 };
 
 /// Parses the command line (and --config) into `config`. Returns -1 to go on, else the

@@ -1,6 +1,8 @@
 // The cifar10 example's end-of-run table and summary.json.
 #include "results.h"
 
+#include "profile.h"
+
 #include <kindling/handlers/disk_saver.h>
 #include <kindling/handlers/json_logger.h>
 
@@ -61,6 +63,11 @@ std::string table(const Results& r) {
       << format("%.0f", typical_samples_per_s(r)) << " training samples/s, " << r.epoch_seconds.size()
       << " epoch(s) in " << format("%.1f", total) << " s, peak memory " << format("%.0f", rss) << " MiB per rank\n"
       << "Output folder: " << r.output_path << "\n";
+  if (!r.iteration_split_ms.empty()) {
+    out << "Training iteration on rank 0 (median ms):";
+    for (const auto& [part, value] : r.iteration_split_ms) out << " " << part << " " << format("%.1f", value);
+    out << "\n";
+  }
   return out.str();
 }
 
@@ -76,7 +83,9 @@ void write_summary(const Results& r) {
        << ", \"train_loss\": " << format("%.17g", last.train_loss)
        << ", \"test_accuracy\": " << format("%.17g", last.test_accuracy)
        << ", \"test_loss\": " << format("%.17g", last.test_loss) << ", \"peak_rss_mb\": " << json_list(r.peak_rss_mb)
-       << ", \"output_path\": " << kindling::handlers::JsonLogger::quote(r.output_path) << "}\n";
+       << ", \"output_path\": " << kindling::handlers::JsonLogger::quote(r.output_path);
+  if (!r.iteration_split_ms.empty()) json << ", \"iteration_split_ms\": " << to_json(r.iteration_split_ms);
+  json << "}\n";
   const std::string text = json.str();
   kindling::handlers::DiskSaver saver(r.output_path, kindling::handlers::DiskSaverOptions().require_empty(false));
   saver.save(std::vector<char>(text.begin(), text.end()), "summary.json");

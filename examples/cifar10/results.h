@@ -23,6 +23,7 @@ struct Results {
   std::vector<double> epoch_seconds;               // per epoch, evaluation included
   std::vector<double> train_samples_per_s;         // per epoch, training iterations only, whole job
   std::vector<double> peak_rss_mb;                 // per rank
+  std::map<std::string, double> iteration_split_ms;  // --profile: median ms per part (profile.h)
 };
 
 /// The peak resident memory of this process (VmHWM), in MiB; 0 where /proc has no value.

@@ -39,6 +39,7 @@
 #include <thread>
 
 #include "dataflow.h"
+#include "profile.h"
 #include "results.h"
 
 namespace cifar10 {
@@ -158,12 +159,18 @@ void training(int /*local_rank*/, Config config) {
     KINDLING_CHECK(iters_per_epoch > 0, "cifar10: the training split gives no batch of ", config.batch_size,
                    " samples over ", kd::get_world_size(), " rank(s) (drop_last); use a smaller --batch_size");
     auto model = get_model(config, data.channels);
-    torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(*config.learning_rate)
-                                                        .momentum(config.momentum)
-                                                        .weight_decay(config.weight_decay)
-                                                        .nesterov(true));
+    const auto sgd_options =
+        torch::optim::SGDOptions(*config.learning_rate).momentum(config.momentum).weight_decay(config.weight_decay).nesterov(true);
+    // --profile: an SGD that marks its step, a criterion that marks the forward's end.
+    auto split = config.profile && rank == 0 ? std::make_shared<IterationSplit>() : nullptr;
+    auto sgd = split ? std::make_unique<TimedSGD>(model->parameters(), sgd_options, split)
+                     : std::make_unique<torch::optim::SGD>(model->parameters(), sgd_options);
+    torch::optim::SGD& optimizer = *sgd;
     kd::auto_optim(optimizer);
-    const auto criterion = [](const at::Tensor& y_pred, const at::Tensor& y) { return at::cross_entropy_loss(y_pred, y); };
+    kindling::engine::LossFunction criterion = [](const at::Tensor& y_pred, const at::Tensor& y) {
+      return at::cross_entropy_loss(y_pred, y);
+    };
+    if (split) criterion = split->timed(criterion);
     auto lr_scheduler = get_lr_scheduler(config, optimizer, iters_per_epoch);
 
     // The trainer, with the tutorial's output {"batch loss": loss.item()}.
@@ -179,6 +186,7 @@ void training(int /*local_rank*/, Config config) {
               return Value(loss.item<double>());  // named "batch loss" by the common handlers
             }));
     trainer.name = "trainer";
+    if (split) split->attach(trainer, model.reducer());
     kh::Objects to_save{{"trainer", kh::stateful(trainer)},
                         {"model", kh::stateful(model)},
                         {"optimizer", kh::stateful(optimizer)},
@@ -318,6 +326,7 @@ void training(int /*local_rank*/, Config config) {
     json.close();
     report.render("run complete");
     report.close();
+    if (split) results.iteration_split_ms = split->medians();
     if (rank == 0) {
       write_summary(results);
       std::fprintf(stdout, "%s", table(results).c_str());

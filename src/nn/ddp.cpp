@@ -9,6 +9,7 @@
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include <chrono>
 #include <mutex>
 #include <sstream>
 
@@ -41,6 +42,7 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
   bool callback_queued = false;
   bool sync = true;
   int64_t synchronized = 0;
+  double last_wait_s = 0;  // the last synchronised backward's wait for its all-reduces
   std::mutex mu;
 
   at::Tensor slot(std::size_t i) { return buckets[bucket_of[i]].flat.narrow(0, offset_of[i], params[i].numel()); }
@@ -122,14 +124,14 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
       }
       used_work = dist::all_reduce_async(used, dist::ReduceOp::kSum, options.group());
     }
-    for (auto& b : buckets) {
-      b.work.wait();
-      b.flat.div_(world);
-    }
+    const auto wait_start = std::chrono::steady_clock::now();
+    for (auto& b : buckets) b.work.wait();
     if (used.defined()) {
       used_work.wait();
       used = used.cpu();
     }
+    last_wait_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
+    for (auto& b : buckets) b.flat.div_(world);
     for (std::size_t i = 0; i < params.size(); ++i) {
       at::Tensor averaged = slot(i).view_as(params[i]);
       at::Tensor& grad = params[i].mutable_grad();
@@ -318,6 +320,11 @@ std::vector<std::vector<std::string>> GradientReducer::buckets() const {
 }
 
 int64_t GradientReducer::synchronized_backwards() const { return state_->synchronized; }
+
+double GradientReducer::last_sync_wait_seconds() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->last_wait_s;
+}
 
 NoSyncGuard::NoSyncGuard(GradientReducer* reducer) : reducer_(reducer) {
   if (reducer_) {

@@ -133,6 +133,10 @@ class KINDLING_API GradientReducer {
   std::vector<std::vector<std::string>> buckets() const;
   /// Backward passes that ended with averaged gradients. Local; does not throw.
   int64_t synchronized_backwards() const;
+  /// Seconds the last synchronised backward waited, after its last gradient, for its
+  /// all-reduces to finish: the communication backward did not hide behind computation
+  /// (0 before the first). For profiling (examples/cifar10 --profile). Local; does not throw.
+  double last_sync_wait_seconds() const;
 
   struct State;
 
