@@ -10,7 +10,7 @@ packages=(
   slurm-wlm munge
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   dataset-fashion-mnist zlib1g-dev libspdlog-dev libcli11-dev
-  python3-torchvision python3-protobuf tmux chromium
+  python3-torchvision python3-protobuf python3-venv tmux chromium
   nlohmann-json3-dev
 )
 

@@ -40,8 +40,9 @@ CIFAR_FILES = [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]
 DEFAULTS = {"fashion-mnist": (3, 0.1, 1), "cifar10": (24, 0.4, 4)}
 
 
-def parse_args():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def argument_parser(doc):
+    """The flags the Python peers share with the C++ program."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     p.add_argument("--data_path", default="", help="CIFAR-10 binary folder; empty: Debian's Fashion-MNIST")
     p.add_argument("--output_path", default="/tmp/cifar10-torch")
     p.add_argument("--batch_size", type=int, default=512, help="total over ranks")
@@ -57,7 +58,15 @@ def parse_args():
     p.add_argument("--backend", default="gloo", help="only gloo exists in Debian's torch")
     p.add_argument("--train_subset", type=int, default=0, help="N > 0: the first N training samples only")
     p.add_argument("--test_subset", type=int, default=0, help="N > 0: the first N test samples only")
-    return p.parse_args()
+    return p
+
+
+def apply_defaults(args):
+    """The dataset-dependent defaults of the flags not given."""
+    dataset = "cifar10" if args.data_path and find_cifar(args.data_path) else "fashion-mnist"
+    for flag, value in zip(("num_epochs", "learning_rate", "num_warmup_epochs"), DEFAULTS[dataset]):
+        if getattr(args, flag) is None:
+            setattr(args, flag, value)
 
 
 def find_cifar(path):
@@ -131,7 +140,8 @@ class ImageDataset(torch.utils.data.Dataset):
         return (x - self.mean) / self.std, int(self.labels[i])
 
 
-def make_loaders(args, world, rank):
+def make_datasets(args):
+    """(dataset name, train set, test set) with the C++ program's transforms and subsets."""
     name, (xtr, ytr), (xte, yte) = load_data(args.data_path)
     if args.train_subset > 0:
         xtr, ytr = xtr[:args.train_subset], ytr[:args.train_subset]
@@ -143,8 +153,11 @@ def make_loaders(args, world, rank):
         norm = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
     else:
         norm = (0.2860,), (0.3530,)
-    train_set = ImageDataset(xtr, ytr, True, *norm)
-    test_set = ImageDataset(xte, yte, False, *norm)
+    return name, ImageDataset(xtr, ytr, True, *norm), ImageDataset(xte, yte, False, *norm)
+
+
+def make_loaders(args, world, rank):
+    name, train_set, test_set = make_datasets(args)
     DS = torch.utils.data.distributed.DistributedSampler
     train_sampler = DS(train_set, num_replicas=world, rank=rank, shuffle=True, seed=args.seed)
     test_sampler = DS(test_set, num_replicas=world, rank=rank, shuffle=False)
@@ -253,6 +266,21 @@ def train(rank, world, args, port):
         if rank == 0:
             print(f"{line}, epoch {epoch_seconds[-1]:.1f} s", flush=True)
 
+    last_collective = write_summary(args, name, world, rank, rates, epoch_seconds, metrics,
+                                    {"implementation": "python", "backend": args.backend if world > 1 else "none"})
+    if world > 1:
+        # Free the model (its DDP Reducer holds the process group) and then the group while the
+        # last collective's tensors (last_collective) are still referenced: with torch 1.13, if
+        # Python drops them first, gloo's worker thread needs the GIL to free them while ~ProcessGroupGloo,
+        # run with the GIL held, waits for that thread; rank 1 hung that way in a test.
+        del model, optimizer
+        gc.collect()
+        dist.destroy_process_group()
+
+
+def write_summary(args, name, world, rank, rates, epoch_seconds, metrics, extra):
+    """Every rank: gathers the peak RSS; rank 0 writes summary.json (the C++ program's fields) and prints it.
+    Returns the all_gather's tensors: keep them until the process group is destroyed (see train)."""
     mine = torch.tensor([peak_rss_mb()], dtype=torch.float64)
     gathered = [mine]
     if world > 1:
@@ -260,23 +288,15 @@ def train(rank, world, args, port):
         dist.all_gather(gathered, mine)
     if rank == 0:
         kept = rates[1:] if len(rates) >= 3 else rates
-        summary = {"implementation": "python", "backend": args.backend if world > 1 else "none",
-                   "world_size": world, "dataset": name, "epochs": args.num_epochs, "batch_size": args.batch_size,
-                   "train_samples_per_s": statistics.median(kept), "epoch_seconds": epoch_seconds,
-                   **metrics, "peak_rss_mb": torch.cat(gathered).tolist()}
+        summary = {**extra, "world_size": world, "dataset": name, "epochs": args.num_epochs,
+                   "batch_size": args.batch_size, "train_samples_per_s": statistics.median(kept),
+                   "epoch_seconds": epoch_seconds, **metrics, "peak_rss_mb": torch.cat(gathered).tolist()}
         os.makedirs(args.output_path, exist_ok=True)
         with open(os.path.join(args.output_path, "summary.json"), "w") as f:
             json.dump(summary, f, indent=2)
             f.write("\n")
         print(json.dumps(summary), flush=True)
-    if world > 1:
-        # Free the model (its DDP Reducer holds the process group) and then the group while `mine`
-        # and `gathered` are still referenced: with torch 1.13, if Python drops the last collective's
-        # tensors first, gloo's worker thread needs the GIL to free them while ~ProcessGroupGloo,
-        # run with the GIL held, waits for that thread; rank 1 hung that way in a test.
-        del model, optimizer
-        gc.collect()
-        dist.destroy_process_group()
+    return gathered
 
 
 def free_port():
@@ -286,11 +306,8 @@ def free_port():
 
 
 def main():
-    args = parse_args()
-    dataset = "cifar10" if args.data_path and find_cifar(args.data_path) else "fashion-mnist"
-    for flag, value in zip(("num_epochs", "learning_rate", "num_warmup_epochs"), DEFAULTS[dataset]):
-        if getattr(args, flag) is None:
-            setattr(args, flag, value)
+    args = argument_parser(__doc__).parse_args()
+    apply_defaults(args)
     if args.nproc_per_node > 1:
         mp.spawn(train, args=(args.nproc_per_node, args, free_port()), nprocs=args.nproc_per_node)
     elif int(os.environ.get("WORLD_SIZE", "1")) > 1:  # started by torchrun or kindling-run, one process per rank
