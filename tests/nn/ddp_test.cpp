@@ -9,7 +9,9 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 
+#include <chrono>
 #include <sstream>
+#include <thread>
 
 #include "support/multiprocess.h"
 
@@ -159,8 +161,16 @@ KINDLING_WORKER(ddp_no_sync) {
     torch::mse_loss(model(rows(x1, rank)), rows(y1, rank)).backward();
   }
   WCHECK(model.reducer()->synchronized_backwards() == 0);
+  WCHECK(model.reducer()->last_sync_wait_seconds() == 0.0, << "no synchronised backward has waited yet");
+  // The last rank comes 1 s late: rank 0's all-reduces cannot end before it contributes, and
+  // rank 0's own forward and backward take about a millisecond (half a second of margin for load).
+  if (rank == world - 1) std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   torch::mse_loss(model(rows(x2, rank)), rows(y2, rank)).backward();
   WCHECK(model.reducer()->synchronized_backwards() == 1);
+  if (rank == 0) {
+    WCHECK(model.reducer()->last_sync_wait_seconds() >= 0.5,
+           << "waited " << model.reducer()->last_sync_wait_seconds() << " s for a rank 1 s late");
+  }
   Mlp reference = seeded_model();
   for (int r = 0; r < world; ++r) {
     ((torch::mse_loss(reference(rows(x1, r)), rows(y1, r)) + torch::mse_loss(reference(rows(x2, r)), rows(y2, r))) /
