@@ -4,6 +4,9 @@
 #include <CLI/CLI.hpp>
 
 #include <sstream>
+#include <system_error>
+
+#include <kindling/error.h>
 
 #include "cli/cli.h"
 
@@ -14,7 +17,8 @@ int parse_command_line(int argc, char** argv, Config& c) {
       "The PyTorch-Ignite CIFAR10 tutorial in C++: ResNet18 trained data-parallel with kindling, on CIFAR-10 "
       "(binary version, in --data_path) or, by default, Debian's Fashion-MNIST",
       "cifar10"};
-  app.set_config("--config", "", "Read options from a TOML or INI file (name = value per line)");
+  app.set_config("--config", "", "Read options from a TOML or INI file (name = value per line; unknown names are refused)");
+  app.allow_config_extras(false);  // a misspelt key is an error, not silently ignored
   const auto count = [](int64_t lo) { return CLI::Range(lo, int64_t{1} << 40); };
   app.add_option("--seed", c.seed, "Random seed (each rank adds its rank)")->capture_default_str();
   app.add_option("--data_path", c.data_path,
@@ -51,7 +55,7 @@ int parse_command_line(int argc, char** argv, Config& c) {
   app.add_option("--log_every_iters", c.log_every_iters, "Iterations between progress and loss logs (0: none)")
       ->check(count(0))
       ->capture_default_str();
-  app.add_option("--nproc_per_node", c.nproc_per_node, "Processes to start on this machine (none under a launcher)")
+  app.add_option("--nproc_per_node", c.nproc_per_node, "Processes to start on this machine (under a launcher: leave it out, or give the launcher's count)")
       ->check(CLI::Range(1, 1024));
   app.add_option("--stop_iteration", c.stop_iteration, "End the run after this iteration, as a crash would")
       ->check(count(1));
@@ -115,6 +119,16 @@ std::vector<std::pair<std::string, std::string>> describe(const Config& c) {
           {"test_subset", text(c.test_subset)},
           {"max_restarts", text(c.max_restarts)},
           {"profile", c.profile ? "True" : "False"}};
+}
+
+std::filesystem::file_status path_status(const std::string& option, const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory) {
+    throw kindling::UsageError("cifar10: " + option + " '" + path + "' cannot be examined (" + ec.message() +
+                               "); check the path and the permissions of its folders");
+  }
+  return status;
 }
 
 }  // namespace cifar10

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <utility>
@@ -49,6 +50,11 @@ int parse_command_line(int argc, char** argv, Config& config);
 /// train well, 3 epochs at 0.1 with 1 warm-up epoch (above 88% test accuracy in about 6
 /// minutes on 2 cores). Returns a sentence saying which.
 std::string apply_dataset_defaults(Config& config, const std::string& dataset);
+
+/// What is at `path`, given by the command-line `option` ("--data_path"): a missing path is
+/// file_type::not_found; throws kindling::UsageError naming the option, the path and the
+/// system's reason when the path cannot be examined (no permission, a loop of links).
+std::filesystem::file_status path_status(const std::string& option, const std::string& path);
 
 /// The configuration as (name, value) text, in the tutorial's order, for logs and reports.
 std::vector<std::pair<std::string, std::string>> describe(const Config& config);

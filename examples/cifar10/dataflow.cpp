@@ -41,7 +41,7 @@ DataChoice choose_data(const Config& config) {
             1};
   }
   const fs::path root(config.data_path);
-  KINDLING_CHECK(fs::is_directory(root), "cifar10: --data_path '", config.data_path,
+  KINDLING_CHECK(fs::is_directory(path_status("--data_path", config.data_path)), "cifar10: --data_path '", config.data_path,
                  "' is not a folder; give the folder of CIFAR-10's binary version (data_batch_1.bin ... "
                  "test_batch.bin) or of Fashion-MNIST's idx files, or leave --data_path out for Debian's Fashion-MNIST");
   for (const fs::path& dir : {root, root / "cifar-10-batches-bin"}) {

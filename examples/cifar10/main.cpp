@@ -11,6 +11,7 @@
 //   cifar10 --nproc_per_node 2 --resume_from output-cifar10/<run>/training_checkpoint_400.pt
 #include <kindling/dist/launch_env.h>
 #include <kindling/dist/parallel.h>
+#include <kindling/error.h>
 
 #include <iostream>
 
@@ -35,13 +36,19 @@ int main(int argc, char** argv) {
     }
     const std::string backend = config.backend == "none" ? "serial" : config.backend;
     kd::ParallelOptions options(backend);
-    if (config.nproc_per_node && !launcher && backend != "serial") options.nproc_per_node(*config.nproc_per_node);
+    // Under a launcher too: Parallel refuses a count that contradicts the launcher's (or
+    // RANK / WORLD_SIZE left in a shell).
+    if (config.nproc_per_node && backend != "serial") options.nproc_per_node(*config.nproc_per_node);
     options.timeout(std::chrono::seconds(config.collective_timeout_s));
     if (config.stall_timeout_s)
       options.stall_timeout(std::chrono::milliseconds(static_cast<int64_t>(*config.stall_timeout_s * 1000)));
     if (config.nproc_per_node && !launcher && backend != "serial") options.max_restarts(config.max_restarts);
     kd::Parallel parallel(options);
     parallel.run(cifar10::training, config);
+  } catch (const kindling::LaunchError& e) {
+    // A worker failed or was killed, or this launcher was interrupted: kindling-run's codes.
+    std::cerr << "cifar10: error: " << e.what() << std::endl;
+    return e.exit_code();
   } catch (const std::exception& e) {
     std::cerr << "cifar10: error: " << e.what() << std::endl;
     return 1;

@@ -24,6 +24,7 @@
 #include <kindling/handlers/html_report.h>
 #include <kindling/handlers/json_logger.h>
 #include <kindling/handlers/param_scheduler.h>
+#include <kindling/handlers/run_folder.h>
 #include <kindling/handlers/setup_logger.h>
 #include <kindling/handlers/tensorboard.h>
 #include <kindling/metrics/accuracy.h>
@@ -33,8 +34,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -69,37 +70,22 @@ void log_basic_info(const kh::Logger& logger, const Config& config, const DataCh
   }
 }
 
-// `<output_path>/<model>_backend-<backend>-<world size>_<YYYYmmdd-HHMMSS>`, made by rank 0;
-// every rank gets its name (the tutorial sets it on rank 0 only).
-std::string make_run_folder(const kh::Logger& logger, const Config& config) {
-  std::string folder;
-  if (kd::get_rank() == 0 && kd::restart_count() > 0) {
-    // A restarted job continues in the failed attempt's folder: the newest of this setting.
-    const std::string backend = kd::get_world_size() > 1 ? kd::backend() : std::string("none");
-    const std::string prefix = config.model + "_backend-" + backend + "-" + std::to_string(kd::get_world_size()) + "_";
-    std::filesystem::file_time_type newest{};
-    std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator(config.output_path, ec)) {
-      if (!entry.is_directory() || entry.path().filename().string().rfind(prefix, 0) != 0) continue;
-      if (folder.empty() || entry.last_write_time() > newest) {
-        folder = entry.path().string();
-        newest = entry.last_write_time();
-      }
-    }
-    if (!folder.empty()) logger.info("Restart " + std::to_string(kd::restart_count()) + ": continuing in " + folder);
+// `<output_path>/<model>_backend-<backend>-<world size>_<YYYYmmdd-HHMMSS>[-n]`, unique even
+// for jobs started in the same second; after a restart, the folder this job's earlier attempt
+// made (kindling/handlers/run_folder.h). Every rank gets it (the tutorial sets it on rank 0).
+kh::RunFolder make_run_folder(const kh::Logger& logger, const Config& config) {
+  const std::string backend = kd::get_world_size() > 1 ? kd::backend() : std::string("none");
+  kh::RunFolder run;
+  try {
+    run = kh::open_run_folder(config.output_path,
+                              config.model + "_backend-" + backend + "-" + std::to_string(kd::get_world_size()));
+  } catch (const kindling::Error& e) {
+    throw kindling::UsageError(std::string("--output_path '") + config.output_path + "': " + e.what());
   }
-  if (kd::get_rank() == 0 && folder.empty()) {
-    char now[32];
-    const std::time_t t = std::time(nullptr);
-    std::strftime(now, sizeof(now), "%Y%m%d-%H%M%S", std::localtime(&t));
-    const std::string backend = kd::get_world_size() > 1 ? kd::backend() : std::string("none");
-    folder = (std::filesystem::path(config.output_path) /
-              (config.model + "_backend-" + backend + "-" + std::to_string(kd::get_world_size()) + "_" + now))
-                 .string();
-    std::filesystem::create_directories(folder);
-    logger.info("Output path: " + folder);
-  }
-  return kd::get_world_size() > 1 ? kd::broadcast(folder, 0) : folder;
+  logger.info((run.continued ? "Restart " + std::to_string(kd::restart_count()) + ": continuing in "
+                             : std::string("Output path: ")) +
+              run.path);
+  return run;
 }
 
 kindling::nn::DistributedDataParallel<kindling::models::ResNetImpl> get_model(const Config& config,
@@ -147,12 +133,22 @@ void training(int /*local_rank*/, Config config) {
   at::manual_seed(static_cast<uint64_t>(config.seed + rank));
   const int threads = share_the_cores();
   const kh::Logger logger = kh::setup_logger("CIFAR10-Training");
+  kh::RunFolder run;
   try {
     const DataChoice data = choose_data(config);  // every rank: a wrong path fails everywhere
     const std::string why = apply_dataset_defaults(config, data.dataset);
     log_basic_info(logger, config, data, why);
     logger.info("- intra-op threads per rank: " + std::to_string(threads));
-    const std::string run_folder = make_run_folder(logger, config);
+    // --resume_from is read before the run folder is made: a wrong file leaves no folder.
+    std::optional<kindling::StateDict> resume_state;
+    if (!config.resume_from.empty()) {
+      KINDLING_CHECK(std::filesystem::is_regular_file(path_status("--resume_from", config.resume_from)),
+                     "cifar10: --resume_from '",
+                     config.resume_from, "' is not a file; give a training_checkpoint_<iteration>.pt of an earlier run");
+      resume_state = kh::Checkpoint::load_file(config.resume_from);  // every rank reads the file
+    }
+    run = make_run_folder(logger, config);
+    const std::string& run_folder = run.path;
 
     Dataflow flow = get_dataflow(data, config);
     const int64_t iters_per_epoch = flow.train.size();
@@ -196,6 +192,7 @@ void training(int /*local_rank*/, Config config) {
         trainer, kh::CommonTrainingOptions()
                      .to_save(to_save)
                      .save_every_iters(config.checkpoint_every)
+                     .checkpoint_include_self(true)  // n_saved across restarts
                      .output_path(run_folder)
                      .lr_scheduler(lr_scheduler)
                      .output_names(config.log_every_iters > 0 ? std::vector<std::string>{"batch loss"}
@@ -203,15 +200,18 @@ void training(int /*local_rank*/, Config config) {
                      .with_pbars(config.log_every_iters > 0)
                      .log_every_iters(std::max<int64_t>(1, config.log_every_iters)));
     std::string resume_from = config.resume_from;
-    if (resume_from.empty() && kd::restart_count() > 0) {
-      // After a restart: the run folder's newest checkpoint, as rank 0 finds it.
+    if (resume_from.empty() && run.continued) {
+      // After a restart: the newest checkpoint in this job's own run folder, as rank 0 finds
+      // it; with it the checkpoint's list of kept files, so that n_saved spans the attempts.
       auto last = kd::get_rank() == 0 ? kh::Checkpoint::find_latest(run_folder, "training") : std::nullopt;
       resume_from = kd::get_world_size() > 1 ? kd::broadcast(last.value_or(""), 0) : last.value_or("");
+      if (!resume_from.empty()) resume_state = kh::Checkpoint::load_file(resume_from);
     }
-    if (!resume_from.empty()) {
-      KINDLING_CHECK(std::filesystem::is_regular_file(resume_from), "cifar10: --resume_from '", resume_from,
-                     "' is not a file; give a training_checkpoint_<iteration>.pt of an earlier run");
-      kh::Checkpoint::load_objects(to_save, resume_from);  // every rank reads the file
+    if (resume_state) {
+      kh::Objects to_load = to_save;
+      if (run.continued && resume_state->contains("checkpointer"))
+        to_load.push_back({"checkpointer", kh::stateful(*common->checkpoint)});
+      kh::Checkpoint::load_objects(to_load, *resume_state, true, resume_from);
       logger.info("Resumed from " + resume_from + " at iteration " + std::to_string(trainer.state().iteration));
     }
 
@@ -336,6 +336,7 @@ void training(int /*local_rank*/, Config config) {
       std::fflush(stdout);
     }
   } catch (const std::exception& e) {
+    if (run.remove_if_unused()) logger.info("Removed the unused run folder " + run.path);
     logger.error(std::string("training failed: ") + e.what());
     throw;
   }

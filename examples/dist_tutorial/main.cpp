@@ -23,6 +23,7 @@
 // epoch, then "test accuracy <pct>%" from rank 0.
 #include <kindling/dist/launch_env.h>
 #include <kindling/dist/parallel.h>
+#include <kindling/error.h>
 #include <kindling/kindling.h>
 
 #include <chrono>
@@ -151,6 +152,10 @@ int main(int argc, char** argv) {
     // re-executes main and runs run_command); under a launcher it only initializes.
     kd::Parallel parallel(dist_tutorial::parallel_options(options));
     parallel.run(dist_tutorial::run_command, options);
+  } catch (const kindling::LaunchError& e) {
+    // A worker failed or was killed, or this launcher was interrupted: kindling-run's codes.
+    std::cerr << "dist_tutorial: error: " << e.what() << std::endl;
+    return e.exit_code();
   } catch (const std::exception& e) {
     std::cerr << "dist_tutorial: error: " << e.what() << std::endl;
     return 1;

@@ -24,6 +24,7 @@
 
 #include <kindling/dist/launch_env.h>
 #include <kindling/dist/parallel.h>
+#include <kindling/error.h>
 #include <kindling/kindling.h>
 
 #include <algorithm>
@@ -197,6 +198,10 @@ int main(int argc, char** argv) {
     }
     kd::Parallel parallel(options);
     parallel.run(training, o);
+  } catch (const kindling::LaunchError& e) {
+    // A worker failed or was killed, or this launcher was interrupted: kindling-run's codes.
+    std::cerr << "engine_mnist: error: " << e.what() << std::endl;
+    return e.exit_code();
   } catch (const std::exception& e) {
     std::cerr << "engine_mnist: error: " << e.what() << std::endl;
     return 1;

@@ -43,7 +43,14 @@ class KINDLING_API CommunicationError : public Error {
 /// failed rank, its exit status and its last stderr lines.
 class KINDLING_API LaunchError : public Error {
  public:
-  using Error::Error;
+  explicit LaunchError(const std::string& what, int exit_code = 1) : Error(what), exit_code_(exit_code) {}
+  /// The status kindling-run would exit with for this failure, for a program to return from
+  /// main: the first failed worker's exit code, 128 + the signal's number for a worker killed
+  /// by a signal or for a signal (Ctrl-C, SIGTERM) the launching process received; never 0.
+  int exit_code() const { return exit_code_; }
+
+ private:
+  int exit_code_;
 };
 
 /// A kindling invariant does not hold: this is a bug in kindling.

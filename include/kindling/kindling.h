@@ -33,6 +33,7 @@
 #include "kindling/handlers/json_logger.h"
 #include "kindling/handlers/param_scheduler.h"
 #include "kindling/handlers/progress_bar.h"
+#include "kindling/handlers/run_folder.h"
 #include "kindling/handlers/setup_logger.h"
 #include "kindling/handlers/stateful.h"
 #include "kindling/handlers/stopping.h"

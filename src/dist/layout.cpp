@@ -5,10 +5,8 @@
 #include <map>
 #include <vector>
 
-#include <torch/csrc/distributed/c10d/Store.hpp>
-
 #include "common/env.h"
-#include "dist/backends/c10d/c10d_backend.h"
+#include "dist/agreement.h"
 #include "kindling/dist/dist.h"
 #include "kindling/error.h"
 #include "kindling/log.h"
@@ -36,47 +34,17 @@ std::pair<std::string, int> parse_tcp(const std::string& url) {
 
 namespace {
 
-// Every rank's (host name, local rank or -1), exchanged through the rendezvous store under
-// "kindling/layout/<rank>" (a foreign peer's entry is ("", -1)); through all_gather only
-// for an external group, whose ranks did not announce themselves.
+// Every rank's (host name, local rank or -1), exchanged under "kindling/layout/<rank>" in
+// the rendezvous store (a foreign peer's entry is ("", -1)); through all_gather only for an
+// external group, whose ranks did not announce themselves.
 std::vector<std::pair<std::string, int>> exchange_layout(Runtime& rt, int local_rank) {
   const std::string mine = std::to_string(local_rank) + " " + hostname();
   std::vector<std::string> entries;
-  auto store = rt.backend ? rt.backend->store() : c10::intrusive_ptr<c10d::Store>();
-  // The kindling ranks announced themselves while the world was created (joined_key); a
-  // plain torch.distributed peer did not and writes no layout, so it is not waited for.
-  std::vector<bool> kindling_rank(static_cast<std::size_t>(rt.world_size), false);
-  int kindling_ranks = 0;
-  const bool external = rt.external_pg != nullptr;  // a user-made group: nobody announced
-  if (store && !external) {
-    for (int r = 0; r < rt.world_size; ++r) {
-      kindling_rank[static_cast<std::size_t>(r)] = r == rt.rank || store->check({joined_key(0, r)});
-      kindling_ranks += kindling_rank[static_cast<std::size_t>(r)] ? 1 : 0;
-    }
-  }
-  if (kindling_ranks > 0) {
-    const std::string prefix = "kindling/layout/";
-    store->set(prefix + std::to_string(rt.rank), std::vector<uint8_t>(mine.begin(), mine.end()));
-    try {
-      for (int r = 0; r < rt.world_size; ++r) {
-        if (!kindling_rank[static_cast<std::size_t>(r)]) {
-          entries.emplace_back("-1 ");  // a foreign peer: host and local rank unknown
-          continue;
-        }
-        const std::string key = prefix + std::to_string(r);
-        store->wait({key}, rt.world->timeout);
-        auto raw = store->get(key);
-        entries.emplace_back(raw.begin(), raw.end());
-      }
-    } catch (const std::exception& e) {
-      throw TimeoutError(::kindling::detail::rank_prefix() +
-                         "kindling::dist::initialize: the ranks' host names could not be exchanged through the "
-                         "rendezvous store: " + engine_message(e) +
-                         ". Set LOCAL_RANK and LOCAL_WORLD_SIZE in every rank's environment, or check that every "
-                         "rank started");
-    }
-  } else {
+  if (rt.external_pg) {
     entries = all_gather(mine);
+  } else {
+    for (const auto& entry : exchange(rt, "layout", mine))
+      entries.push_back(entry.value_or("-1 "));  // a foreign peer: host and local rank unknown
   }
   std::vector<std::pair<std::string, int>> out;
   for (const auto& e : entries) {

@@ -19,6 +19,7 @@
 #include "dist/backends/gloo/gloo_backend.h"
 #include "dist/backends/mpi/mpi_backend.h"
 #include "dist/backends/nccl/nccl_backend.h"
+#include "dist/agreement.h"
 #include "dist/layout.h"
 #include "kindling/config.h"
 #include "kindling/dist/launch_env.h"
@@ -75,6 +76,7 @@ void install_model(std::unique_ptr<Backend> backend, int rank, int world_size, s
   rt.need_sync = false;
   try {
     compute_layout(rt, env_local_rank);
+    check_settings_agree(rt);
   } catch (...) {
     finalize();
     throw;
@@ -88,6 +90,26 @@ using ::kindling::detail::get_env;
 using ::kindling::detail::get_env_int;
 using ::kindling::detail::parse_int;
 using ::kindling::detail::set_env;
+
+namespace {
+
+// A launcher that started several ranks expects each to join them: one rank that runs alone
+// would finish by itself while the others wait for it until their timeout.
+void refuse_serial_in_launched_world() {
+  LaunchEnvironment launch;
+  try {
+    launch = detect_launch_environment();
+  } catch (const kindling::Error&) {
+    return;  // an incomplete launcher environment does not concern a process that runs alone
+  }
+  KINDLING_CHECK(launch.world_size <= 1, "kindling::dist::initialize(\"serial\"): the ", launch.launcher,
+                 " environment says this process is rank ", launch.rank, " of ", launch.world_size,
+                 ", but the serial backend runs it alone: it would finish by itself while the other ranks wait for it. "
+                 "Choose a backend that joins the ranks (gloo, mpi, nccl), or start a single process without the "
+                 "launcher (unset RANK and WORLD_SIZE if they are left over in this shell)");
+}
+
+}  // namespace
 
 std::vector<std::string> available_backends() {
   std::vector<std::string> out{"serial"};
@@ -103,7 +125,9 @@ std::vector<std::string> available_backends() {
   return out;
 }
 
-void initialize(const std::string& backend, const InitOptions& options) {
+namespace {
+
+void initialize_model(const std::string& backend, const InitOptions& options) {
   auto& rt = runtime();
   // ignite's check, first: on a machine without CUDA the build's nccl support is moot.
   KINDLING_CHECK(backend != "nccl" || at::hasCUDA(),
@@ -127,7 +151,11 @@ void initialize(const std::string& backend, const InitOptions& options) {
                  "kindling::dist::initialize: stall_timeout must be >= 0 (0 turns stall detection off), got ",
                  options.stall_timeout() ? options.stall_timeout()->count() : 0, " ms");
   const auto stall_period = options.stall_timeout() ? *options.stall_timeout() : detail::default_stall_period();
-  if (backend == "serial") return;
+  detail::validate_kindling_environment();
+  if (backend == "serial") {
+    refuse_serial_in_launched_world();
+    return;
+  }
   detail::record_uncaught_errors();
   {
     const std::string& m = options.init_method();
@@ -235,6 +263,19 @@ void initialize(const std::string& backend, const InitOptions& options) {
   set_env("LOCAL_RANK", std::to_string(rt.local_rank));
   // As idist does for every backend: this rank's GPU becomes the current CUDA device.
   if (at::hasCUDA()) c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->setDevice(device());
+}
+
+}  // namespace
+
+void initialize(const std::string& backend, const InitOptions& options) {
+  try {
+    initialize_model(backend, options);
+  } catch (const std::exception& e) {
+    // Under a launcher, the rank that could not start is the job's first failure (a port
+    // another job holds, a refused setting): its error file names it in the summary.
+    record_error(e);
+    throw;
+  }
 }
 
 void finalize() {

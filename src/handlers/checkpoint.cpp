@@ -185,6 +185,28 @@ void Checkpoint::load_state_dict(const StateDict& state) {
   saved_ = std::move(items);
 }
 
+namespace {
+
+// Why LibTorch's reader refused `bytes`, in the user's terms: torch.save's legacy format, a
+// zip archive cut short, a pickle with Python objects LibTorch cannot rebuild, or no checkpoint.
+std::string unreadable_because(const std::vector<char>& bytes, const std::string& reason) {
+  const bool zip = bytes.size() >= 4 && std::equal(bytes.begin(), bytes.begin() + 4, "PK\x03\x04");
+  const bool legacy_pickle = bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x80;
+  if (legacy_pickle)
+    return "is in torch.save's legacy format (before torch 1.6, or _use_new_zipfile_serialization=False), which "
+           "LibTorch cannot read; in Python, load it and torch.save it again with the default format";
+  if (zip && reason.find("zip archive") != std::string::npos)
+    return "is an incomplete torch.save archive (truncated or corrupt: the copy or the save was cut short)";
+  if (zip)
+    return "is a torch.save archive whose pickle LibTorch's reader cannot rebuild, as when Python's torch.save "
+           "wrote objects other than plain dicts, lists, tuples, tensors, numbers and strings (an OrderedDict such "
+           "as module.state_dict() is one: save dict(state_dict)); LibTorch 1.13's reader also lacks the opcode "
+           "Python writes for a dict of exactly one entry";
+  return "is not a checkpoint (not torch.save's format; truncated or corrupt?)";
+}
+
+}  // namespace
+
 StateDict Checkpoint::load_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   KINDLING_CHECK_T(Error, in.good(), "kindling::handlers::Checkpoint: cannot open '", path,
@@ -196,8 +218,8 @@ StateDict Checkpoint::load_file(const std::string& path) {
   } catch (const std::exception& e) {
     std::string what = e.what();
     what = what.substr(0, what.find('\n'));
-    KINDLING_CHECK_T(Error, false, "kindling::handlers::Checkpoint: '", path, "' (", bytes.size(),
-                     " bytes) is not a readable checkpoint (truncated or corrupt?): ", what);
+    KINDLING_CHECK_T(Error, false, "kindling::handlers::Checkpoint: '", path, "' (", bytes.size(), " bytes) ",
+                     unreadable_because(bytes, what), ": ", what);
   }
   KINDLING_CHECK_T(Error, value.isGenericDict(), "kindling::handlers::Checkpoint: '", path, "' holds a ",
                    value.tagKind(), ", not a dict of state dicts");

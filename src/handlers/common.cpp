@@ -51,7 +51,7 @@ std::shared_ptr<CommonHandlers> setup_common_training_handlers(Engine& trainer, 
                      ? o.save_handler_
                      : std::make_shared<DiskSaver>(*o.output_path_, DiskSaverOptions().require_empty(false));
     made->checkpoint = std::make_shared<Checkpoint>(
-        o.to_save_, saver, CheckpointOptions().filename_prefix("training").n_saved(o.n_saved_));
+        o.to_save_, saver, CheckpointOptions().filename_prefix("training").n_saved(o.n_saved_).include_self(o.checkpoint_include_self_));
     made->checkpoint->attach(trainer, Events::ITERATION_COMPLETED.every(o.save_every_iters_));
   }
   trainer.on(Events::COMPLETED, [made] {});  // the trainer keeps the handlers alive

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <random>
 #include <stdexcept>
 #include <string>
 
@@ -53,6 +54,21 @@ class ErrorFolder {
 
 }  // namespace
 
+std::string new_run_id() {
+  char host[64] = {0};
+  if (::gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "host");
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&now, &tm);
+  char when[32];
+  std::strftime(when, sizeof(when), "%Y%m%dT%H%M%S", &tm);
+  std::random_device random;
+  char id[160];
+  std::snprintf(id, sizeof(id), "%s-%d-%s-%08x", host, static_cast<int>(::getpid()), when,
+                static_cast<unsigned>(random()));
+  return id;
+}
+
 std::string first_failure(const SupervisorResult& result, const std::vector<std::string>& error_files) {
   const WorkerResult* first = nullptr;
   ErrorRecord first_record;
@@ -74,6 +90,7 @@ std::string first_failure(const SupervisorResult& result, const std::vector<std:
 SupervisorResult supervise_elastic(const std::vector<WorkerSpec>& workers, const SupervisorOptions& options,
                                    const ElasticOptions& elastic) {
   ErrorFolder folder;
+  const std::string run_id = elastic.run_id.empty() ? new_run_id() : elastic.run_id;
   for (int attempt = 0;; ++attempt) {
     std::vector<WorkerSpec> specs = workers;
     std::vector<std::string> error_files;
@@ -82,6 +99,7 @@ SupervisorResult supervise_elastic(const std::vector<WorkerSpec>& workers, const
       spec.env.emplace_back("TORCHELASTIC_RESTART_COUNT", std::to_string(attempt));
       spec.env.emplace_back("TORCHELASTIC_MAX_RESTARTS", std::to_string(elastic.max_restarts));
       spec.env.emplace_back("TORCHELASTIC_ERROR_FILE", error_files.back());
+      spec.env.emplace_back("KINDLING_RUN_ID", run_id);
     }
     if (attempt > 0 && elastic.fresh_port) {
       const std::string port = std::to_string(find_free_port());

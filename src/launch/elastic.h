@@ -1,7 +1,8 @@
 #pragma once
 // Restarts on failure (torchrun's --max_restarts semantics) around supervise(): when any
 // worker of an attempt fails, the supervisor stops the others, and if restarts are left
-// every worker starts again with TORCHELASTIC_RESTART_COUNT one higher. Each worker gets
+// every worker starts again with TORCHELASTIC_RESTART_COUNT one higher and the same
+// KINDLING_RUN_ID (the job's identity across attempts). Each worker gets
 // its own TORCHELASTIC_ERROR_FILE; a failed attempt's summary ends with the first failure
 // read from those files (rank, time, message). A signal to the launcher ends it without
 // restart. Used by kindling-run and Parallel's spawn mode. Plain POSIX; no LibTorch.
@@ -18,7 +19,14 @@ struct ElasticOptions {
   /// Give each restart a new free MASTER_PORT (for a port the launcher chose itself: the
   /// failed attempt's store may linger on the old one).
   bool fresh_port = false;
+  /// The job's identity, the same in every attempt (KINDLING_RUN_ID in each worker's
+  /// environment; kindling::dist::run_id()). Empty: a new unique one (new_run_id()).
+  std::string run_id;
 };
+
+/// A job identity unique across hosts, processes and time: "<host>-<pid>-<UTC
+/// yyyymmddTHHMMSS>-<8 random hex digits>".
+std::string new_run_id();
 
 /// Runs attempts until one succeeds, a signal arrives or the restarts are used up; returns
 /// the last attempt's result. Failed attempts that are followed by a restart have their

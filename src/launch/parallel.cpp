@@ -121,9 +121,13 @@ Parallel::Parallel(ParallelOptions options) : options_(std::move(options)), inde
     KINDLING_CHECK(m.rfind("env://", 0) == 0 || m.rfind("tcp://", 0) == 0 || m.rfind("file://", 0) == 0, where,
                    "unsupported init_method '", m, "'; use 'env://', 'tcp://host:port' or 'file:///path'");
   }
-  if (serial) return;
-
   const int child_of = self_index_from_env();
+  if (serial) {
+    // One process: refused when a launcher started several (initialize says why).
+    if (child_of < 0 || child_of == index) initialize("serial");
+    return;
+  }
+
   if (child_of >= 0 && child_of != index) {
     inert_ = true;  // a re-executed child passing a Parallel its parent did not spawn from
     return;
@@ -132,6 +136,12 @@ Parallel::Parallel(ParallelOptions options) : options_(std::move(options)), inde
   if (launch.detected()) {
     // Started by a launcher (or by our own parent): the layout asked for must agree.
     const std::string who = launch.launcher == "parallel" ? "a Parallel parent" : launch.launcher;
+    KINDLING_CHECK(launch.launcher != "env" || !o.nproc_per_node(), where, "nproc_per_node=", str(o.nproc_per_node()),
+                   " asks this program to start its processes, but RANK=", launch.rank, " and WORLD_SIZE=",
+                   launch.world_size, " are set in the environment with no launcher's other variables (left over in "
+                   "this shell?), which say that someone else started this process as rank ", launch.rank, " of ",
+                   launch.world_size, ". Unset RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT to start the "
+                   "processes here, or drop nproc_per_node when a launcher starts them");
     if (o.nproc_per_node() && launch.local_world_size) {
       KINDLING_CHECK(*launch.local_world_size == *o.nproc_per_node(), where, "started by ", who, " with ",
                      *launch.local_world_size, " processes on this node, but nproc_per_node=", *o.nproc_per_node(),
@@ -290,7 +300,7 @@ void Parallel::run_impl(const std::function<void(int)>& fn) {
   } catch (const std::runtime_error& e) {
     throw LaunchError(e.what());
   }
-  if (result.exit_code != 0) throw LaunchError(result.summary);
+  if (result.exit_code != 0) throw LaunchError(result.summary, result.exit_code);
   if (!result.summary.empty()) log(LogLevel::kInfo, result.summary);
 }
 

@@ -1,5 +1,5 @@
-// The worker's side of the launchers' restart and error reporting: restart_count() and
-// record_error() (kindling/dist/launch_env.h), plus the terminate handler that records an
+// The worker's side of the launchers' restart and error reporting: restart_count(),
+// run_id() and record_error() (kindling/dist/launch_env.h), plus the terminate handler that records an
 // exception nobody caught.
 #include <cxxabi.h>
 
@@ -41,10 +41,27 @@ std::terminate_handler g_previous = nullptr;
 
 }  // namespace
 
+namespace {
+// The launchers that restart a job and say so in TORCHELASTIC_RESTART_COUNT.
+bool started_by_restarting_launcher() {
+  const std::string who = detect_launch_environment().launcher;
+  return who == "kindling-run" || who == "parallel" || who == "torchrun";
+}
+}  // namespace
+
 int restart_count() {
   auto v = ::kindling::detail::get_env("TORCHELASTIC_RESTART_COUNT");
-  if (!v || v->empty()) return 0;
+  if (!v || v->empty() || !started_by_restarting_launcher()) return 0;
   return ::kindling::detail::parse_int(*v, "environment variable TORCHELASTIC_RESTART_COUNT");
+}
+
+std::optional<std::string> run_id() {
+  const std::string who = detect_launch_environment().launcher;
+  std::optional<std::string> id;
+  if (who == "kindling-run" || who == "parallel") id = ::kindling::detail::get_env("KINDLING_RUN_ID");
+  if (who == "torchrun") id = ::kindling::detail::get_env("TORCHELASTIC_RUN_ID");
+  if (id && (id->empty() || *id == "none")) id.reset();
+  return id;
 }
 
 bool record_error(const std::exception& e) {

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include <iostream>
+#include <string>
 
 namespace kindling {
 namespace cli {
@@ -20,6 +21,15 @@ inline int parse(CLI::App& app, int argc, char** argv) {
   } catch (const CLI::CallForHelp&) {
     std::cout << app.help();
     return 0;
+  } catch (const CLI::ConfigError& e) {
+    // CLI11 says "INI was not able to parse <key>" for a key that names no option.
+    std::string what = e.what();
+    const std::string extra = "INI was not able to parse ";
+    if (what.rfind(extra, 0) == 0)
+      what = "the configuration file (--config) sets '" + what.substr(extra.size()) + "', which is not an option of " +
+             app.get_name() + " (misspelt?); remove it or use a name from --help";
+    std::cerr << app.get_name() << ": error: " << what << "\nRun " << app.get_name() << " --help for the options.\n";
+    return 2;
   } catch (const CLI::ParseError& e) {
     std::cerr << app.get_name() << ": error: " << e.what() << "\nRun " << app.get_name()
               << " --help for the options.\n";

@@ -5,7 +5,7 @@
 //
 // Each worker gets torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
 // GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME, MASTER_ADDR,
-// MASTER_PORT) plus KINDLING_RUN=1. Output lines are prefixed with "[rank<r>]: ".
+// MASTER_PORT) plus KINDLING_RUN=1 and the job's identity KINDLING_RUN_ID. Output lines are prefixed with "[rank<r>]: ".
 // SIGINT / SIGTERM are forwarded. When a worker fails, the others are stopped (SIGTERM,
 // then SIGKILL after the grace period) and a summary names each failed rank.
 #include <unistd.h>
@@ -39,6 +39,8 @@ const char* kUsage =
     "  --grace_period S     seconds between SIGTERM and SIGKILL when stopping workers (default 3)\n"
     "  --max_restarts N     when a worker fails, stop all and start them all again, at most N times\n"
     "                       (default 0); workers see the attempt in TORCHELASTIC_RESTART_COUNT\n"
+    "  --rdzv_id ID         the job's identity, the same in each restart (KINDLING_RUN_ID in the workers;\n"
+    "                       default: a new unique one). On several nodes give every node the same ID\n"
     "  --no_prefix          relay output lines without the \"[rank<r>]: \" prefix\n"
     "  --no_python          accepted for torchrun compatibility (programs always run directly)\n"
     "  -h, --help           this text\n"
@@ -77,6 +79,7 @@ struct Options {
   bool prefix = true;
   double grace_seconds = 3;
   int max_restarts = 0;
+  std::string run_id;  // empty: supervise_elastic makes one
   bool addr_given = false, port_given = false;
   std::vector<std::string> program;
 };
@@ -132,6 +135,10 @@ Options parse(int argc, char** argv) {
       }
     } else if (name == "--max_restarts") {
       o.max_restarts = parse_number(name, take());
+    } else if (name == "--rdzv_id") {
+      o.run_id = take();
+      if (o.run_id.empty() || o.run_id == "none")
+        throw UsageError{"kindling-run: --rdzv_id needs a non-empty identity other than 'none', got '" + o.run_id + "'"};
     } else if (name == "--standalone") {
       flag_only();
       o.standalone = true;
@@ -253,6 +260,7 @@ int main(int argc, char** argv) {
   kindling::launch::ElasticOptions elastic;
   elastic.max_restarts = o.max_restarts;
   elastic.fresh_port = o.standalone;  // the failed attempt's port may linger
+  elastic.run_id = o.run_id;
   kindling::launch::SupervisorResult result;
   try {
     result = kindling::launch::supervise_elastic(workers, sup, elastic);

@@ -72,9 +72,19 @@ KINDLING_API std::vector<std::string> expand_hostlist(const std::string& nodelis
 KINDLING_API std::vector<int> expand_tasks_per_node(const std::string& text);
 
 /// How many times the launcher restarted this job so far (TORCHELASTIC_RESTART_COUNT, set by
-/// kindling-run / Parallel with max_restarts and by torchrun); 0 on the first attempt and
-/// without a launcher. Throws kindling::UsageError for a malformed value. Any rank.
+/// kindling-run / Parallel and by torchrun); 0 on the first attempt, and 0 when no launcher
+/// that restarts started this process (a value left in a shell is not a restart). Throws
+/// kindling::UsageError for a malformed value. Any rank.
 KINDLING_API int restart_count();
+
+/// The launcher's identity of this job, the same in each of its attempts and new for every
+/// job: KINDLING_RUN_ID from kindling-run and Parallel (made unique per launch, or
+/// kindling-run's --rdzv_id), TORCHELASTIC_RUN_ID from torchrun (its --rdzv_id; torchrun's
+/// default "none" is no identity). Unset without such a launcher: variables left in a shell
+/// are not an identity. What a restarted job uses to find its own earlier attempt (see
+/// kindling/handlers/run_folder.h). Any rank; on several nodes each node's launcher sets its
+/// own unless they are given the same --rdzv_id, so decide on one rank.
+KINDLING_API std::optional<std::string> run_id();
 
 /// Records `e` as this worker's failure in the torchelastic error file named by
 /// TORCHELASTIC_ERROR_FILE (kindling-run, Parallel and torchrun set it), so that the

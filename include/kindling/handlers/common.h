@@ -61,6 +61,13 @@ struct KINDLING_API CommonTrainingOptions {
     n_saved_ = v;
     return *this;
   }
+  /// The training checkpoint also saves its own list of kept files (key "checkpointer",
+  /// CheckpointOptions::include_self; default false). Loading it back into `checkpoint`
+  /// after a restart makes n_saved count the files of every attempt.
+  CommonTrainingOptions& checkpoint_include_self(bool v) {
+    checkpoint_include_self_ = v;
+    return *this;
+  }
   /// Stepped at every ITERATION_STARTED.
   CommonTrainingOptions& lr_scheduler(std::shared_ptr<ParamScheduler> v) {
     lr_scheduler_ = std::move(v);
@@ -92,6 +99,7 @@ struct KINDLING_API CommonTrainingOptions {
   std::optional<std::string> output_path_;
   std::shared_ptr<DiskSaver> save_handler_;
   int n_saved_ = 2;
+  bool checkpoint_include_self_ = false;
   std::shared_ptr<ParamScheduler> lr_scheduler_;
   std::vector<std::string> output_names_;
   bool with_pbars_ = true;

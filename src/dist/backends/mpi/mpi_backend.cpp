@@ -12,11 +12,17 @@
 
 #include <ATen/ATen.h>
 
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <stdexcept>
+#include <thread>
 
 #include "kindling/error.h"
 
@@ -250,9 +256,48 @@ class MpiBackend : public Backend {
   std::shared_ptr<Communicator> world_;
 };
 
+// MPI_Init and the first collectives wait, without a timeout, for every rank of the job to
+// start MPI. A rank that never will (it chose gloo or serial, or is stuck before
+// initialize) would leave the others waiting silently forever: after `limit`, this watch
+// says so and ends the process (code 124, as the mpi timeouts), so that mpirun or srun
+// stops the job. MPI_Abort is not allowed before MPI_Init returns.
+class StartWatch {
+ public:
+  StartWatch(int rank, std::chrono::milliseconds limit) {
+    thread_ = std::thread([this, rank, limit] {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (cv_.wait_for(lock, limit, [this] { return done_; })) return;
+      std::fprintf(stderr,
+                   "[rank %d] kindling::dist::initialize(\"mpi\"): MPI has not connected the ranks of this job "
+                   "after %.0f s (MPI_Init waits for every rank): a rank did not start the mpi backend (every rank "
+                   "must use mpi; a gloo or serial rank never joins MPI) or is stuck before initialize. Ending "
+                   "this rank so that the launcher stops the job\n",
+                   rank, std::chrono::duration<double>(limit).count());
+      std::fflush(stderr);
+      ::_exit(124);
+    });
+  }
+  ~StartWatch() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
 }  // namespace
 
 std::unique_ptr<Backend> make_mpi_backend(const WorldConfig& config, const std::string& launcher) {
+  // The stall period bounds the wait for absent ranks (the timeout when stall detection is off).
+  StartWatch watch(config.rank, config.stall_period.count() > 0 ? config.stall_period : config.timeout);
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);

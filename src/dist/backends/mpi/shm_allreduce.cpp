@@ -34,7 +34,8 @@ char* align_line(char* p) {
 constexpr std::int64_t kDefaultSegmentBytes = 1 << 20;  // measured: 1 MiB beats 256 KiB and 4 MiB for staged tensors
 
 // The segment size: one slot. KINDLING_MPI_SHM_SEGMENT (bytes, rounded to 4 KiB) is for
-// experiments; every rank must see the same value.
+// experiments. The KINDLING_MPI_SHM_* values were checked at initialize (whole numbers in
+// range, the same on every rank: dist/agreement.cpp), so atoll reads them safely here.
 std::int64_t segment_bytes() {
   static const std::int64_t bytes = [] {
     std::int64_t b = kDefaultSegmentBytes;

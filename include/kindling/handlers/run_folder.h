@@ -1,0 +1,58 @@
+#pragma once
+/// \file
+/// A job's run folder: one folder per job under an output path that many jobs share (sweeps,
+/// job arrays, restarts), made exclusively under a unique name, marked with the launcher's
+/// job identity (kindling::dist::run_id()), and found again by that identity, and by nothing
+/// else, when the launcher restarts the job.
+///
+/// \code
+///   namespace kh = kindling::handlers;
+///   const kh::RunFolder run = kh::open_run_folder(output_path, "resnet18_backend-gloo-2");
+///   if (run.continued)
+///     if (auto last = kh::Checkpoint::find_latest(run.path, "training")) ...  // resume
+/// \endcode
+///
+/// What is guaranteed when jobs share `output_path`: two jobs never get the same folder,
+/// even when started in the same second on different hosts of one file system (mkdir is the
+/// lock; a name taken gets a suffix -2, -3, ...); a restarted job continues only in the folder
+/// its own earlier attempt made (the marker holds the job's identity); a job started without
+/// a restarting launcher always gets a new folder, whatever its shell's variables say.
+
+#include <string>
+
+#include "kindling/export.h"
+
+namespace kindling {
+namespace handlers {
+
+/// The folder open_run_folder chose.
+struct KINDLING_API RunFolder {
+  /// The folder's path (`<output_path>/<name>_<YYYYmmdd-HHMMSS>[-<n>]`).
+  std::string path;
+  /// True when it is the folder of an earlier attempt of this job (a restart continues in it).
+  bool continued = false;
+
+  /// On rank 0, removes the folder when this attempt made it and it still holds nothing but
+  /// its marker (a run that failed before writing anything leaves no empty folder behind).
+  /// Returns whether it was removed. Never throws. Local: call it on any rank (only rank 0 acts).
+  bool remove_if_unused() const;
+};
+
+/// The name of the marker file in a run folder; it holds the job's identity (empty line
+/// without one).
+KINDLING_API extern const char* const kRunFolderMarker;
+
+/// Makes or finds this job's run folder under `output_path` (created with its parents when
+/// missing). Rank 0 decides and every rank gets its answer: collective over the world when
+/// the distributed model has several ranks, so every rank must call it. After a restart
+/// (kindling::dist::restart_count() > 0 and a kindling::dist::run_id()), the folder under
+/// `output_path` whose marker holds this job's identity, when there is one; else a new folder
+/// named `<name>_<local time YYYYmmdd-HHMMSS>`, with "-2", "-3", ... appended when that name
+/// is taken. Logs (INFO) which folder and why; a TORCHELASTIC_RESTART_COUNT that no launcher
+/// set is ignored with a warning. Throws kindling::UsageError, naming the path and the
+/// system's reason, when the folder cannot be created or written (on rank 0; then the
+/// others fail in the broadcast).
+KINDLING_API RunFolder open_run_folder(const std::string& output_path, const std::string& name);
+
+}  // namespace handlers
+}  // namespace kindling

@@ -1,0 +1,171 @@
+// A job's run folder (kindling/handlers/run_folder.h): exclusive creation with a unique name,
+// the job's identity in a marker, and the search for it after a restart. POSIX calls rather
+// than std::filesystem, for the reason given in disk_saver.cpp.
+#include "kindling/handlers/run_folder.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <optional>
+
+#include "handlers/event_file.h"
+#include "kindling/dist/dist.h"
+#include "kindling/dist/launch_env.h"
+#include "kindling/error.h"
+#include "kindling/log.h"
+
+namespace kindling {
+namespace handlers {
+
+const char* const kRunFolderMarker = ".kindling-run";
+
+namespace {
+
+using detail::join_path;
+using detail::make_directories;
+
+constexpr const char* kWho = "kindling::handlers::open_run_folder";
+
+std::optional<std::string> read_marker(const std::string& folder) {
+  std::ifstream in(join_path(folder, kRunFolderMarker));
+  if (!in) return std::nullopt;
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// The marker, written whole under a temporary name then renamed: a reader sees all or none.
+void write_marker(const std::string& folder, const std::string& identity) {
+  const std::string final_name = join_path(folder, kRunFolderMarker);
+  const std::string temp = final_name + ".partial";
+  {
+    std::ofstream out(temp, std::ios::trunc);
+    out << identity << "\n";
+    out.flush();
+    KINDLING_CHECK(out.good(), kWho, ": cannot write ", temp, " (", std::strerror(errno),
+                   "); check the free space and permissions of the output path");
+  }
+  KINDLING_CHECK(::rename(temp.c_str(), final_name.c_str()) == 0, kWho, ": cannot rename ", temp, " to ", final_name,
+                 " (", std::strerror(errno), ")");
+}
+
+// The newest folder `<name>_*` under `output_path` whose marker holds `identity`.
+std::string find_own_folder(const std::string& output_path, const std::string& name, const std::string& identity) {
+  std::string found;
+  long long newest = -1;
+  DIR* d = ::opendir(output_path.c_str());
+  if (d == nullptr) return found;
+  while (dirent* e = ::readdir(d)) {
+    const std::string entry = e->d_name;
+    if (entry.rfind(name + "_", 0) != 0) continue;
+    const std::string folder = join_path(output_path, entry);
+    struct stat st {};
+    if (::stat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+    if (read_marker(folder) != identity) continue;
+    if (static_cast<long long>(st.st_mtime) > newest) {
+      newest = static_cast<long long>(st.st_mtime);
+      found = folder;
+    }
+  }
+  ::closedir(d);
+  return found;
+}
+
+// mkdir is atomic: of two jobs asking for one name, exactly one gets it; the other tries
+// the next suffix.
+std::string make_unique_folder(const std::string& output_path, const std::string& name) {
+  char now[32];
+  const std::time_t t = std::time(nullptr);
+  std::tm local{};
+  ::localtime_r(&t, &local);
+  std::strftime(now, sizeof(now), "%Y%m%d-%H%M%S", &local);
+  const std::string stem = join_path(output_path, name + "_" + now);
+  for (int n = 1; n <= 10000; ++n) {
+    const std::string folder = n == 1 ? stem : stem + "-" + std::to_string(n);
+    if (::mkdir(folder.c_str(), 0777) == 0) return folder;
+    KINDLING_CHECK(errno == EEXIST, kWho, ": cannot create the run folder ", folder, " (", std::strerror(errno),
+                   "); check the output path and its permissions");
+  }
+  KINDLING_CHECK(false, kWho, ": 10000 run folders named ", stem, "-* exist; clean up the output path");
+  return {};
+}
+
+// Rank 0's decision: (folder, continued).
+RunFolder decide(const std::string& output_path, const std::string& name) {
+  make_directories(output_path, kWho);
+  const int restarts = dist::restart_count();
+  const auto identity = dist::run_id();
+  const char* stale = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  if (restarts == 0 && stale != nullptr && std::atoi(stale) > 0) {
+    log(LogLevel::kWarning, std::string(kWho) + ": TORCHELASTIC_RESTART_COUNT=" + stale +
+                                " is set but no restarting launcher (kindling-run, Parallel, torchrun) started this "
+                                "process: it is ignored and a new run folder is made (unset it in your shell)");
+  }
+  RunFolder run;
+  if (restarts > 0 && identity) {
+    run.path = find_own_folder(output_path, name, *identity);
+    run.continued = !run.path.empty();
+    log(LogLevel::kInfo, std::string(kWho) + ": restart " + std::to_string(restarts) + " of job " + *identity +
+                             (run.continued ? ": continuing in " + run.path
+                                            : ": its earlier attempt made no run folder under " + output_path +
+                                                  "; starting a new one"));
+  } else if (restarts > 0) {
+    log(LogLevel::kWarning, std::string(kWho) + ": restart " + std::to_string(restarts) +
+                                " but the launcher gives no job identity (torchrun's --rdzv_id is 'none'?): a new "
+                                "run folder is made; give the launcher --rdzv_id to continue in the earlier one");
+  }
+  if (!run.continued) {
+    run.path = make_unique_folder(output_path, name);
+    write_marker(run.path, identity.value_or(""));
+  }
+  return run;
+}
+
+}  // namespace
+
+RunFolder open_run_folder(const std::string& output_path, const std::string& name) {
+  KINDLING_CHECK(!name.empty() && name.find('/') == std::string::npos, kWho, ": the name must be a non-empty ",
+                 "folder name without '/', got '", name, "'");
+  // Rank 0 decides; its answer (or its error) reaches every rank, so that no rank waits
+  // for a broadcast that never comes.
+  std::string answer;
+  if (dist::get_rank() == 0) {
+    try {
+      const RunFolder run = decide(output_path, name);
+      answer = std::string(run.continued ? "c" : "n") + run.path;
+    } catch (const std::exception& e) {
+      answer = std::string("e") + e.what();
+    }
+  }
+  if (dist::get_world_size() > 1) answer = dist::broadcast(answer, 0);
+  KINDLING_CHECK(!answer.empty() && answer[0] != 'e', answer.empty() ? std::string(kWho) + ": no answer" : answer.substr(1));
+  RunFolder run;
+  run.continued = answer[0] == 'c';
+  run.path = answer.substr(1);
+  return run;
+}
+
+bool RunFolder::remove_if_unused() const {
+  if (continued || path.empty() || dist::get_rank() != 0) return false;
+  DIR* d = ::opendir(path.c_str());
+  if (d == nullptr) return false;
+  bool only_marker = true;
+  while (dirent* e = ::readdir(d)) {
+    const std::string entry = e->d_name;
+    if (entry != "." && entry != ".." && entry != kRunFolderMarker) only_marker = false;
+  }
+  ::closedir(d);
+  if (!only_marker) return false;
+  ::unlink(detail::join_path(path, kRunFolderMarker).c_str());
+  return ::rmdir(path.c_str()) == 0;
+}
+
+}  // namespace handlers
+}  // namespace kindling
