@@ -136,10 +136,13 @@ Parallel::Parallel(ParallelOptions options) : options_(std::move(options)), inde
   if (launch.detected()) {
     // Started by a launcher (or by our own parent): the layout asked for must agree.
     const std::string who = launch.launcher == "parallel" ? "a Parallel parent" : launch.launcher;
-    KINDLING_CHECK(launch.launcher != "env" || !o.nproc_per_node(), where, "nproc_per_node=", str(o.nproc_per_node()),
-                   " asks this program to start its processes, but RANK=", launch.rank, " and WORLD_SIZE=",
-                   launch.world_size, " are set in the environment with no launcher's other variables (left over in "
-                   "this shell?), which say that someone else started this process as rank ", launch.rank, " of ",
+    // A launcher of several processes per node says how many (LOCAL_WORLD_SIZE); RANK and
+    // WORLD_SIZE alone beside nproc_per_node are most likely left in a shell.
+    KINDLING_CHECK(launch.launcher != "env" || !o.nproc_per_node() || launch.local_world_size, where,
+                   "nproc_per_node=", str(o.nproc_per_node()), " asks this program to start its processes, but RANK=",
+                   launch.rank, " and WORLD_SIZE=", launch.world_size,
+                   " are set in the environment without LOCAL_WORLD_SIZE or any launcher's other variables (left over "
+                   "in this shell?), which say that someone else started this process as rank ", launch.rank, " of ",
                    launch.world_size, ". Unset RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT to start the "
                    "processes here, or drop nproc_per_node when a launcher starts them");
     if (o.nproc_per_node() && launch.local_world_size) {

@@ -12,6 +12,8 @@ what a user meets from the command line and the environment.
 """
 import argparse
 import os
+import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -90,6 +92,39 @@ CASES = [
      {}, "backend is 'serial', so argument 'nproc_per_node' should not be given either"),
     ("environment", "p2p alone", ["dist_tutorial", "p2p", "--backend", "serial"], {},
      "dist_tutorial p2p needs at least 2 ranks, but the world has 1"),
+    ("environment", "stale rank beside nproc", ["cifar10", "--nproc_per_node", "2"], {"RANK": "0", "WORLD_SIZE": "1"},
+     "RANK=0 and WORLD_SIZE=1 are set in the environment without LOCAL_WORLD_SIZE"),
+    ("environment", "stale world beside nproc", ["cifar10", "--nproc_per_node", "2"], {"RANK": "0", "WORLD_SIZE": "2"},
+     "Unset RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT to start the processes here"),
+    ("environment", "nproc against launcher", ["kindling-run", "--nproc_per_node", "2", "{build}/examples/cifar10/cifar10",
+                                               "--nproc_per_node", "3"], {},
+     "started by kindling-run with 2 processes on this node, but nproc_per_node=3"),
+    ("environment", "serial in launched world", ["kindling-run", "--nproc_per_node", "2", "{build}/examples/hello_dist/"
+                                                 "hello_dist", "--backend", "serial"], {},
+     "says this process is rank 1 of 2, but the serial backend runs it alone"),
+    ("environment", "fingerprints on one rank", ["kindling-run", "--nproc_per_node", "2", "/bin/sh", "-c",
+                                                 'if [ "$RANK" = 1 ]; then export KINDLING_DISTRIBUTED_DEBUG=DETAIL; '
+                                                 'fi; exec {build}/examples/hello_dist/hello_dist --backend gloo'], {},
+     "collective fingerprints (KINDLING_DISTRIBUTED_DEBUG or TORCH_DISTRIBUTED_DEBUG): 'DETAIL' on rank 1, 'off' on "
+     "rank 0"),
+    ("environment", "gloo and mpi ranks", ["mpirun", "-x", "KINDLING_STALL_TIMEOUT", "-np", "2", "/bin/sh", "-c",
+                                           'b=mpi; if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then b=gloo; fi; '
+                                           'exec {build}/examples/hello_dist/hello_dist --backend $b'],
+     {"KINDLING_STALL_TIMEOUT": "3"},
+     "MPI has not connected the ranks of this job after 3 s (MPI_Init waits for every rank): a rank did not start "
+     "the mpi backend"),
+    ("environment", "mpi shm sizes differ", ["mpirun", "-np", "2", "/bin/sh", "-c",
+                                             'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then export KINDLING_MPI_SHM_MIN_BYTES'
+                                             '=100; fi; exec {build}/examples/hello_dist/hello_dist --backend mpi'], {},
+     "KINDLING_MPI_SHM_MIN_BYTES: '(unset)' on rank 0, '100' on rank 1"),
+    ("environment", "mpi shm size not a number", ["hello_dist"], {"KINDLING_MPI_SHM_SEGMENT": "1M"},
+     "KINDLING_MPI_SHM_SEGMENT='1M' is not a whole number >= 4096"),
+    ("environment", "log level unknown", ["hello_dist"], {"KINDLING_LOG_LEVEL": "loud"}, "KINDLING_LOG_LEVEL"),
+    ("environment", "debug level unknown", ["hello_dist"], {"KINDLING_DISTRIBUTED_DEBUG": "yes"},
+     "KINDLING_DISTRIBUTED_DEBUG='yes' is not one of OFF, INFO, DETAIL"),
+    ("environment", "port held by another job", ["kindling-run", "--nproc_per_node", "2", "--master_port", "{port}",
+                                                 "{build}/examples/hello_dist/hello_dist", "--backend", "gloo"], {},
+     "first failure (from the error files): rank 0 (local rank 0)"),
     # ---- data --------------------------------------------------------------------------
     ("data", "cifar10 data path missing", ["cifar10", "--data_path", "/no/such/data"], {}, "/no/such/data"),
     ("data", "fashion-mnist folder empty", ["dist_tutorial", "train", "--backend", "serial", "--data-dir", "{tmp}"], {},
@@ -100,6 +135,12 @@ CASES = [
     ("data", "negative stall timeout", ["cifar10", "--stall_timeout", "-5"], {}, "--stall_timeout"),
     ("data", "restarts out of range", ["cifar10", "--max_restarts", "-1"], {}, "--max_restarts"),
     ("data", "config file missing", ["cifar10", "--config", "/no/such/config.toml"], {}, "/no/such/config.toml"),
+    ("data", "config key misspelt", ["cifar10", "--config", "{tmp}/typo.toml"], {},
+     "the configuration file (--config) sets 'bach_size', which is not an option of cifar10"),
+    ("data", "data path in a loop of links", ["cifar10", "--data_path", "{tmp}/loop/data"], {},
+     "--data_path '{tmp}/loop/data' cannot be examined (Too many levels of symbolic links)"),
+    ("data", "output path under a file", ["cifar10", "--output_path", "{tmp}/garbage.pt/out", "--train_subset", "64"],
+     {}, "--output_path '{tmp}/garbage.pt/out': kindling::handlers::open_run_folder: cannot create the directory"),
     ("data", "tutorial port out of range", ["dist_tutorial", "--master-port", "70000"], {}, "--master-port"),
     # ---- checkpoints -------------------------------------------------------------------------
     ("checkpoint", "resume from nothing", ["cifar10", "--resume_from", "/no/such/checkpoint.pt"], {},
@@ -107,10 +148,44 @@ CASES = [
     ("checkpoint", "resume from garbage", ["cifar10", "--resume_from", "{tmp}/garbage.pt"], {},
      "{tmp}/garbage.pt"),
     ("checkpoint", "resume from empty file", ["cifar10", "--resume_from", "{tmp}/empty.pt"], {}, "{tmp}/empty.pt"),
+    ("checkpoint", "resume from python's torch.save", ["cifar10", "--resume_from", "{tmp}/python.pt"], {},
+     "is a torch.save archive whose pickle LibTorch's reader cannot rebuild"),
+    ("checkpoint", "resume from legacy torch.save", ["cifar10", "--resume_from", "{tmp}/legacy.pt"], {},
+     "is in torch.save's legacy format"),
+    ("checkpoint", "resume from a cut archive", ["cifar10", "--resume_from", "{tmp}/cut.pt"], {},
+     "is an incomplete torch.save archive (truncated or corrupt"),
 ]
 
 PROGRAMS = {"python": None, "kindling-run": "kindling-run", "hello_dist": "examples/hello_dist/hello_dist",
-            "dist_tutorial": "examples/dist_tutorial/dist_tutorial", "cifar10": "examples/cifar10/cifar10"}
+            "dist_tutorial": "examples/dist_tutorial/dist_tutorial", "cifar10": "examples/cifar10/cifar10",
+            "mpirun": "mpirun"}
+
+
+def make_inputs(tmp):
+    """The files the cases read: garbage, an empty file, a config with a misspelt key, a loop
+    of symbolic links, checkpoints written by Python's torch.save (current and legacy
+    formats) and a cut copy of one."""
+    with open(os.path.join(tmp, "garbage.pt"), "wb") as f:
+        f.write(b"this is not a checkpoint" * 10)
+    open(os.path.join(tmp, "empty.pt"), "wb").close()
+    with open(os.path.join(tmp, "typo.toml"), "w") as f:
+        f.write("num_epochs = 1\nbach_size = 16\n")
+    os.symlink(os.path.join(tmp, "loop"), os.path.join(tmp, "loop"))
+    script = ("import collections, sys, torch\n"
+              "state = {'model': collections.OrderedDict(w=torch.ones(2), b=torch.zeros(1)), 'trainer': {'a': 1, 'b': 2}}\n"
+              "torch.save(state, sys.argv[1] + '/python.pt')\n"
+              "torch.save(state, sys.argv[1] + '/legacy.pt', _use_new_zipfile_serialization=False)\n"
+              "data = open(sys.argv[1] + '/python.pt', 'rb').read()\n"
+              "open(sys.argv[1] + '/cut.pt', 'wb').write(data[:len(data) // 2])\n")
+    subprocess.run([sys.executable, "-c", script, tmp], check=True)
+
+
+def held_port():
+    """A listening socket on a free port, as another job's rendezvous would hold it."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    return s
 
 
 def main():
@@ -126,20 +201,25 @@ def main():
         print(f"{len(CASES)} cases")
         return 0
     tmp = tempfile.mkdtemp(prefix="kindling-misuse-")
-    with open(os.path.join(tmp, "garbage.pt"), "wb") as f:
-        f.write(b"this is not a checkpoint" * 10)
-    open(os.path.join(tmp, "empty.pt"), "wb").close()
+    make_inputs(tmp)
+    holder = held_port()
+    port = str(holder.getsockname()[1])
     failed = 0
     for area, name, argv, env, expect in CASES:
         if args.k not in name:
             continue
         source = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        argv = [a.replace("{tmp}", tmp).replace("{build}", args.build).replace("{source}", source) for a in argv]
-        argv[0] = sys.executable if PROGRAMS[argv[0]] is None else os.path.join(args.build, PROGRAMS[argv[0]])
+        argv = [a.replace("{tmp}", tmp).replace("{build}", args.build).replace("{source}", source)
+                .replace("{port}", port) for a in argv]
+        if argv[0] == "mpirun":
+            argv[1:1] = ["--allow-run-as-root", "--oversubscribe"]
+        else:
+            argv[0] = sys.executable if PROGRAMS[argv[0]] is None else os.path.join(args.build, PROGRAMS[argv[0]])
         expect = expect.replace("{tmp}", tmp)
         full_env = dict(os.environ)
         for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SLURM_JOB_ID",
-                  "SLURM_STEP_ID", "SLURM_PROCID", "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK", "KINDLING_STALL_TIMEOUT"):
+                  "SLURM_STEP_ID", "SLURM_PROCID", "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK", "KINDLING_STALL_TIMEOUT",
+                  "KINDLING_DISTRIBUTED_DEBUG", "TORCH_DISTRIBUTED_DEBUG", "TORCHELASTIC_RESTART_COUNT"):
             full_env.pop(k, None)
         full_env.update({k: v for k, v in env.items()})
         full_env["KINDLING_LOG_LEVEL"] = full_env.get("KINDLING_LOG_LEVEL", "info")
@@ -156,6 +236,8 @@ def main():
             failed += 1
             print(f"     expected {expect!r} and a non-zero exit; got:\n" +
                   "\n".join("     | " + line for line in out.splitlines()[-15:]))
+    holder.close()
+    shutil.rmtree(tmp, ignore_errors=True)
     print(f"{len(CASES) - failed} of {len(CASES)} misuse cases answered as expected" if not args.k else "")
     return 1 if failed else 0
 
