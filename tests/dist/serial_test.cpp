@@ -2,6 +2,7 @@
 // misuse that needs no other process gets an actionable error.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <kindling/kindling.h>
 
@@ -89,6 +90,41 @@ TEST(SerialModelTest, MisuseGivesActionableErrors) {
   EXPECT_THROW_MSG(kd::initialize("nccl2"), kindling::UsageError, "Available backends: serial");
   EXPECT_THROW_MSG(kd::decode<std::vector<int>>(kd::encode(std::string("text")), 1), kindling::UsageError,
                    "rank 1 sent a value of type 'string' but this rank expects 'vector<int32>'");
+}
+
+// initialize() checks kindling's variables for every backend: values, and names one or two
+// letters from a kindling variable (a misspelling that would otherwise do nothing).
+TEST(SerialModelTest, KindlingVariablesAreCheckedAtInitialize) {
+  auto with = [](const char* name, const char* value, auto&& body) {
+    ::setenv(name, value, 1);
+    body();
+    ::unsetenv(name);
+  };
+  with("KINDLING_STAL_TIMEOUT", "5", [] {
+    ::testing::internal::CaptureStderr();
+    kd::initialize("serial");
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find("KINDLING_STAL_TIMEOUT is not a kindling variable and has no effect; did you mean "
+                       "KINDLING_STALL_TIMEOUT?"),
+              std::string::npos)
+        << err;
+  });
+  with("KINDLING_MY_OWN_SETTING", "1", [] {
+    ::testing::internal::CaptureStderr();
+    kd::initialize("serial");
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_EQ(err.find("KINDLING_MY_OWN_SETTING"), std::string::npos) << "a program's own name is not a misspelling";
+  });
+  with("KINDLING_MPI_SHM_HEAP_MB", "-1", [] {
+    EXPECT_THROW_MSG(kd::initialize("serial"), kindling::UsageError,
+                     "KINDLING_MPI_SHM_HEAP_MB='-1' is not a whole number >= 0");
+  });
+  with("KINDLING_MPI_SHM_MIN_BYTES", "8k", [] {
+    EXPECT_THROW_MSG(kd::initialize("serial"), kindling::UsageError, "KINDLING_MPI_SHM_MIN_BYTES='8k'");
+  });
+  with("KINDLING_DISTRIBUTED_DEBUG", "detail", [] {
+    EXPECT_THROW_MSG(kd::initialize("serial"), kindling::UsageError, "is not one of OFF, INFO, DETAIL");
+  });
 }
 
 TEST(SerialModelTest, SerializationRoundTripsNestedValues) {
