@@ -18,6 +18,9 @@ int main(int argc, char** argv) {
   CLI::App app{"Every rank prints one line: its rank, the world size and an all_reduce of rank + 1.", "hello_dist"};
   app.add_option("--backend", backend,
                  "serial, gloo, nccl or mpi (default: gloo when a launcher started several processes, else serial)");
+  bool layout = false;
+  app.add_flag("--layout", layout,
+               "Also print the node layout: nnodes, node_rank, nproc_per_node and the host name");
   if (const int rc = kindling::cli::parse(app, argc, argv); rc >= 0) return rc;
   try {
     // Default: gloo when a launcher (kindling-run, torchrun, mpirun, srun, ...) started
@@ -28,7 +31,12 @@ int main(int argc, char** argv) {
     const auto sum = kindling::dist::all_reduce(static_cast<int64_t>(rank + 1));
     std::cout << "rank=" << rank << " local_rank=" << kindling::dist::get_local_rank()
               << " world_size=" << kindling::dist::get_world_size() << " backend=" << kindling::dist::backend()
-              << " all_reduce=" << sum << std::endl;
+              << " all_reduce=" << sum;
+    if (layout) {
+      std::cout << " nnodes=" << kindling::dist::get_nnodes() << " node_rank=" << kindling::dist::get_node_rank()
+                << " nproc_per_node=" << kindling::dist::get_nproc_per_node() << " host=" << kindling::dist::hostname();
+    }
+    std::cout << std::endl;
     kindling::dist::finalize();
   } catch (const kindling::Error& e) {
     std::cerr << "hello_dist: " << e.what() << std::endl;

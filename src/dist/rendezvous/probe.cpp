@@ -1,6 +1,8 @@
 // Rendezvous pre-checks (see probe.h).
 #include "dist/rendezvous/probe.h"
 
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -20,6 +22,50 @@ namespace kindling {
 namespace dist {
 namespace detail {
 using ::kindling::detail::rank_prefix;
+
+std::optional<std::string> source_address_towards(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), "9", &hints, &found) != 0 || found == nullptr) return std::nullopt;
+  std::optional<std::string> out;
+  for (addrinfo* a = found; a != nullptr && !out; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    sockaddr_storage local{};
+    socklen_t length = sizeof(local);
+    char text[NI_MAXHOST];
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0 &&
+        ::getnameinfo(reinterpret_cast<sockaddr*>(&local), length, text, sizeof(text), nullptr, 0, NI_NUMERICHOST) == 0)
+      out = std::string(text);
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  return out;
+}
+
+std::vector<std::string> own_addresses() {
+  std::vector<std::string> out;
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return out;
+  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || !(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK)) continue;
+    const int family = i->ifa_addr->sa_family;
+    if (family != AF_INET && family != AF_INET6) continue;
+    char text[NI_MAXHOST];
+    const socklen_t length = family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+    if (::getnameinfo(i->ifa_addr, length, text, sizeof(text), nullptr, 0, NI_NUMERICHOST) != 0) continue;
+    const std::string address = text;
+    if (address.rfind("fe80", 0) == 0) continue;  // link-local: not for a job's traffic
+    out.push_back(address);
+  }
+  ::freeifaddrs(list);
+  return out;
+}
+
+bool is_loopback_address(const std::string& address) { return address.rfind("127.", 0) == 0 || address == "::1"; }
 
 void check_resolvable(const std::string& host, const std::string& what, std::chrono::milliseconds limit) {
   KINDLING_CHECK(!host.empty(), rank_prefix(), "kindling::dist::initialize: ", what,

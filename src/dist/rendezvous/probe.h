@@ -4,7 +4,9 @@
 // missing folder of a file:// store, a port held by a program that is not a store.
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace kindling {
 namespace dist {
@@ -17,6 +19,18 @@ void check_resolvable(const std::string& host, const std::string& what, std::chr
 /// Throws kindling::UsageError when the folder that would hold the file store `path`
 /// does not exist or is not a folder.
 void check_store_folder(const std::string& path, const std::string& init_method);
+
+/// The local address this host sends from to reach `host` (numeric, IPv4 or IPv6): a UDP
+/// socket is connected to it, which sends nothing, and asked for its own address. Unset
+/// when the name does not resolve or no route leads there. Never throws.
+std::optional<std::string> source_address_towards(const std::string& host);
+
+/// This host's addresses on interfaces that are up, numeric, without loopback and IPv6
+/// link-local ones. Never throws (empty when they cannot be listed).
+std::vector<std::string> own_addresses();
+
+/// Whether `address` (numeric) is a loopback address (127.0.0.0/8, ::1).
+bool is_loopback_address(const std::string& address);
 
 /// One attempt to open a TCP connection to host:port (every address the name resolves to,
 /// in order). Returns the connected socket (close-on-exec; the caller closes it), or -1

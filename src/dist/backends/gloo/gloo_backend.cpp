@@ -5,7 +5,9 @@
 #include "common/env.h"
 #include "dist/backends/c10d/c10d_backend.h"
 #include "dist/backends/c10d/c10d_compat.h"
+#include "dist/rendezvous/probe.h"
 #include "dist/rendezvous/rendezvous.h"
+#include "kindling/dist/launch_env.h"
 #include "kindling/error.h"
 
 namespace kindling {
@@ -16,14 +18,49 @@ using ::kindling::detail::get_env;
 
 // A ProcessGroupGloo over `store` with kindling's options, serving CPU and CUDA tensors
 // (Gloo copies CUDA tensors through host memory), as torch.distributed registers it.
+// The address Gloo listens on and tells the peers:
+//  1. GLOO_SOCKET_IFNAME's interface when set;
+//  2. else the local address of the route to rank 0's host (where the other hosts reach this
+//     one too), unless that is a loopback address;
+//  3. else, in a job the launcher says spans several nodes, when MASTER_ADDR names a host
+//     rather than loopback but resolves to a loopback address here (rank 0's own host under
+//     Debian's "127.0.1.1 <own name>"), this host's only non-loopback address, if it has
+//     exactly one (a job on one node keeps to loopback);
+//  4. else Python's default: the host name's address.
+// Python's default alone fails across hosts whenever a host's own name resolves to a
+// loopback address or not at all: the peers are told an address they cannot reach.
+std::shared_ptr<::gloo::transport::Device> gloo_device(bool honour_ifname, const std::string& master_addr,
+                                                       bool several_nodes) {
+  if (auto ifname = honour_ifname ? get_env("GLOO_SOCKET_IFNAME") : std::nullopt)
+    return c10d::ProcessGroupGloo::createDeviceForInterface(*ifname);
+  if (!master_addr.empty()) {
+    const auto source = source_address_towards(master_addr);
+    if (source && !is_loopback_address(*source)) return c10d::ProcessGroupGloo::createDeviceForHostname(*source);
+    const bool names_loopback = master_addr == "localhost" || is_loopback_address(master_addr);
+    if (source && !names_loopback && several_nodes) {
+      const auto mine = own_addresses();
+      if (mine.size() == 1) return c10d::ProcessGroupGloo::createDeviceForHostname(mine.front());
+    }
+  }
+  return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+// Whether the launcher says that the job has ranks on other nodes.
+bool spans_several_nodes() {
+  try {
+    const LaunchEnvironment launch = detect_launch_environment();
+    return (launch.nnodes && *launch.nnodes > 1) ||
+           (launch.local_world_size && *launch.local_world_size < launch.world_size);
+  } catch (const kindling::Error&) {
+    return false;
+  }
+}
+
 c10::intrusive_ptr<c10d::ProcessGroup> make_gloo(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
                                                  const std::string& group_name, std::chrono::milliseconds timeout,
-                                                 int threads, bool honour_ifname) {
+                                                 int threads, const std::shared_ptr<::gloo::transport::Device>& device) {
   auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
-  // Same device choice as Python: GLOO_SOCKET_IFNAME if set, else the host name's address.
-  auto ifname = honour_ifname ? get_env("GLOO_SOCKET_IFNAME") : std::nullopt;
-  opts->devices.push_back(ifname ? c10d::ProcessGroupGloo::createDeviceForInterface(*ifname)
-                                 : c10d::ProcessGroupGloo::createDefaultDevice());
+  opts->devices.push_back(device);
   if (threads > 0) opts->threads = threads;
   auto engine = c10::make_intrusive<c10d::ProcessGroupGloo>(engine_store(store, "cpu"), rank, size, opts);
   return as_process_group(engine, store, "gloo", EngineDevices{true, true}, group_name);
@@ -35,8 +72,10 @@ std::unique_ptr<Backend> make_gloo_backend(const WorldConfig& config) {
   auto store = connect_store(config);
   const auto timeout = config.timeout;
   const int threads = config.gloo_threads;
-  auto factory = [timeout, threads](c10::intrusive_ptr<c10d::Store> s, int rank, int size, const std::string& name) {
-    return make_gloo(std::move(s), rank, size, name, timeout, threads, true);
+  const auto device = gloo_device(true, config.master_addr, spans_several_nodes());
+  auto factory = [timeout, threads, device](c10::intrusive_ptr<c10d::Store> s, int rank, int size,
+                                            const std::string& name) {
+    return make_gloo(std::move(s), rank, size, name, timeout, threads, device);
   };
   auto backend =
       std::make_unique<C10dBackend>("gloo", store, config.rank, config.world_size, config.timeout, std::move(factory));
@@ -55,7 +94,7 @@ std::unique_ptr<Backend> make_external_c10d_backend(c10::intrusive_ptr<c10d::Pro
   ProcessGroupFactory factory;
   if (name == "gloo") {
     factory = [timeout](c10::intrusive_ptr<c10d::Store> s, int r, int n, const std::string& group_name) {
-      return make_gloo(std::move(s), r, n, group_name, timeout, 0, false);
+      return make_gloo(std::move(s), r, n, group_name, timeout, 0, gloo_device(false, "", false));
     };
   } else {
     factory = [name](c10::intrusive_ptr<c10d::Store>, int, int,
