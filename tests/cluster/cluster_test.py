@@ -196,6 +196,26 @@ def partition_mid_training(args):
 
 
 @case
+def master_unreachable_at_start(args):
+    """Host 0's link is cut before host 1 starts its rank (stall period 4 s): host 1 fails
+    within the stall period + 10 s, naming the rendezvous address, instead of waiting the
+    whole timeout."""
+    with cluster.Cluster(hosts=2) as c:
+        c.cut(0)
+        start = time.monotonic()
+        r = c.run_on(1, ["env", "KINDLING_STALL_TIMEOUT=4", args.kindling_run, "--nnodes", "2", "--node_rank", "1",
+                         "--master_addr", "node0", "--master_port", "29500", "--nproc_per_node", "1", args.hello],
+                     capture_output=True, text=True, timeout=120)
+        seconds = time.monotonic() - start
+        text = r.stdout + r.stderr
+        expect(r.returncode not in (0, None), "host 1 exited %s:\n%s" % (r.returncode, text))
+        expect(seconds <= 14, "host 1 ended after %.1f s (bound 14 s):\n%s" % (seconds, text))
+        expect("the host of the rendezvous store, node0:29500 (%s), has not answered" % cluster.address(0) in text,
+               "host 1 does not name the unreachable address:\n" + text)
+        print("host 1: exit %s after %.1f s" % (r.returncode, seconds))
+
+
+@case
 def cifar10_three_hosts(args):
     """examples/cifar10 on a small subset, 3 hosts x 1 rank under kindling-run, links capped
     at 1gbit: every host completes and rank 0 reports the 3-rank run."""

@@ -1,7 +1,9 @@
 // Rendezvous pre-checks (see probe.h).
 #include "dist/rendezvous/probe.h"
 
+#include <fcntl.h>
 #include <ifaddrs.h>
+#include <poll.h>
 #include <net/if.h>
 #include <netdb.h>
 #include <sys/socket.h>
@@ -17,6 +19,7 @@
 #include <thread>
 
 #include "kindling/error.h"
+#include "kindling/log.h"
 
 namespace kindling {
 namespace dist {
@@ -101,7 +104,49 @@ void check_store_folder(const std::string& path, const std::string& init_method)
                  "ranks)");
 }
 
-int connect_tcp(const std::string& host, int port) {
+namespace {
+
+// connect(2) bounded by `limit`: 0 or an errno value.
+int connect_bounded(int fd, const sockaddr* address, socklen_t length, std::chrono::milliseconds limit) {
+  const int flags = ::fcntl(fd, F_GETFL, 0);
+  ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+  int error = 0;
+  if (::connect(fd, address, length) != 0) {
+    error = errno;
+    if (error == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      int ready;
+      do {
+        ready = ::poll(&p, 1, static_cast<int>(limit.count()));
+      } while (ready < 0 && errno == EINTR);
+      socklen_t size = sizeof(error);
+      if (ready == 0) {
+        error = ETIMEDOUT;
+      } else if (ready < 0 || ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size) != 0) {
+        error = errno;
+      }
+    }
+  }
+  ::fcntl(fd, F_SETFL, flags);
+  return error;
+}
+
+// The first address `host` resolves to, numeric ("" when it does not resolve).
+std::string first_address(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) return "";
+  char text[NI_MAXHOST] = {0};
+  ::getnameinfo(found->ai_addr, found->ai_addrlen, text, sizeof(text), nullptr, 0, NI_NUMERICHOST);
+  ::freeaddrinfo(found);
+  return text;
+}
+
+}  // namespace
+
+int connect_tcp(const std::string& host, int port, std::chrono::milliseconds limit) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -118,14 +163,10 @@ int connect_tcp(const std::string& host, int port) {
       error = errno;
       continue;
     }
-    int rc;
-    do {
-      rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
-    } while (rc != 0 && errno == EINTR);
-    if (rc == 0) {
+    error = connect_bounded(fd, a->ai_addr, a->ai_addrlen, limit);
+    if (error == 0) {
       connected = fd;
     } else {
-      error = errno;
       ::close(fd);
     }
   }
@@ -134,14 +175,37 @@ int connect_tcp(const std::string& host, int port) {
   return connected;
 }
 
-bool wait_for_listener(const std::string& host, int port, std::chrono::steady_clock::time_point deadline) {
+bool wait_for_listener(const std::string& host, int port, std::chrono::steady_clock::time_point deadline,
+                       std::chrono::milliseconds silent_limit) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto silent_since = start, next_note = start + std::chrono::seconds(10);
   for (;;) {
     const int fd = connect_tcp(host, port);
     if (fd >= 0) {
       ::close(fd);
       return true;
     }
-    if (std::chrono::steady_clock::now() >= deadline) return false;
+    const int error = errno;
+    const auto now = Clock::now();
+    if (error == ECONNREFUSED) silent_since = now;  // the host answered: up, the store not yet
+    const std::string where = host + ":" + std::to_string(port) + " (" + first_address(host) + ")";
+    const double silent_s = std::chrono::duration<double>(now - silent_since).count();
+    if (now - silent_since >= silent_limit) {
+      throw CommunicationError(rank_prefix() + "kindling::dist::initialize: the host of the rendezvous store, " +
+                               where + ", has not answered for " + std::to_string(static_cast<int>(silent_s)) +
+                               " s (" + std::strerror(error) +
+                               "): rank 0's host is down, cut off from this host, or a firewall drops the port. Check "
+                               "MASTER_ADDR and the network between the hosts");
+    }
+    if (now >= deadline) return false;
+    if (now >= next_note) {
+      next_note = now + std::chrono::seconds(10);
+      log(LogLevel::kWarning,
+          "kindling::dist::initialize: waiting " + std::to_string(static_cast<int>(
+                                                        std::chrono::duration<double>(now - start).count())) +
+              " s for the rendezvous store at " + where + ": " + std::strerror(error));
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }

@@ -33,13 +33,19 @@ std::vector<std::string> own_addresses();
 bool is_loopback_address(const std::string& address);
 
 /// One attempt to open a TCP connection to host:port (every address the name resolves to,
-/// in order). Returns the connected socket (close-on-exec; the caller closes it), or -1
-/// with errno of the last attempt (EHOSTUNREACH when the name does not resolve).
-int connect_tcp(const std::string& host, int port);
+/// in order), each address given at most `limit` (then ETIMEDOUT). Returns the connected
+/// socket (blocking, close-on-exec; the caller closes it), or -1 with errno of the last
+/// attempt (EHOSTUNREACH when the name does not resolve).
+int connect_tcp(const std::string& host, int port, std::chrono::milliseconds limit = std::chrono::seconds(2));
 
 /// Waits until something accepts TCP connections at host:port (a refused connection is
-/// retried: the store's host may not have started yet). Returns false at `deadline`.
-bool wait_for_listener(const std::string& host, int port, std::chrono::steady_clock::time_point deadline);
+/// retried: the store's host is up but may not have started the store yet). Returns false
+/// at `deadline`. Logs a warning every 10 s of waiting, with the last error. Throws
+/// kindling::CommunicationError naming host:port, its address and the error when the host
+/// has not answered at all (no route, no reply; a refusal is an answer) for `silent_limit`:
+/// rank 0's host is down or cut off, and waiting the whole timeout would only hide it.
+bool wait_for_listener(const std::string& host, int port, std::chrono::steady_clock::time_point deadline,
+                       std::chrono::milliseconds silent_limit);
 
 /// Runs `connect` on a helper thread and waits at most `limit` for it. Returns false when
 /// it has not finished by then (the thread is left behind, blocked: a peer that accepts

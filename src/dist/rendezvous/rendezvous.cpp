@@ -143,7 +143,10 @@ c10::intrusive_ptr<c10d::Store> join_store(const std::string& host, int port, co
                                            std::string& failure) {
   using ::kindling::detail::rank_prefix;
   const std::string where = host + ":" + std::to_string(port);
-  if (!wait_for_listener(host, port, deadline)) {
+  // A host that does not answer at all for the stall period (the timeout when stall
+  // detection is off) is gone or cut off: said at once rather than after the whole timeout.
+  const auto silent_limit = config.stall_period.count() > 0 ? config.stall_period : config.timeout;
+  if (!wait_for_listener(host, port, deadline, silent_limit)) {
     throw TimeoutError(rank_prefix() + "kindling::dist::initialize: nothing accepted connections at " + where +
                        " within " + std::to_string(config.timeout.count()) +
                        " ms, so the rendezvous store never started. Check that rank 0 is running and that "

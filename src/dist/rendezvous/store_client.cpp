@@ -148,7 +148,7 @@ class StoreClient : public c10d::Store {
   void connect() {
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
     for (;;) {
-      fd_ = connect_tcp(host_, port_);
+      fd_ = connect_tcp(host_, port_, std::chrono::duration_cast<std::chrono::milliseconds>(timeout_));
       if (fd_ >= 0) break;
       const int error = errno;
       if (error != ECONNREFUSED || std::chrono::steady_clock::now() >= deadline) {
