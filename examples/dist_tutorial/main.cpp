@@ -69,6 +69,16 @@ void describe_options(CLI::App& app, Options& o) {
                  "Rendezvous port when this program starts the processes (default: a free port, so that two jobs "
                  "on one machine do not collide; under a launcher the launcher's port is used)")
       ->check(CLI::Range(1, 65535));
+  app.add_option("--nnodes", o.nnodes,
+                 "Nodes (hosts) of the job when this program starts the processes: run it on every node with "
+                 "the same --nnodes, --nproc-per-node, --master-addr and --master-port, and its own --node-rank")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  app.add_option("--node-rank", o.node_rank, "This node's index in [0, nnodes) (node 0 runs rank 0)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  app.add_option("--master-addr", o.master_addr,
+                 "Host name or address of node 0, reachable from every node (required with --nnodes > 1)");
   app.add_option("--timeout", o.timeout_s, "Seconds a collective may wait before it fails")
       ->check(CLI::Range(int64_t{1}, int64_t{86400 * 7}))
       ->capture_default_str();
@@ -133,6 +143,8 @@ kd::ParallelOptions parallel_options(const Options& o) {
     options.nproc_per_node(kDefaultNprocPerNode);
   }
   if (o.master_port) options.master_port(*o.master_port);
+  if (o.nnodes > 1) options.nnodes(o.nnodes).node_rank(o.node_rank);
+  if (!o.master_addr.empty()) options.master_addr(o.master_addr);
   options.timeout(std::chrono::seconds(o.timeout_s));
   if (o.stall_timeout_s)
     options.stall_timeout(std::chrono::milliseconds(static_cast<int64_t>(*o.stall_timeout_s * 1000)));

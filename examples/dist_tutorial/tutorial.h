@@ -15,6 +15,9 @@ struct Options {
   std::string backend = "gloo";
   std::optional<int> nproc_per_node;  // unset: kDefaultNprocPerNode, or the launcher's layout
   std::optional<int> master_port;     // unset: a free port
+  int nnodes = 1;                     // spawn mode across hosts: nodes of the job
+  int node_rank = 0;                  // and this node's index
+  std::string master_addr;            // rank 0's host (required with nnodes > 1)
   int64_t timeout_s = 600;            // collective timeout
   std::optional<double> stall_timeout_s;  // unset: KINDLING_STALL_TIMEOUT, else the library's 60 s
   int64_t numel = int64_t{1} << 20;

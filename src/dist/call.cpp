@@ -6,6 +6,8 @@
 #include <sstream>
 #include <string>
 
+#include "dist/rendezvous/peers.h"
+
 namespace kindling {
 namespace dist {
 namespace detail {
@@ -54,11 +56,20 @@ void check_usable(const char* name) {
                                    ". Every rank of the group must call the same collectives in the same order: look "
                                    "for a rank that skips this call or calls another one, or raise "
                                    "InitOptions::timeout if a rank is only slow. The " +
-                                   rt.backend_name + " engine said: " + engine_msg));
+                                   rt.backend_name + " engine said: " + engine_msg +
+                                   [&] {
+                                     const std::string at = ranks_behind_addresses(engine_msg);
+                                     return at.empty() ? std::string() : " (" + at + ")";
+                                   }()));
   }
-  throw CommunicationError(mark_broken(where + " failed in the " + rt.backend_name + " engine: " + engine_msg +
-                                       " A peer process has probably exited or crashed: look at the other ranks' "
-                                       "output for the first error."));
+  // Across hosts the engine names only an address; say whose it is.
+  const std::string lost = ranks_behind_addresses(engine_msg);
+  throw CommunicationError(mark_broken(
+      where + " failed in the " + rt.backend_name + " engine: " + engine_msg +
+      (lost.empty() ? " A peer process has probably exited or crashed: look at the other ranks' output for the "
+                      "first error."
+                    : " (" + lost + "). That peer has probably exited, crashed, or lost its host or link: look at "
+                      "its output for the first error.")));
 }
 
 std::chrono::milliseconds wait_timeout(const GroupState& g, bool p2p) {

@@ -8,6 +8,7 @@
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -127,6 +128,15 @@ std::vector<std::string> available_backends() {
 
 namespace {
 
+// Gloo and c10d's store write to their sockets without MSG_NOSIGNAL: when a peer's host
+// goes away, the next write would end this process by SIGPIPE, with no message at all.
+// Python ignores SIGPIPE from its start; do the same, unless the program installed a
+// handler of its own, so that the write fails (EPIPE) and the error names the lost peer.
+void ignore_broken_pipes() {
+  struct sigaction current {};
+  if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
+}
+
 void initialize_model(const std::string& backend, const InitOptions& options) {
   auto& rt = runtime();
   // ignite's check, first: on a machine without CUDA the build's nccl support is moot.
@@ -157,6 +167,7 @@ void initialize_model(const std::string& backend, const InitOptions& options) {
     return;
   }
   detail::record_uncaught_errors();
+  ignore_broken_pipes();
   {
     const std::string& m = options.init_method();
     KINDLING_CHECK(m.rfind("env://", 0) == 0 || m.rfind("tcp://", 0) == 0 || m.rfind("file://", 0) == 0,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/env.h"
+#include "dist/rendezvous/peers.h"
 #include "kindling/error.h"
 
 namespace kindling {
@@ -239,7 +240,8 @@ std::string StallMonitor::verdict(const GroupState& group, int64_t seq, const ch
   if (s.io_busy && now - silent_since >= s.stall) {
     const std::string quiet = std::to_string(seconds_since(silent_since, now));
     if (s.target.host_rank >= 0)
-      return "stalled: rank " + std::to_string(s.target.host_rank) + " (it hosts the rendezvous store, which has " +
+      return "stalled: rank " + std::to_string(s.target.host_rank) + on_host(s.target.host_rank) +
+             " (it hosts the rendezvous store, which has " +
              "not answered for " + quiet + " s: its process is stopped, frozen or cut off)";
     return "stalled: " + s.target.host + " has not answered for " + quiet + " s (stopped, frozen or cut off)";
   }
@@ -261,7 +263,7 @@ std::string StallMonitor::verdict(const GroupState& group, int64_t seq, const ch
     const bool behind = quiet && v.seq < seq;
     const bool other_op = quiet && v.seen && v.seq == seq && v.op != op;
     if (!behind && !other_op && !frozen) continue;
-    out << (n++ ? "; " : "") << "rank " << r;
+    out << (n++ ? "; " : "") << "rank " << r << on_host(r);
     if (other_op && !frozen) {
       out << " is in " << v.op << " #" << v.seq << " (a different collective: the ranks call collectives in "
           << "different orders)";
@@ -296,10 +298,10 @@ std::string StallMonitor::diagnose(const GroupState& group, int64_t seq, const c
     }
     const auto& v = it->second;
     if (v.seq < seq) {
-      missing << (n_missing++ ? ", " : "") << r << " (its last collective on this group: "
+      missing << (n_missing++ ? ", " : "") << r << on_host(r) << " (its last collective on this group: "
               << (v.seq == 0 ? std::string("none") : "#" + std::to_string(v.seq) + " " + v.op) << ")";
     } else if (v.seq == seq && v.op != op) {
-      elsewhere << (n_elsewhere++ ? ", " : "") << r << " (it is in " << v.op << " #" << v.seq << ")";
+      elsewhere << (n_elsewhere++ ? ", " : "") << r << on_host(r) << " (it is in " << v.op << " #" << v.seq << ")";
     }
   }
   std::ostringstream out;

@@ -18,6 +18,7 @@ Used as a library by the cluster tests and benchmarks:
 and as a command (tests/cluster/cluster.py --help):
 
     cluster.py up 3 [--rate 100mbit] | on K CMD... | cut K | heal K | down | check
+    cluster.py agent node<K> CMD...   # Open MPI's launch agent (--mca plm_rsh_agent): like ssh
 
 Everything it makes is removed by down(), at exit, on SIGTERM/SIGINT, and, for what a killed
 run left behind, by the next up(). Needs root (CAP_NET_ADMIN); available() says why not.
@@ -151,6 +152,12 @@ class Cluster:
         subprocess.run(["ip", "netns", "exec", namespace(k), "tc", "qdisc", "replace", "dev", "eth0", *spec],
                        check=True)
 
+    def uncap(self, k):
+        """Removes host k's rate cap."""
+        subprocess.run(["tc", "qdisc", "del", "dev", f"{PREFIX}-v{k}", "root"], check=False, capture_output=True)
+        subprocess.run(["ip", "netns", "exec", namespace(k), "tc", "qdisc", "del", "dev", "eth0", "root"],
+                       check=False, capture_output=True)
+
     def cut(self, k):
         """Partitions host k: its link to the bridge goes down (its processes keep running)."""
         _ip("link", "set", f"{PREFIX}-v{k}", "down")
@@ -177,6 +184,20 @@ class Cluster:
         return ["ip", "netns", "exec", namespace(k), "unshare", "--uts", "sh", "-c",
                 f'hostname {hostname(k)} && exec "$@"', "sh", *argv]
 
+    @staticmethod
+    def shell_command(k, line):
+        """A shell command line run inside host k (Open MPI's launch agent passes one)."""
+        return ["ip", "netns", "exec", namespace(k), "unshare", "--uts", "sh", "-c", f"hostname {hostname(k)} && {line}"]
+
+    @staticmethod
+    def command_keeping_sys(k, argv):
+        """argv run inside host k as command() does, except that it keeps this machine's
+        /sys (ip netns exec mounts the namespace's own sysfs, which hides the cgroup
+        hierarchy that slurmd needs): the host's network, /etc/hosts and host name."""
+        hosts = f"/etc/netns/{namespace(k)}/hosts"
+        return ["nsenter", f"--net=/run/netns/{namespace(k)}", "unshare", "--uts", "--mount", "sh", "-c",
+                f'mount --bind {hosts} /etc/hosts && hostname {hostname(k)} && exec "$@"', "sh", *argv]
+
     def run_on(self, k, argv, **kwargs):
         return subprocess.run(self.command(k, argv), **kwargs)
 
@@ -185,7 +206,7 @@ class Cluster:
 
     def kill_host(self, k):
         """Kills every process of host k at once (SIGKILL), as a host that loses power."""
-        for pid in _ip("netns", "pids", namespace(k), check=False).stdout.split():
+        for pid in pids_on(k):
             try:
                 os.kill(int(pid), signal.SIGKILL)
             except ProcessLookupError:
@@ -196,6 +217,11 @@ class Cluster:
         r = subprocess.run(["ip", "netns", "exec", namespace(k), "cat", "/sys/class/net/eth0/statistics/tx_bytes"],
                            check=True, capture_output=True, text=True)
         return int(r.stdout)
+
+
+def pids_on(k):
+    """The processes running inside host k now."""
+    return [int(p) for p in _ip("netns", "pids", namespace(k), check=False).stdout.split()]
 
 
 def leftovers():
@@ -219,6 +245,10 @@ def main():
     on.add_argument("argv", nargs=argparse.REMAINDER)
     for name in ("cut", "heal"):
         sub.add_parser(name, help=f"{name} host K's link").add_argument("k", type=int)
+    agent = sub.add_parser("agent", help="run a shell command line on host node<K>, as ssh would (Open MPI's "
+                           "plm_rsh_agent)")
+    agent.add_argument("host")
+    agent.add_argument("argv", nargs=argparse.REMAINDER)
     sub.add_parser("down", help="remove everything the fixture made")
     sub.add_parser("check", help="say whether namespaces can be made here (exit 77 when not)")
     args = p.parse_args()
@@ -229,6 +259,13 @@ def main():
     if args.what == "down":
         remove_all()
         return 0
+    if args.what == "agent":
+        k = int(args.host[len("node"):]) if args.host.startswith("node") and args.host[4:].isdigit() else -1
+        if namespace(k) not in _existing_namespaces():
+            print(f"cluster.py agent: no host named {args.host!r} in the cluster", file=sys.stderr)
+            return 255  # ssh's code for a host it cannot reach
+        argv = Cluster.shell_command(k, " ".join(args.argv))
+        os.execvp(argv[0], argv)
     c = Cluster(hosts=max(2, len(_existing_namespaces())))
     if args.what == "up":
         c = Cluster(hosts=args.hosts, rate=args.rate, own_name_loopback=args.own_name_loopback)

@@ -15,66 +15,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster  # noqa: E402
-
-CASES = {}
-
-
-def case(fn):
-    CASES[fn.__name__] = fn
-    return fn
-
-
-class Failure(Exception):
-    pass
-
-
-def expect(condition, message):
-    if not condition:
-        raise Failure(message)
-
-
-def run_hosts(c, commands, timeout=120):
-    """Runs commands[k] on host k at once; returns [(exit code, output)] per host."""
-    procs = [c.popen_on(k, argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for k, argv in enumerate(commands)]
-    out = []
-    deadline = time.monotonic() + timeout
-    for p in procs:
-        try:
-            text, _ = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
-            out.append((p.returncode, text))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            text, _ = p.communicate()
-            out.append((None, "(killed after %d s: a hang)\n" % timeout + text))
-    return out
-
-
-def layout_lines(outputs):
-    """{rank: {field: value}} from hello_dist --layout lines."""
-    ranks = {}
-    for _, text in outputs:
-        for line in text.splitlines():
-            line = line.split("]: ", 1)[-1]
-            if not line.startswith("rank=") or "nnodes=" not in line:
-                continue
-            fields = dict(item.split("=", 1) for item in line.split())
-            ranks[int(fields["rank"])] = fields
-    return ranks
-
-
-def check_layout(outputs, hosts, per_host):
-    ranks = layout_lines(outputs)
-    world = hosts * per_host
-    expect(sorted(ranks) == list(range(world)), "expected lines of ranks 0..%d, got %s:\n%s" % (
-        world - 1, sorted(ranks), "\n".join(t for _, t in outputs)))
-    for r, f in ranks.items():
-        want = {"world_size": str(world), "all_reduce": str(world * (world + 1) // 2), "nnodes": str(hosts),
-                "node_rank": str(r // per_host), "local_rank": str(r % per_host),
-                "nproc_per_node": str(per_host), "host": cluster.hostname(r // per_host)}
-        for key, value in want.items():
-            expect(f[key] == value, "rank %d: %s=%s, expected %s (line: %s)" % (r, key, f[key], value, f))
-
+from slurm_cluster import SlurmCluster  # noqa: E402
+from checks import CASES, Failure, case, check_layout, expect, run_hosts  # noqa: E402
 
 @case
 def fixture(args):
@@ -161,58 +103,69 @@ def torchrun_c10d_rendezvous(args):
         check_layout(outputs, hosts=2, per_host=2)
 
 
-@case
-def partition_mid_training(args):
-    """2 hosts x 1 rank training (dist_tutorial train, stall period 4 s); host 1's link is cut
-    mid-training: both sides end by themselves within the stall period + 10 s, each naming
-    the rank it lost."""
-    with cluster.Cluster(hosts=2) as c:
-        commands = [["env", "KINDLING_STALL_TIMEOUT=4", args.kindling_run, "--nnodes", "2", "--node_rank", str(k),
-                     "--master_addr", "node0", "--master_port", "29500", "--nproc_per_node", "1", args.tutorial,
-                     "train", "--epochs", "1000", "--timeout", "60"] for k in range(2)]
-        procs = [c.popen_on(k, argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                 for k, argv in enumerate(commands)]
-        try:
-            for line in procs[0].stdout:  # training runs once rank 0 reports its first epoch
-                if "epoch" in line.lower():
-                    break
-            c.cut(1)
-            cut_at = time.monotonic()
-            outputs = []
-            for p in procs:
-                text, _ = p.communicate(timeout=60)
-                outputs.append((p.returncode, time.monotonic() - cut_at, text))
-        finally:
-            for p in procs:
-                p.kill()
-        for k, (code, seconds, text) in enumerate(outputs):
-            other = 1 - k
-            expect(code not in (0, None), "host %d exited %s after the cut:\n%s" % (k, code, text))
-            expect(seconds <= 4 + 10, "host %d ended %.1f s after the cut (bound 14 s):\n%s" % (k, seconds, text))
-            errors = [line for line in text.splitlines() if "error" in line.lower() or "stalled" in line.lower()]
-            expect(any("rank %d" % other in line for line in errors), "no error line of host %d names rank %d:\n%s" % (
-                k, other, text[-3000:]))
-            print("host %d: exit %s, %.1f s after the cut: %s" % (k, code, seconds, errors[0][:300]))
+def mpirun_command(args, hosts, per_host, program):
+    """mpirun on host 0 starting `program` on every host through the cluster's launch agent
+    (cluster.py agent: what ssh would be), MASTER_ADDR = host 0's name for gloo."""
+    return ["mpirun", "--allow-run-as-root", "--host", ",".join("%s:%d" % (cluster.hostname(k), per_host)
+                                                                 for k in range(hosts)),
+            "--mca", "plm_rsh_agent", "%s %s agent" % (sys.executable, os.path.abspath(cluster.__file__)),
+            "-x", "MASTER_ADDR=node0", "-x", "MASTER_PORT=29500", "-x", "OMP_NUM_THREADS=1"] + program
 
 
 @case
-def master_unreachable_at_start(args):
-    """Host 0's link is cut before host 1 starts its rank (stall period 4 s): host 1 fails
-    within the stall period + 10 s, naming the rendezvous address, instead of waiting the
-    whole timeout."""
+def mpirun_across_hosts(args):
+    """mpirun on host 0 with Open MPI's launch agent entering the other hosts (as ssh would),
+    2 hosts x 2 ranks: the node layout and the all_reduce on every rank, first with gloo,
+    then with the mpi backend (Open MPI's TCP transport between the hosts)."""
     with cluster.Cluster(hosts=2) as c:
-        c.cut(0)
-        start = time.monotonic()
-        r = c.run_on(1, ["env", "KINDLING_STALL_TIMEOUT=4", args.kindling_run, "--nnodes", "2", "--node_rank", "1",
-                         "--master_addr", "node0", "--master_port", "29500", "--nproc_per_node", "1", args.hello],
-                     capture_output=True, text=True, timeout=120)
-        seconds = time.monotonic() - start
-        text = r.stdout + r.stderr
-        expect(r.returncode not in (0, None), "host 1 exited %s:\n%s" % (r.returncode, text))
-        expect(seconds <= 14, "host 1 ended after %.1f s (bound 14 s):\n%s" % (seconds, text))
-        expect("the host of the rendezvous store, node0:29500 (%s), has not answered" % cluster.address(0) in text,
-               "host 1 does not name the unreachable address:\n" + text)
-        print("host 1: exit %s after %.1f s" % (r.returncode, seconds))
+        for backend in ("gloo", "mpi"):
+            code, text = run_hosts(c, [mpirun_command(args, 2, 2, [args.hello, "--backend", backend, "--layout"])],
+                                   timeout=120)[0]
+            expect(code == 0, "mpirun (%s) exited %s:\n%s" % (backend, code, text))
+            expect(text.count("backend=%s" % backend) == 4, "not 4 %s ranks:\n%s" % (backend, text))
+            check_layout([(code, text)], hosts=2, per_host=2)
+
+
+@case
+def parallel_train_two_hosts(args):
+    """Parallel in spawn mode with nnodes/node_rank (dist_tutorial train --nnodes 2
+    --node-rank k --master-addr node0), 2 hosts x 2 ranks on a Fashion-MNIST subset: every
+    host exits 0, rank 0 reports 4 ranks and a test accuracy."""
+    with cluster.Cluster(hosts=2) as c:
+        commands = [[args.tutorial, "train", "--nproc-per-node", "2", "--nnodes", "2", "--node-rank", str(k),
+                     "--master-addr", "node0", "--master-port", "29500", "--epochs", "1", "--limit", "2000"]
+                    for k in range(2)]
+        outputs = run_hosts(c, commands, timeout=180)
+        expect(all(code == 0 for code, _ in outputs), "a host failed:\n" + "\n".join(t for _, t in outputs))
+        expect("4 rank(s) x" in outputs[0][1] and "test accuracy" in outputs[0][1],
+               "rank 0 does not report the 4-rank training:\n" + outputs[0][1])
+
+
+@case
+def torchrun_cpp_and_python_hosts(args):
+    """One torchrun job (c10d rendezvous) whose host 0 runs the C++ hello_dist and whose host
+    1 runs a Python torch.distributed program, 2 ranks each: all four ranks agree on the sum."""
+    with cluster.Cluster(hosts=2) as c:
+        programs = [["--no_python", args.hello], [os.path.join(os.path.dirname(__file__), "python_rank.py")]]
+        commands = [[sys.executable, args.torchrun, "--nnodes", "2", "--nproc_per_node", "2", "--rdzv_backend",
+                     "c10d", "--rdzv_endpoint", "node0:29400", "--rdzv_id", "mixed-job", "--max_restarts", "0",
+                     "--monitor_interval", "0.2"] + programs[k] for k in range(2)]
+        outputs = run_hosts(c, commands, timeout=180)
+        expect(all(code == 0 for code, _ in outputs), "a host failed:\n" + "\n".join(t for _, t in outputs))
+        for k, backend in enumerate(("gloo", "python")):
+            lines = [l for l in outputs[k][1].splitlines() if "all_reduce=10" in l and "backend=" + backend in l]
+            expect(len(lines) == 2, "host %d: not 2 %s ranks with the sum 10:\n%s" % (k, backend, outputs[k][1]))
+
+
+@case
+def slurm_across_hosts(args):
+    """Slurm with one slurmd per host (slurmctld on host 0): srun -N 2 --ntasks-per-node 2
+    places 2 ranks on each host; the node layout and the all_reduce on every rank, from
+    Slurm's variables alone (MASTER_ADDR derived from SLURM_JOB_NODELIST)."""
+    with cluster.Cluster(hosts=2) as c, SlurmCluster(c) as s:
+        code, text = s.srun(["-N", "2", "--ntasks-per-node", "2", args.hello, "--layout"])
+        expect(code == 0, "srun exited %s:\n%s" % (code, text))
+        check_layout([(code, text)], hosts=2, per_host=2)
 
 
 @case

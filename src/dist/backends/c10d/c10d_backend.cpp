@@ -1,9 +1,11 @@
 #include "dist/backends/c10d/c10d_backend.h"
 
+#include <optional>
 #include <thread>
 
 #include "dist/backends/c10d/c10d_communicator.h"
 #include "dist/backends/c10d/c10d_compat.h"
+#include "dist/rendezvous/peers.h"
 #include "kindling/error.h"
 
 namespace kindling {
@@ -53,8 +55,10 @@ std::shared_ptr<Communicator> C10dBackend::create_group(int group_index, const s
 std::shared_ptr<Communicator> C10dBackend::join_group(int group_index, int size, int group_rank,
                                                       const std::string& what) {
   std::shared_ptr<C10dCommunicator> comm;
-  // Announce this rank first, so that a timeout anywhere below can name who is missing.
-  store_->set(joined_key(group_index, rank_), std::vector<uint8_t>{'1'});
+  // Announce this rank, with where it runs, first: a timeout anywhere below can then name
+  // who is missing, and an engine's message about an address whose rank that is.
+  const std::string place = own_place();
+  store_->set(joined_key(group_index, rank_), std::vector<uint8_t>(place.begin(), place.end()));
   if (group_rank >= 0) {
     const std::string group_name = std::to_string(group_index);
     auto pg_store = group_store(store_, group_name);
@@ -63,12 +67,17 @@ std::shared_ptr<Communicator> C10dBackend::join_group(int group_index, int size,
     } catch (const kindling::Error&) {
       throw;
     } catch (const std::exception& e) {
-      throw TimeoutError(::kindling::detail::rank_prefix() + what + ": connecting to the other ranks failed within " +
-                         std::to_string(timeout_.count()) + " ms: " + engine_message(e) +
-                         " Ranks that have not joined yet: " + missing_joiners(*store_, group_index, world_size_) +
-                         ". Start every rank with the same WORLD_SIZE and rendezvous address.");
+      const std::string message = engine_message(e);
+      if (group_index == 0) record_world_places(*store_, world_size_);
+      const std::string at = ranks_behind_addresses(message);
+      throw TimeoutError(::kindling::detail::rank_prefix() + what + ": connecting to the other ranks failed (rendezvous timeout " +
+                         std::to_string(timeout_.count()) + " ms): " + message + (at.empty() ? "" : " (" + at + ")") +
+                         ". Ranks that have not joined yet: " + missing_joiners(*store_, group_index, world_size_) +
+                         ". Start every rank with the same WORLD_SIZE and rendezvous address, and check that the "
+                         "hosts reach each other.");
     }
   }
+  if (group_index == 0) record_world_places(*store_, world_size_);
   if (group_index != 0 || world_store_barrier()) {
     store_based_barrier(*store_, group_index, rank_, world_size_, timeout_, what);
   }
@@ -76,22 +85,50 @@ std::shared_ptr<Communicator> C10dBackend::join_group(int group_index, int size,
   return comm;
 }
 
-std::string missing_joiners(c10d::Store& store, int group_index, int world_size) {
+namespace {
+std::string arrived_key(int group_index, int rank) {
+  return "kindling/arrived/" + std::to_string(group_index + 1) + "/" + std::to_string(rank);
+}
+
+// Ranks in [0, world_size) without `key(rank)` in the store, "none", or why the store
+// could not be read.
+template <typename Key>
+std::string ranks_without(c10d::Store& store, int world_size, Key key) {
   std::string out;
   try {
     for (int r = 0; r < world_size; ++r) {
-      if (!store.check({joined_key(group_index, r)})) out += (out.empty() ? "" : ", ") + std::to_string(r);
+      if (!store.check({key(r)})) out += (out.empty() ? "" : ", ") + std::to_string(r) + on_host(r);
     }
   } catch (const std::exception& e) {
     return std::string("unknown (the store could not be read: ") + e.what() + ")";
   }
   return out.empty() ? std::string("none") : out;
 }
+}  // namespace
+
+void record_world_places(c10d::Store& store, int world_size) {
+  std::vector<std::optional<std::string>> places(static_cast<std::size_t>(world_size));
+  try {
+    for (int r = 0; r < world_size; ++r) {
+      const std::string key = joined_key(0, r);
+      if (!store.check({key})) continue;
+      const auto raw = store.get(key);
+      places[static_cast<std::size_t>(r)] = std::string(raw.begin(), raw.end());
+    }
+  } catch (const std::exception&) {
+    // The store's host is gone: what was read so far is all there is to name.
+  }
+  record_places(places);
+}
+
+std::string missing_joiners(c10d::Store& store, int group_index, int world_size) {
+  return ranks_without(store, world_size, [group_index](int r) { return joined_key(group_index, r); });
+}
 
 void store_based_barrier(c10d::Store& store, int group_index, int rank, int world_size,
                          std::chrono::milliseconds timeout, const std::string& what) {
   const std::string key = store_barrier_key(group_index);
-  store.set(joined_key(group_index, rank), std::vector<uint8_t>{'1'});
+  store.set(arrived_key(group_index, rank), std::vector<uint8_t>{'1'});
   // A Python 2.x rank waits for "<key>:last_worker", set by whoever completes the count.
   if (store.add(key, 1) == world_size) store.set(key + ":last_worker", std::vector<uint8_t>{'1'});
   const auto start = std::chrono::steady_clock::now();
@@ -102,8 +139,11 @@ void store_based_barrier(c10d::Store& store, int group_index, int rank, int worl
       throw TimeoutError(::kindling::detail::rank_prefix() + what + ": timed out after " +
                          std::to_string(timeout.count()) + " ms waiting for all ranks: " + std::to_string(count) +
                          " of " + std::to_string(world_size) +
-                         " arrived; ranks that did not arrive: " + missing_joiners(store, group_index, world_size) +
-                         ". Start every rank with the same WORLD_SIZE and rendezvous address, or raise the timeout.");
+                         " arrived; kindling ranks that did not arrive: " +
+                         ranks_without(store, world_size, [group_index](int r) { return arrived_key(group_index, r); }) +
+                         " (not joined at all: " + missing_joiners(store, group_index, world_size) +
+                         "; a rank that joined but did not arrive could not connect to the others). Start every "
+                         "rank with the same WORLD_SIZE and rendezvous address, or raise the timeout.");
     }
     std::this_thread::sleep_for(delay);
     if (delay < std::chrono::milliseconds(10)) delay *= 2;

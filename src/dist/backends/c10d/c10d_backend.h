@@ -61,17 +61,24 @@ class C10dBackend : public Backend {
 /// Python torch.distributed's store-based barrier after creating group `group_index`
 /// (0 = world): every rank adds 1 to the version's barrier key (c10d_compat.h), the rank
 /// that completes the count sets "<key>:last_worker", all wait until the count equals
-/// `world_size`. kindling also sets "kindling/joined/<group_index + 1>/<rank>" so that a
+/// `world_size`. kindling also sets "kindling/arrived/<group_index + 1>/<rank>" so that a
 /// timeout can name the ranks that are missing. Throws kindling::TimeoutError.
 void store_based_barrier(c10d::Store& store, int group_index, int rank, int world_size,
                          std::chrono::milliseconds timeout, const std::string& what);
 
 /// "kindling/joined/<group_index + 1>/<rank>": set by a kindling rank when it joins group
-/// `group_index` (0 = world); a plain torch.distributed peer never sets it.
+/// `group_index` (0 = world), to its place (rendezvous/peers.h: host name and addresses); a
+/// plain torch.distributed peer never sets it.
 std::string joined_key(int group_index, int rank);
 
 /// Names the ranks in [0, world_size) that did not set "kindling/joined/<group_index + 1>/<rank>".
+/// Never throws (says when the store cannot be read).
 std::string missing_joiners(c10d::Store& store, int group_index, int world_size);
+
+/// Reads every rank's place from its joined key of the world and records it (peers.h), for
+/// the errors that name a peer by its address. Never throws. Every rank calls it once the
+/// world exists, or when making it failed.
+void record_world_places(c10d::Store& store, int world_size);
 
 }  // namespace detail
 }  // namespace dist

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""DDP across the hosts of the namespace cluster (tests/cluster/cluster.py): samples/s of
+bench/ddp's training step with 1 rank per host, links capped by tc's tbf, for
+
+  kindling-gloo  bench_ddp under kindling-run on every host (master = node0)
+  kindling-mpi   bench_ddp --backend mpi under mpirun on host 0 (Open MPI's TCP transport;
+                 the other hosts entered through cluster.py's launch agent)
+  python-gloo    bench/ddp/ddp_python.py (torch.nn.parallel.DistributedDataParallel, gloo)
+                 under kindling-run on every host
+  no-comm        bench_ddp alone on every host at the same time (no all-reduce): the limit
+                 that communication can only take away from
+
+Rank k is pinned to core k mod (cores) with taskset, in every implementation and in
+no-comm alike (4 hosts on 2 cores: two ranks share a core everywhere). Runs of one
+configuration are interleaved by repeat, and medians reported. Bytes per step: what every
+host's eth0 sent between rank 0's "TIMING_STARTS" and its RESULT line, divided by the timed
+steps, averaged over hosts, beside the ring all-reduce volume 2(n-1)/n x gradient bytes.
+
+  bench/cluster/bench_hosts.py --build build [--hosts 2,4] [--rates 100mbit,1gbit,none]
+      [--models mlp,resnet18] [--repeats 3] [--json out.json]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(SOURCE, "tests", "cluster"))
+import cluster  # noqa: E402
+
+IMPLS = ["kindling-gloo", "kindling-mpi", "python-gloo", "no-comm"]
+# Per model: batch per rank, and (warmup, timed steps) by link rate (slow links: fewer).
+SIZES = {"mlp": (64, {"100mbit": (2, 15), "1gbit": (3, 40), "none": (5, 60)}),
+         "resnet18": (32, {"100mbit": (1, 4), "1gbit": (1, 8), "none": (2, 12)})}
+
+
+def gradient_bytes(model):
+    sys.path.insert(0, os.path.join(SOURCE, "bench", "ddp"))
+    import models
+    net = models.MLP() if model == "mlp" else models.resnet18(num_classes=10, in_channels=1)
+    return 4 * sum(p.numel() for p in net.parameters())
+
+
+def commands(args, impl, hosts, model, rate):
+    batch, steps = SIZES[model]
+    warmup, timed = steps[rate]
+    bench = ["--model", model, "--batch", str(batch), "--steps", str(timed), "--warmup", str(warmup)]
+    cores = os.cpu_count() or 1
+    pin = lambda k: ["taskset", "-c", str(k % cores)]  # noqa: E731
+    kd = [os.path.join(args.build, "bench", "ddp", "bench_ddp")] + bench
+    py = ["/usr/bin/python3", os.path.join(SOURCE, "bench", "ddp", "ddp_python.py")] + bench
+    run = lambda k: [args.kindling_run, "--nnodes", str(hosts), "--node_rank", str(k), "--master_addr",  # noqa: E731
+                     "node0", "--master_port", "29500", "--nproc_per_node", "1"]
+    if impl == "kindling-gloo":
+        return [run(k) + pin(k) + kd + ["--backend", "gloo"] for k in range(hosts)]
+    if impl == "python-gloo":
+        return [run(k) + pin(k) + py for k in range(hosts)]
+    if impl == "no-comm":
+        return [pin(k) + kd for k in range(hosts)]
+    agent = "%s %s agent" % (sys.executable, os.path.abspath(cluster.__file__))
+    line = "taskset -c $((OMPI_COMM_WORLD_RANK %% %d)) %s --backend mpi" % (cores, " ".join(kd))
+    return [["mpirun", "--allow-run-as-root", "--bind-to", "none", "--host",
+             ",".join(cluster.hostname(k) for k in range(hosts)), "--mca", "plm_rsh_agent", agent,
+             "sh", "-c", line]] + [None] * (hosts - 1)
+
+
+def parse_result(line):
+    return dict(item.split("=", 1) for item in line.split()[1:])
+
+
+def one_run(args, c, impl, hosts, model, rate):
+    """samples/s (summed over hosts for no-comm) and bytes sent per host per timed step."""
+    cmds = commands(args, impl, hosts, model, rate)
+    procs = {k: c.popen_on(k, cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for k, cmd in enumerate(cmds) if cmd is not None}
+    sent_at_start = sent = None
+    results, outputs = [], {k: [] for k in procs}
+    try:
+        for line in procs[0].stdout:
+            outputs[0].append(line)
+            if line.startswith("TIMING_STARTS") and sent_at_start is None:
+                sent_at_start = [c.bytes_sent(k) for k in range(hosts)]
+            elif line.startswith("RESULT"):
+                if sent is None:
+                    sent = [c.bytes_sent(k) for k in range(hosts)]
+                results.append(parse_result(line))
+        for k, p in procs.items():
+            text, _ = p.communicate(timeout=600)
+            if k:
+                outputs[k].append(text)
+                results += [parse_result(l) for l in text.splitlines() if l.startswith("RESULT")]
+            if p.returncode != 0:
+                raise RuntimeError("%s on host %d exited %s:\n%s" % (impl, k, p.returncode, "".join(outputs[k])[-3000:]))
+    finally:
+        for p in procs.values():
+            p.kill()
+            p.wait()
+    if impl == "no-comm":
+        return sum(float(r["samples_per_s"]) for r in results), 0.0
+    steps = int(results[0]["steps"])
+    per_host = [(b - a) / steps for a, b in zip(sent_at_start, sent)]
+    return float(results[0]["samples_per_s"]), statistics.mean(per_host)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build", default="build")
+    p.add_argument("--hosts", default="2,4")
+    p.add_argument("--rates", default="100mbit,1gbit,none")
+    p.add_argument("--models", default="mlp,resnet18")
+    p.add_argument("--impls", default=",".join(IMPLS))
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--json", help="also write every run here")
+    args = p.parse_args()
+    reason = cluster.available()
+    if reason:
+        print("skipped: " + reason)
+        return 77
+    args.build = os.path.abspath(args.build)
+    args.kindling_run = os.path.join(args.build, "kindling-run")
+    os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
+    runs = []
+    print("# %d cores, %s; 1 rank per host, 1 thread per rank" % (
+        os.cpu_count(), subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
+                                       capture_output=True, text=True).stdout.strip()))
+    for hosts in map(int, args.hosts.split(",")):
+        for rate in args.rates.split(","):
+            with cluster.Cluster(hosts=hosts, rate=None if rate == "none" else rate) as c:
+                for model in args.models.split(","):
+                    for r in range(args.repeats):
+                        for impl in args.impls.split(","):
+                            if impl == "no-comm" and rate != args.rates.split(",")[0]:
+                                continue  # no traffic: the link rate does not matter; measured once per repeat
+                            rate_s, sent = one_run(args, c, impl, hosts, model, rate)
+                            run = dict(hosts=hosts, rate=rate, model=model, impl=impl, repeat=r,
+                                       samples_per_s=round(rate_s, 1), bytes_per_step=round(sent))
+                            print(json.dumps(run), flush=True)
+                            runs.append(run)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(runs, f, indent=1)
+    report(runs, args)
+    return 0
+
+
+def report(runs, args):
+    med = {}
+    for r in runs:
+        med.setdefault((r["hosts"], r["rate"], r["model"], r["impl"]), []).append(r)
+    grad = {m: gradient_bytes(m) for m in args.models.split(",")}
+    print("\n| model | hosts | link | kindling gloo | kindling mpi | Python DDP (gloo) | no-comm limit | "
+          "efficiency gloo / mpi / Python | MB sent per step and host (gloo / mpi / Python) | ring volume MB |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for model in args.models.split(","):
+        for hosts in map(int, args.hosts.split(",")):
+            limit_runs = [x for (h, _, m, i), v in med.items() if (h, m, i) == (hosts, model, "no-comm") for x in v]
+            limit = statistics.median(x["samples_per_s"] for x in limit_runs) if limit_runs else None
+            for rate in args.rates.split(","):
+                cell, eff, mb = [], [], []
+                for impl in ("kindling-gloo", "kindling-mpi", "python-gloo"):
+                    v = med.get((hosts, rate, model, impl))
+                    s = statistics.median(x["samples_per_s"] for x in v) if v else None
+                    b = statistics.median(x["bytes_per_step"] for x in v) if v else None
+                    cell.append(f"{s:,.0f}" if s else "-")
+                    eff.append(f"{s / limit:.2f}" if s and limit else "-")
+                    mb.append(f"{b / 1e6:.1f}" if b else "-")
+                ring = 2 * (hosts - 1) / hosts * grad[model] / 1e6
+                print(f"| {model} | {hosts} | {rate} | {' | '.join(cell)} | {f'{limit:,.0f}' if limit else '-'} | "
+                      f"{' / '.join(eff)} | {' / '.join(mb)} | {ring:.1f} |")
+    print(f"\nsamples/s, medians of {args.repeats} interleaved runs; efficiency = samples/s / no-comm limit")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

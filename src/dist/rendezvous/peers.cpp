@@ -1,0 +1,87 @@
+// Where every rank runs, and the ranks behind an address (see peers.h).
+#include "dist/rendezvous/peers.h"
+
+#include <map>
+#include <mutex>
+#include <regex>
+#include <sstream>
+
+#include "dist/rendezvous/probe.h"
+#include "kindling/dist/dist.h"
+
+namespace kindling {
+namespace dist {
+namespace detail {
+namespace {
+
+struct Place {
+  std::string host;
+  std::vector<std::string> addresses;
+};
+
+std::mutex places_mu;
+std::vector<std::optional<Place>> places;  // by rank
+
+}  // namespace
+
+std::string own_place() {
+  std::string text = hostname();
+  for (const auto& a : own_addresses()) text += " " + a;
+  return text;
+}
+
+void record_places(const std::vector<std::optional<std::string>>& entries) {
+  std::vector<std::optional<Place>> out;
+  for (const auto& e : entries) {
+    if (!e) {
+      out.emplace_back();
+      continue;
+    }
+    std::istringstream words(*e);
+    Place p;
+    words >> p.host;
+    for (std::string a; words >> a;) p.addresses.push_back(a);
+    out.emplace_back(std::move(p));
+  }
+  std::lock_guard<std::mutex> lock(places_mu);
+  places = std::move(out);
+}
+
+std::string ranks_behind_addresses(const std::string& engine_message) {
+  // Gloo writes peers as "[address]:port"; other engines as "address:port".
+  static const std::regex kAddress(R"(\[([0-9A-Fa-f:.]+)\]|\b(\d{1,3}(?:\.\d{1,3}){3})\b)");
+  std::lock_guard<std::mutex> lock(places_mu);
+  std::map<std::string, bool> seen;
+  std::string out;
+  for (std::sregex_iterator m(engine_message.begin(), engine_message.end(), kAddress), end; m != end; ++m) {
+    const std::string address = (*m)[1].matched ? (*m)[1].str() : (*m)[2].str();
+    if (seen[address]) continue;
+    seen[address] = true;
+    std::string host, ranks;
+    int count = 0;
+    for (std::size_t r = 0; r < places.size(); ++r) {
+      if (!places[r]) continue;
+      for (const auto& a : places[r]->addresses) {
+        if (a != address) continue;
+        host = places[r]->host;
+        ranks += (count++ ? ", " : "") + std::to_string(r);
+        break;
+      }
+    }
+    if (count == 0) continue;
+    out += (out.empty() ? "" : "; ") + ("the peer at " + address + " is host " + host + " (rank") +
+           (count > 1 ? "s " : " ") + ranks + ")";
+  }
+  return out;
+}
+
+std::string on_host(int rank) {
+  std::lock_guard<std::mutex> lock(places_mu);
+  const auto r = static_cast<std::size_t>(rank);
+  if (rank < 0 || r >= places.size() || !places[r] || places[r]->host.empty()) return "";
+  return " on host " + places[r]->host;
+}
+
+}  // namespace detail
+}  // namespace dist
+}  // namespace kindling

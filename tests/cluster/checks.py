@@ -1,0 +1,65 @@
+"""What the cluster tests and the host-fault harness share: a case registry, a failed
+expectation, commands run on several hosts at once, and the node-layout check."""
+import subprocess
+import time
+
+import cluster
+
+CASES = {}
+
+
+def case(fn):
+    CASES[fn.__name__] = fn
+    return fn
+
+
+class Failure(Exception):
+    pass
+
+
+def expect(condition, message):
+    if not condition:
+        raise Failure(message)
+
+
+def run_hosts(c, commands, timeout=120):
+    """Runs commands[k] on host k at once; returns [(exit code, output)] per host."""
+    procs = [c.popen_on(k, argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for k, argv in enumerate(commands)]
+    out = []
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        try:
+            text, _ = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            out.append((p.returncode, text))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            text, _ = p.communicate()
+            out.append((None, "(killed after %d s: a hang)\n" % timeout + text))
+    return out
+
+
+def layout_lines(outputs):
+    """{rank: {field: value}} from hello_dist --layout lines."""
+    ranks = {}
+    for _, text in outputs:
+        for line in text.splitlines():
+            line = line.split("]: ", 1)[-1]
+            if not line.startswith("rank=") or "nnodes=" not in line:
+                continue
+            fields = dict(item.split("=", 1) for item in line.split())
+            ranks[int(fields["rank"])] = fields
+    return ranks
+
+
+def check_layout(outputs, hosts, per_host):
+    ranks = layout_lines(outputs)
+    world = hosts * per_host
+    expect(sorted(ranks) == list(range(world)), "expected lines of ranks 0..%d, got %s:\n%s" % (
+        world - 1, sorted(ranks), "\n".join(t for _, t in outputs)))
+    for r, f in ranks.items():
+        want = {"world_size": str(world), "all_reduce": str(world * (world + 1) // 2), "nnodes": str(hosts),
+                "node_rank": str(r // per_host), "local_rank": str(r % per_host),
+                "nproc_per_node": str(per_host), "host": cluster.hostname(r // per_host)}
+        for key, value in want.items():
+            expect(f[key] == value, "rank %d: %s=%s, expected %s (line: %s)" % (r, key, f[key], value, f))
