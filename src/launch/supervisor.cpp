@@ -26,12 +26,30 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 int g_signal_pipe[2] = {-1, -1};
+// The process that sent the last SIGINT / SIGTERM / SIGHUP (0: the kernel or unknown), so
+// that the message can say who stopped the job.
+volatile sig_atomic_t g_signal_sender = 0;
 
-void on_signal(int sig) {
+void on_signal(int sig, siginfo_t* info, void*) {
   const int saved = errno;
+  if (sig != SIGCHLD && info != nullptr) g_signal_sender = info->si_pid;
   unsigned char byte = static_cast<unsigned char>(sig);
   if (g_signal_pipe[1] >= 0) (void)!::write(g_signal_pipe[1], &byte, 1);
   errno = saved;
+}
+
+// " from pid P (its command name)", for the received-signal message; empty when unknown.
+std::string signal_sender() {
+  const pid_t pid = g_signal_sender;
+  if (pid <= 0) return "";
+  std::string name;
+  if (FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/comm").c_str(), "r")) {
+    char buf[64] = {0};
+    if (std::fgets(buf, sizeof(buf), f)) name = buf;
+    std::fclose(f);
+  }
+  while (!name.empty() && name.back() == '\n') name.pop_back();
+  return " from pid " + std::to_string(pid) + (name.empty() ? " (no longer running)" : " (" + name + ")");
 }
 
 // Installs the handlers for the life of one supervise() call and restores the old ones.
@@ -41,9 +59,9 @@ class SignalScope {
     if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
       throw std::runtime_error("pipe2 failed: " + std::string(std::strerror(errno)));
     struct sigaction sa {};
-    sa.sa_handler = on_signal;
+    sa.sa_sigaction = on_signal;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
+    sa.sa_flags = SA_RESTART | SA_SIGINFO;
     for (int i = 0; i < kCount; ++i) ::sigaction(kSignals[i], &sa, &old_[i]);
   }
   ~SignalScope() {
@@ -190,16 +208,17 @@ Prepared prepare(const WorkerSpec& spec) {
   return p;
 }
 
+// Runs in the forked child with every signal blocked (see supervise()).
 [[noreturn]] void child_main(const WorkerSpec& spec, Prepared& prep, int out_fd, int err_fd, pid_t parent) {
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  for (int sig : SignalScope::kSignals) ::sigaction(sig, &dfl, nullptr);
   ::setpgid(0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(125);  // the supervisor died before prctl
   ::dup2(out_fd, STDOUT_FILENO);
   ::dup2(err_fd, STDERR_FILENO);
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  sigemptyset(&dfl.sa_mask);
-  for (int sig : SignalScope::kSignals) ::sigaction(sig, &dfl, nullptr);
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -280,11 +299,20 @@ SupervisorResult supervise(const std::vector<WorkerSpec>& specs, const Superviso
     if (w->out.terminal) relayed.env.emplace_back("KINDLING_STDOUT_TERMINAL", "1");
     if (w->err.terminal) relayed.env.emplace_back("KINDLING_STDERR_TERMINAL", "1");
     Prepared prep = prepare(relayed);
+    // Signals stay blocked across fork until the child has restored the default actions:
+    // a SIGTERM that reached the child before that would run this launcher's handler in
+    // the child, which writes to the shared signal pipe (this launcher would believe it
+    // was told to stop, and the child would go on and exec its program regardless).
+    sigset_t all, before;
+    sigfillset(&all);
+    ::sigprocmask(SIG_SETMASK, &all, &before);
     const pid_t pid = ::fork();
+    if (pid == 0) child_main(relayed, prep, out[1], err[1], self);
+    const int fork_errno = errno;
+    ::sigprocmask(SIG_SETMASK, &before, nullptr);
     if (pid < 0)
       throw std::runtime_error(opt.name + ": fork failed for rank " + std::to_string(spec.rank) + ": " +
-                               std::strerror(errno));
-    if (pid == 0) child_main(relayed, prep, out[1], err[1], self);
+                               std::strerror(fork_errno));
     ::setpgid(pid, pid);
     ::close(out[1]);
     ::close(err[1]);
@@ -322,6 +350,7 @@ SupervisorResult supervise(const std::vector<WorkerSpec>& specs, const Superviso
 
   if (early_signal != 0) {
     result.received_signal = early_signal;
+    result.signal_sender = signal_sender();
     begin_stop(early_signal);
   }
 
@@ -420,6 +449,7 @@ SupervisorResult supervise(const std::vector<WorkerSpec>& specs, const Superviso
             }
           }
           result.received_signal = sig;
+          result.signal_sender = signal_sender();
           begin_stop(sig);
         }
       }
@@ -445,7 +475,8 @@ SupervisorResult supervise(const std::vector<WorkerSpec>& specs, const Superviso
   if (!failure_order.empty() || result.received_signal != 0) {
     std::ostringstream s;
     if (result.received_signal != 0) {
-      s << opt.name << ": received " << signal_name(result.received_signal) << "; forwarded it to the "
+      s << opt.name << ": received " << signal_name(result.received_signal) << result.signal_sender
+        << "; forwarded it to the "
         << workers.size() << " workers\n";
     }
     if (!failure_order.empty()) {

@@ -57,6 +57,8 @@ struct SupervisorResult {
   /// for a signal), or 128 + the signal the supervisor received.
   int exit_code = 0;
   int received_signal = 0;
+  /// " from pid P (name)" of the process that sent received_signal, when known.
+  std::string signal_sender;
   /// Human-readable account of the failures (empty on success).
   std::string summary;
 };
