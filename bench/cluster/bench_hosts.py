@@ -82,6 +82,8 @@ def one_run(args, c, impl, hosts, model, rate):
     try:
         for line in procs[0].stdout:
             outputs[0].append(line)
+            if line.startswith("[rank"):  # kindling-run's prefix
+                line = line.split("]: ", 1)[-1]
             if line.startswith("TIMING_STARTS") and sent_at_start is None:
                 sent_at_start = [c.bytes_sent(k) for k in range(hosts)]
             elif line.startswith("RESULT"):
@@ -92,7 +94,7 @@ def one_run(args, c, impl, hosts, model, rate):
             text, _ = p.communicate(timeout=600)
             if k:
                 outputs[k].append(text)
-                results += [parse_result(l) for l in text.splitlines() if l.startswith("RESULT")]
+                results += [parse_result(l) for l in text.splitlines() if l.startswith("RESULT")]  # no-comm
             if p.returncode != 0:
                 raise RuntimeError("%s on host %d exited %s:\n%s" % (impl, k, p.returncode, "".join(outputs[k])[-3000:]))
     finally:

@@ -224,14 +224,17 @@ void initialize_model(const std::string& backend, const InitOptions& options) {
                    " must be between 0 and the rank (", cfg.rank, ")");
   }
 
-  if (env_method) {
+  if (env_method && !launch.master_addr_missing.empty()) {
+    // Several nodes and no rendezvous address: only the mpi backend can do without one.
+    KINDLING_CHECK(backend == "mpi", launch.master_addr_missing);
+  } else if (env_method) {
     cfg.master_addr = launch.master_addr ? *launch.master_addr : get_env("MASTER_ADDR").value_or("127.0.0.1");
     auto port = launch.master_port ? launch.master_port : get_env_int("MASTER_PORT");
     cfg.master_port = port.value_or(15000);
   } else if (method.rfind("tcp://", 0) == 0) {
     std::tie(cfg.master_addr, cfg.master_port) = detail::parse_tcp(method);
   }
-  if (cfg.master_port != 0 || method.rfind("file://", 0) != 0) {
+  if (!cfg.master_addr.empty()) {  // a TCP rendezvous
     KINDLING_CHECK(cfg.master_port > 0 && cfg.master_port < 65536, "kindling::dist::initialize: port ", cfg.master_port,
                    " is out of range; use a free TCP port between 1 and 65535");
   }

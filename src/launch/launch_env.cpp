@@ -211,13 +211,12 @@ void single_node_master(LaunchEnvironment& e, const EnvMap& env, const std::stri
   e.master_addr = lookup(env, "MASTER_ADDR");
   e.master_port = lookup_int(env, "MASTER_PORT");
   const bool one_node = e.local_world_size && *e.local_world_size == e.world_size;
+  if (!e.master_addr && one_node) e.master_addr = "127.0.0.1";
   if (!e.master_addr) {
-    KINDLING_CHECK(
-        one_node, "kindling::dist: ", e.launcher, " started ", e.world_size,
-        " processes on several nodes, and kindling cannot tell where rank 0 runs: export MASTER_ADDR=<host of "
-        "rank 0> and MASTER_PORT=<free port> ",
-        launcher_hint);
-    e.master_addr = "127.0.0.1";
+    e.master_addr_missing = "kindling::dist: " + e.launcher + " started " + std::to_string(e.world_size) +
+                            " processes on several nodes, and kindling cannot tell where rank 0 runs: export "
+                            "MASTER_ADDR=<host of rank 0> and MASTER_PORT=<free port> " + launcher_hint +
+                            ", or use the mpi backend, which needs neither";
   }
 }
 

@@ -103,23 +103,29 @@ def torchrun_c10d_rendezvous(args):
         check_layout(outputs, hosts=2, per_host=2)
 
 
-def mpirun_command(args, hosts, per_host, program):
+def mpirun_command(args, hosts, per_host, program, master=True):
     """mpirun on host 0 starting `program` on every host through the cluster's launch agent
-    (cluster.py agent: what ssh would be), MASTER_ADDR = host 0's name for gloo."""
+    (cluster.py agent: what ssh would be), MASTER_ADDR = host 0's name when `master` (gloo)."""
+    address = ["-x", "MASTER_ADDR=node0", "-x", "MASTER_PORT=29500"] if master else []
     return ["mpirun", "--allow-run-as-root", "--host", ",".join("%s:%d" % (cluster.hostname(k), per_host)
                                                                  for k in range(hosts)),
             "--mca", "plm_rsh_agent", "%s %s agent" % (sys.executable, os.path.abspath(cluster.__file__)),
-            "-x", "MASTER_ADDR=node0", "-x", "MASTER_PORT=29500", "-x", "OMP_NUM_THREADS=1"] + program
+            "-x", "OMP_NUM_THREADS=1"] + address + program
 
 
 @case
 def mpirun_across_hosts(args):
     """mpirun on host 0 with Open MPI's launch agent entering the other hosts (as ssh would),
     2 hosts x 2 ranks: the node layout and the all_reduce on every rank, first with gloo,
-    then with the mpi backend (Open MPI's TCP transport between the hosts)."""
+    then with the mpi backend (Open MPI's TCP transport between the hosts), which needs no
+    MASTER_ADDR; gloo without MASTER_ADDR is refused at once, naming the variables."""
     with cluster.Cluster(hosts=2) as c:
+        code, text = run_hosts(c, [mpirun_command(args, 2, 1, [args.hello, "--backend", "gloo"], master=False)])[0]
+        expect(code not in (0, None) and "export MASTER_ADDR=<host of rank 0>" in text,
+               "gloo across hosts without MASTER_ADDR: exit %s:\n%s" % (code, text))
         for backend in ("gloo", "mpi"):
-            code, text = run_hosts(c, [mpirun_command(args, 2, 2, [args.hello, "--backend", backend, "--layout"])],
+            program = [args.hello, "--backend", backend, "--layout"]
+            code, text = run_hosts(c, [mpirun_command(args, 2, 2, program, master=backend == "gloo")],
                                    timeout=120)[0]
             expect(code == 0, "mpirun (%s) exited %s:\n%s" % (backend, code, text))
             expect(text.count("backend=%s" % backend) == 4, "not 4 %s ranks:\n%s" % (backend, text))

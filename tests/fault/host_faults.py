@@ -253,9 +253,10 @@ def main():
                 ("torchrun", "kill-host", 0), ("mpirun", "kill-host", 1), ("kindling-run", "late-host", 1),
                 ("kindling-run", "slow-link", 1)]
     else:
-        launchers, scenarios = args.launchers.split(","), args.scenarios.split(",")
-        plan = [(launchers[i % len(launchers)], scenarios[(i // len(launchers)) % len(scenarios)],
-                 rng.randrange(args.hosts)) for i in range(args.trials)]
+        # mpirun starts every host itself: a late host does not apply.
+        combos = [(l, s) for s in args.scenarios.split(",") for l in args.launchers.split(",")
+                  if (l, s) != ("mpirun", "late-host")]
+        plan = [combos[i % len(combos)] + (rng.randrange(args.hosts),) for i in range(args.trials)]
     results = []
     for launcher, scenario, victim in plan:
         r = run_trial(args, launcher, scenario, victim, rng)

@@ -50,6 +50,11 @@ struct KINDLING_API LaunchEnvironment {
   std::optional<int> master_port;
   /// Non-fatal findings (ignored partial variables, assumptions made).
   std::vector<std::string> warnings;
+  /// Set when the launcher (mpirun, horovodrun) started ranks on several nodes and neither
+  /// it nor MASTER_ADDR says where rank 0 runs: what to export. The mpi backend needs no
+  /// rendezvous address (Open MPI connects the ranks); initialize() refuses the other
+  /// backends with this message.
+  std::string master_addr_missing;
 
   bool detected() const { return launcher != "none"; }
 };
