@@ -1,9 +1,28 @@
 """What the cluster tests and the host-fault harness share: a case registry, a failed
 expectation, commands run on several hosts at once, and the node-layout check."""
+import os
 import subprocess
 import time
 
 import cluster
+
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def prepare(args):
+    """Sets args' program paths from args.build; returns 77 (CTest's skip) after printing
+    the reason when this machine cannot make the cluster, else None."""
+    reason = cluster.available()
+    if reason:
+        print("skipped: " + reason)
+        return 77
+    build = os.path.abspath(args.build)
+    args.kindling_run = os.path.join(build, "kindling-run")
+    args.hello = os.path.join(build, "examples", "hello_dist", "hello_dist")
+    args.cifar10 = os.path.join(build, "examples", "cifar10", "cifar10")
+    args.tutorial = os.path.join(build, "examples", "dist_tutorial", "dist_tutorial")
+    args.torchrun = os.path.join(TESTS, "launch", "torchrun_compat.py")
+    return None
 
 CASES = {}
 

@@ -16,7 +16,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster  # noqa: E402
 from slurm_cluster import SlurmCluster  # noqa: E402
-from checks import CASES, Failure, case, check_layout, expect, run_hosts  # noqa: E402
+from checks import CASES, Failure, case, check_layout, expect, prepare, run_hosts  # noqa: E402
 
 @case
 def fixture(args):
@@ -205,17 +205,9 @@ def main():
         for name, fn in CASES.items():
             print(f"{name}: {fn.__doc__.split(chr(10))[0]}")
         return 0
-    reason = cluster.available()
-    if reason:
-        print("skipped: " + reason)
-        return 77
-    build = os.path.abspath(args.build)
-    args.kindling_run = os.path.join(build, "kindling-run")
-    args.hello = os.path.join(build, "examples/hello_dist/hello_dist")
-    args.cifar10 = os.path.join(build, "examples/cifar10/cifar10")
-    args.tutorial = os.path.join(build, "examples/dist_tutorial/dist_tutorial")
-    args.torchrun = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "launch",
-                                 "torchrun_compat.py")
+    skip = prepare(args)
+    if skip:
+        return skip
     failed = 0
     for name, fn in CASES.items():
         if args.k and args.k != name:
