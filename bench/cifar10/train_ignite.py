@@ -15,6 +15,7 @@ backward (DDP's all-reduce wait included: Python DDP finishes it inside backward
 step and the whole iteration (one batch request to the next), and writes the medians (ms) to
 summary.json.
 """
+import gc
 import os
 import statistics
 import sys
@@ -30,6 +31,17 @@ from ignite.metrics import Accuracy, Loss
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import train_torch as base  # noqa: E402  (the shared data, model and measures)
+
+# The tensors of each rank's last collective (write_summary's all_gather), referenced until the
+# process ends, and the DDP model freed before idist.finalize() (main): then the gloo group dies at
+# finalize, its worker threads joined, with nothing left for them to free. Otherwise (as at first)
+# idist.Parallel.run drops training()'s result, the DDP model held in the engines' reference cycles
+# keeps the group alive into interpreter shutdown, and gloo's worker thread, holding the last
+# reference to these tensors, must take the GIL to free them: when it runs late (a loaded
+# machine) the interpreter is already finalizing, Python 3.11 ends the thread with pthread_exit,
+# and the rank aborts with "terminate called without an active exception" after a correct run
+# (seen once in CI on torch 1.13, rank 1 of 2).
+LAST_COLLECTIVE = []
 
 
 def parse_args():
@@ -145,7 +157,7 @@ def training(local_rank, args):
     extra = {"implementation": "ignite " + ignite.__version__, "backend": idist.backend() or "none"}
     if split is not None:
         extra["iteration_split_ms"] = {k: 1000 * statistics.median(v) for k, v in split.items() if v}
-    return base.write_summary(args, name, world, rank, rates, epoch_seconds, results, extra)
+    LAST_COLLECTIVE.append(base.write_summary(args, name, world, rank, rates, epoch_seconds, results, extra))
 
 
 def main():
@@ -155,6 +167,7 @@ def main():
     nproc = args.nproc_per_node if args.nproc_per_node > 1 else None
     with idist.Parallel(backend=backend, nproc_per_node=nproc) as parallel:
         parallel.run(training, args)
+        gc.collect()  # frees the DDP model and engines (reference cycles) while the group lives
 
 
 if __name__ == "__main__":
