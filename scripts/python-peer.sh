@@ -1,12 +1,23 @@
 #!/usr/bin/env bash
-# Makes (or reuses) the Python environment of the benchmarks' real peer: a venv beside Debian's
-# torch 1.13 (--system-site-packages) with PyTorch-Ignite and TensorBoard at the versions pinned in
-# bench/cifar10/requirements-peer-torch1.13.txt, installed without dependencies so that pip never
-# replaces Debian's torch. Prints the venv's python. Idempotent: a venv whose packages match the
-# pins is kept (about 5 s to make one from PyPI).
-# Usage: scripts/python-peer.sh  -> .venv/peer-torch1.13/bin/python
+# Prints the Python of the benchmarks' real peer (PyTorch-Ignite and TensorBoard beside a torch)
+# for the torch of PYTHON (default /usr/bin/python3, Debian's torch 1.13):
+# - Debian's python3: a venv beside Debian's torch 1.13 (--system-site-packages) with
+#   PyTorch-Ignite and TensorBoard at the versions pinned in
+#   bench/cifar10/requirements-peer-torch1.13.txt, installed without dependencies so that pip never
+#   replaces Debian's torch; a venv whose packages match the pins is kept (about 5 s to make);
+# - any other Python (the LibTorch 2.x venv of scripts/torch2-env.sh, which pins ignite 0.5.5):
+#   PYTHON itself, which must import ignite and tensorboard.
+# Usage: scripts/python-peer.sh [PYTHON]  -> .venv/peer-torch1.13/bin/python, or PYTHON
 set -euo pipefail
 cd "$(dirname "$0")/.."
+TORCH_PYTHON=${1:-/usr/bin/python3}
+if [[ $(realpath "$TORCH_PYTHON") != $(realpath /usr/bin/python3) ]]; then
+  "$TORCH_PYTHON" -c 'import ignite, torch, torch.utils.tensorboard' >&2 ||
+    { echo "python-peer.sh: $TORCH_PYTHON does not import ignite, torch and tensorboard (the LibTorch 2.x venv of" \
+        "scripts/torch2-env.sh has them)" >&2; exit 1; }
+  echo "$TORCH_PYTHON"
+  exit 0
+fi
 REQ=bench/cifar10/requirements-peer-torch1.13.txt
 VENV=.venv/peer-torch1.13
 if [[ ! -x $VENV/bin/python ]] || ! cmp -s "$REQ" "$VENV/pinned.txt"; then

@@ -2,17 +2,19 @@
 # Smoke check of scripts/bench-cifar10.sh's parts on a tiny 2-rank gloo training (Fashion-MNIST,
 # 256 train / 128 test samples, 1 epoch), each started as the driver starts it:
 #   1. bench/cifar10/train_torch.py (plain torch), under peak_memory.py;
-#   2. bench/cifar10/train_ignite.py (the real ignite, venv of scripts/python-peer.sh) under
+#   2. bench/cifar10/train_ignite.py (the real ignite, scripts/python-peer.sh PYTHON) under
 #      torchrun, with --profile;
 #   3. examples/cifar10 (the binary given as $1) with --profile;
 # every summary.json must hold the fields report.py reads (accuracies in [0,1], one RSS per
 # rank, the iteration split where profiled), every memory.json a positive peak; then report.py
 # must print the three variants and the kindling / ignite comparison.
-# Usage: bench/cifar10/smoke.sh path/to/cifar10. About 60 s on 2 cores (the venv: 15 s once).
+# The Python peers run on the torch of PYTHON, the LibTorch that cifar10 was built against
+# (Debian's python3 for 1.13: ignite 0.4.13; the venv of scripts/torch2-env.sh for 2.15: ignite 0.5.5).
+# Usage: bench/cifar10/smoke.sh path/to/cifar10 [PYTHON]. About 60 s on 2 cores (a 1.13 venv: 15 s once).
 set -euo pipefail
 BIN=$(realpath "${1:?usage: smoke.sh path/to/examples/cifar10/cifar10}")
 cd "$(dirname "$0")/../.."
-PEER=$(scripts/python-peer.sh)
+PEER=$(scripts/python-peer.sh "${2:-/usr/bin/python3}")
 OUT=$(mktemp -d /tmp/cifar10-smoke.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 TINY=(--train_subset 256 --test_subset 128 --num_epochs 1 --batch_size 64 --num_workers 0)

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <mutex>
 #include <sstream>
+#include <utility>
 
 #include "kindling/dist/dist.h"
 #include "kindling/error.h"
@@ -33,7 +34,8 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
   std::vector<at::Tensor> params;
   std::vector<std::string> names;
   std::vector<at::Tensor> buffers;
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // the hooks live only while these do
+  // The hooks live only while these do (a shared_ptr in LibTorch 1.13, an intrusive_ptr in 2.15).
+  std::vector<decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()))> accumulators;
   std::vector<Bucket> buckets;
   std::vector<std::size_t> bucket_of;
   std::vector<int64_t> offset_of;

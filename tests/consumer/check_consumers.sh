@@ -9,13 +9,19 @@
 set -euo pipefail
 src="$(cd "$(dirname "$0")/../.." && pwd)"
 build="$(cd "$1" && pwd)"
-work=$(mktemp -d /tmp/kindling-consumers-XXXXXX)
+# Inside the build folder, at a fixed place: the compiler cache then hits the library's objects
+# from an earlier run of this script (paths under the source tree are made relative).
+work=$build/consumers
+rm -rf "$work"
+mkdir -p "$work"
 trap 'rm -rf "$work"' EXIT
+# The LibTorch that kindling was built against, found the same way (empty for Debian's).
+torch_prefix=$(sed -n 's/^CMAKE_PREFIX_PATH:[A-Z]*=//p' "$build/CMakeCache.txt")
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
-cmake -S "$src/tests/consumer" -B "$work/installed" "${generator[@]}" -DCMAKE_PREFIX_PATH="$work/prefix" \
+cmake -S "$src/tests/consumer" -B "$work/installed" "${generator[@]}" -DCMAKE_PREFIX_PATH="$work/prefix;$torch_prefix" \
   -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$work/installed" -j2 >/dev/null
 "$work/installed/consumer"
@@ -40,7 +46,7 @@ tr -s ' \n' '  ' < "$work/mismatch.log" |
 }
 
 cmake -S "$src/tests/consumer" -B "$work/fetched" "${generator[@]}" -DKINDLING_FROM_SOURCE="$src" \
-  -DCONSUMER_EXPECTED_BUILD_TYPE= >/dev/null
+  -DCMAKE_PREFIX_PATH="$torch_prefix" -DCONSUMER_EXPECTED_BUILD_TYPE= >/dev/null
 cmake --build "$work/fetched" -j2 --target consumer >/dev/null
 "$work/fetched/consumer"
 echo "check_consumers: installed, mismatched LibTorch and FetchContent consumers passed"

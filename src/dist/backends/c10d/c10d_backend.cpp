@@ -81,7 +81,7 @@ std::shared_ptr<Communicator> C10dBackend::join_group(int group_index, int size,
   if (group_index != 0 || world_store_barrier()) {
     store_based_barrier(*store_, group_index, rank_, world_size_, timeout_, what);
   }
-  if (comm) comm->process_group()->setSequenceNumberForGroup();
+  if (comm) start_sequence_numbers(*comm->process_group());
   return comm;
 }
 

@@ -117,6 +117,20 @@ inline void enable_nccl_async_errors() {
 #endif
 }
 
+namespace compat_detail {
+template <typename PG>
+auto start_sequence_numbers(PG& pg, int) -> decltype(pg.setSequenceNumberForGroup(), void()) {
+  pg.setSequenceNumberForGroup();
+}
+template <typename PG>
+void start_sequence_numbers(PG&, long) {}
+}  // namespace compat_detail
+
+/// Starts the group's collective sequence numbers as torch.distributed does after making a
+/// group (1.13 and early 2.x: setSequenceNumberForGroup; LibTorch 2.15 numbers collectives by
+/// itself and has no such call, so there is nothing to do).
+inline void start_sequence_numbers(::c10d::ProcessGroup& pg) { compat_detail::start_sequence_numbers(pg, 0); }
+
 /// The store key of torch.distributed's store-based barrier after creating group
 /// `group_index` (0 = world): 1.13 counts groups from 1, 2.x uses the group's name.
 inline std::string store_barrier_key(int group_index) {
