@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/version.h>
 
 #include <kindling/dist/c10d.h>
 #include <kindling/kindling.h>
@@ -233,7 +234,7 @@ KINDLING_WORKER(agent_store_client) {
 }
 
 // Under torchrun's static rendezvous the agent already hosts the store: every rank must
-// join it as a client under /worker/attempt_<restart count>, not start a server.
+// join it as a client (under torchrun's prefix of this LibTorch version), not start a server.
 TEST(InitializeTest, JoinsTorchrunAgentStoreAsClient) {
   const int port = kindling::testing::free_port();
   c10d::TCPStoreOptions so;
@@ -249,9 +250,15 @@ TEST(InitializeTest, JoinsTorchrunAgentStoreAsClient) {
               {"MASTER_PORT", std::to_string(port)}};
   auto results = run_workers("agent_store_client", opts);
   for (const auto& r : results) EXPECT_TRUE(r.ok()) << describe(results);
-  EXPECT_TRUE(agent->check(
-      {"/worker/attempt_3/default_pg/kindling/joined/1/0", "/worker/attempt_3/default_pg/kindling/joined/1/1"}))
-      << "the ranks must use the agent's store under the torchrun prefix";
+  // torch.distributed's layout of the same LibTorch version: up to 2.5 each restart's keys under
+  // /worker/attempt_<restart count>; from 2.6 on (a new agent store per restart) no prefix.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 6)
+  const std::string prefix;
+#else
+  const std::string prefix = "/worker/attempt_3/";
+#endif
+  EXPECT_TRUE(agent->check({prefix + "default_pg/kindling/joined/1/0", prefix + "default_pg/kindling/joined/1/1"}))
+      << "the ranks must use the agent's store under torchrun's prefix '" << prefix << "'";
 }
 
 // A process group made with c10d directly is picked up on kindling's next call.

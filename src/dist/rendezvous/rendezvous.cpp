@@ -3,6 +3,7 @@
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <map>
@@ -30,13 +31,31 @@ std::string host_label(const WorldConfig& config) {
                                                    : "the host of init_method '" + config.init_method + "'";
 }
 
-bool uses_agent_store() { return get_env("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True"; }
+// Whether torchrun's agent hosts the store at host:port, so that every rank is a client:
+// TORCHELASTIC_USE_AGENT_STORE=True promises a store at the agent's own MASTER_ADDR:MASTER_PORT
+// only (as torch.distributed 2.15 reads it); a store elsewhere (tcp:// of the user's choosing)
+// is hosted by rank 0 as without torchrun.
+bool uses_agent_store(const std::string& host, int port) {
+  return get_env("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True" &&
+         get_env("MASTER_ADDR").value_or("") == host && get_env("MASTER_PORT").value_or("") == std::to_string(port);
+}
 
-// torchrun's agent store keeps each restart's keys under their own prefix.
-c10::intrusive_ptr<c10d::Store> agent_prefixed(c10::intrusive_ptr<c10d::Store> store) {
-  if (!uses_agent_store()) return store;
+// The agent store's keys of this attempt. Up to LibTorch 2.5, torchrun kept one agent store for
+// all restarts and each restart's keys under "/worker/attempt_<TORCHELASTIC_RESTART_COUNT>";
+// from 2.6 on the agent makes a new store per restart and torch.distributed adds no prefix.
+// kindling must do what the Python ranks of its own LibTorch version do, or a mixed
+// C++/Python job under torchrun waits for keys the others never write (seen with 2.15).
+// torchrun's own rule, not c10d's: hence here and not in backends/c10d/c10d_compat.h.
+c10::intrusive_ptr<c10d::Store> agent_prefixed(c10::intrusive_ptr<c10d::Store> store, const std::string& host,
+                                               int port) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 6)
+  (void)host, (void)port;
+  return store;
+#else
+  if (!uses_agent_store(host, port)) return store;
   const std::string attempt = get_env("TORCHELASTIC_RESTART_COUNT").value_or("0");
   return c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + attempt, std::move(store));
+#endif
 }
 
 // Each store a kindling rank 0 hosts gets a random generation, so that a rank that
@@ -90,7 +109,7 @@ c10::intrusive_ptr<c10d::Store> tcp_store(const std::string& host, int port, con
   check_resolvable(host, host_label(config), std::min<std::chrono::milliseconds>(config.timeout, std::chrono::seconds(30)));
   c10d::TCPStoreOptions opts;
   opts.port = static_cast<std::uint16_t>(port);
-  opts.isServer = !uses_agent_store() && config.rank == 0;
+  opts.isServer = !uses_agent_store(host, port) && config.rank == 0;
   opts.numWorkers = static_cast<std::size_t>(config.world_size);
   // Clients add themselves to the server's "init/" counter, which a Python-hosted server
   // waits for; a kindling-hosted server does not block (the store-based barrier that
@@ -102,7 +121,7 @@ c10::intrusive_ptr<c10d::Store> tcp_store(const std::string& host, int port, con
     try {
       auto server = c10::make_intrusive<c10d::TCPStore>(host, opts);
       server->set(kGenerationKey, to_bytes(new_generation()));
-      return agent_prefixed(server);
+      return agent_prefixed(server, host, port);
     } catch (const std::exception& e) {
       throw UsageError(rank_prefix() + "kindling::dist::initialize: rank 0 could not host the rendezvous store on port " +
                        std::to_string(port) + ": " + engine_message(e) +
@@ -115,7 +134,7 @@ c10::intrusive_ptr<c10d::Store> tcp_store(const std::string& host, int port, con
     auto store = join_store(host, port, opts, config, deadline, failure);
     // The previous store at this address, whose host has not finalized yet: wait for its
     // successor instead of joining a rendezvous that is about to go away.
-    if (store && !is_previous_store(*store, where, failure)) return agent_prefixed(store);
+    if (store && !is_previous_store(*store, where, failure)) return agent_prefixed(store, host, port);
     store.reset();
     if (std::chrono::steady_clock::now() >= deadline && !failure.empty()) {
       throw CommunicationError(rank_prefix() + "kindling::dist::initialize: the rendezvous store at " + where +
@@ -230,9 +249,10 @@ MonitorTarget connect_monitor_store(const WorldConfig& config) {
                              "kindling::dist::initialize: could not open a second connection to the rendezvous store "
                              "for the stall monitor: " + engine_message(e));
   }
-  store = c10::make_intrusive<c10d::PrefixStore>("default_pg", agent_prefixed(store));
+  store = c10::make_intrusive<c10d::PrefixStore>("default_pg",
+                                                 agent_prefixed(store, config.master_addr, config.master_port));
   const std::string where = config.master_addr + ":" + std::to_string(config.master_port);
-  if (uses_agent_store()) return {store, -1, "torchrun's agent store at " + where};
+  if (uses_agent_store(config.master_addr, config.master_port)) return {store, -1, "torchrun's agent store at " + where};
   return {store, 0, "the rendezvous store at " + where};
 }
 

@@ -12,8 +12,9 @@ namespace detail {
 
 /// Connects to the store named by `config.init_method` ("env://", "tcp://host:port",
 /// "file:///path"). Rank 0 hosts a TCPStore unless torchrun's agent already does
-/// (TORCHELASTIC_USE_AGENT_STORE=True: every rank is a client, under the prefix
-/// /worker/attempt_<TORCHELASTIC_RESTART_COUNT>). Returns the store under the "default_pg"
+/// (TORCHELASTIC_USE_AGENT_STORE=True and the store is at the agent's MASTER_ADDR:MASTER_PORT:
+/// every rank is a client; up to LibTorch 2.5 under the prefix
+/// /worker/attempt_<TORCHELASTIC_RESTART_COUNT>, as torch.distributed of that version). Returns the store under the "default_pg"
 /// prefix, as init_process_group uses it. Throws kindling::TimeoutError when the store
 /// cannot be reached within the timeout.
 c10::intrusive_ptr<c10d::Store> connect_store(const WorldConfig& config);

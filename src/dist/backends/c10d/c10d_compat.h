@@ -6,7 +6,8 @@
 //       type and dispatches each call by the tensors' device (what torch.distributed's
 //       _new_process_group_helper builds).
 // Everything else kindling calls (collectives, Work, stores, Options) has the same
-// signature in both.
+// signature in both. (torchrun's agent-store prefix, which changed in 2.6, is torchrun's rule
+// and lives with the rendezvous: src/dist/rendezvous/rendezvous.cpp.)
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
