@@ -19,7 +19,9 @@
 #   VARIANTS="ignite-1 ignite-2 kindling-1 kindling-gloo-2" scripts/bench-cifar10.sh 3  # the main job
 # Default data: Fashion-MNIST (3 epochs); --data_path DIR with CIFAR-10's binary files for CIFAR-10.
 # Needs a build (scripts/build.sh); without the kindling binary only the Python runs are made.
-# Env: BUILD (build), KINDLING_CIFAR10 (the binary), TIMEOUT per run in s (14400), MEMORY_EVERY
+# Env: KINDLING_LIBTORCH (debian: LibTorch 1.13 against ignite 0.4.13 on Debian's torch; pip:
+# LibTorch 2.15 against ignite 0.5.5 on the venv's torch 2.15), BUILD (that LibTorch's build
+# folder), KINDLING_CIFAR10 (the binary), TIMEOUT per run in s (14400), MEMORY_EVERY
 # (seconds between memory samples, 1; each costs CPU, see peak_memory.py), BENCH_DIR
 # (where the runs' folders, logs and summaries stay; default a new /tmp/bench-cifar10.XXXXXX).
 set -uo pipefail
@@ -38,9 +40,12 @@ for ((i = 0; i < ${#EXTRA[@]}; i++)); do
   esac
 done
 NOCOMM_EXTRA+=(--batch_size $((BATCH / 2)) --num_workers 1)
-BIN=${KINDLING_CIFAR10:-${BUILD:-build}/examples/cifar10/cifar10}
+source scripts/libtorch-choice.sh || exit 1
+BUILD=${BUILD:-$(build_dir_of "${KINDLING_LIBTORCH:-debian}")} || exit 1
+TORCH_PY=$(torch_python_of "${KINDLING_LIBTORCH:-debian}") || exit 1
+BIN=${KINDLING_CIFAR10:-$BUILD/examples/cifar10/cifar10}
 VARIANTS=${VARIANTS:-ignite-1 ignite-2 python-1 python-2 kindling-1 kindling-gloo-2 kindling-mpi-2 nocomm}
-PEER=$(scripts/python-peer.sh) || exit 1
+PEER=$(scripts/python-peer.sh "$TORCH_PY") || exit 1
 PY=("$PEER" bench/cifar10/train_torch.py)
 IGNITE=("$PEER" bench/cifar10/train_ignite.py)
 # Debian's torchrun fails on Python 3.11 before starting a worker; the wrapper fixes that and runs it.

@@ -2,14 +2,17 @@
 # Runs bench/collectives with 2 local ranks (kindling and raw c10d in the same run), then the
 # Python torch.distributed script on the same sizes, then (where mpirun exists) the mpi
 # backend against raw MPI. Extra arguments go to every part. Any part that fails stops the
-# script with its exit status.
+# script with its exit status. KINDLING_LIBTORCH=pip: the LibTorch 2.15 build and Python torch 2.15.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/build.sh >/dev/null
+source scripts/libtorch-choice.sh
+BUILD=${BUILD:-$(build_dir_of "${KINDLING_LIBTORCH:-debian}")}
+TORCH_PY=$(torch_python_of "${KINDLING_LIBTORCH:-debian}")
 args=("$@")
 [ ${#args[@]} -eq 0 ] && args=(-b 4 -e 64M -f 4 -n 200 -w 20 -r 9)
 MASTER_PORT=${MASTER_PORT:-29600}
-BENCH=./build/bench/collectives/bench_collectives
+BENCH=./$BUILD/bench/collectives/bench_collectives
 
 # Starts "$@" as ranks 0 and 1 (env:// variables for this command only) and fails when either rank fails.
 two_ranks() {
@@ -28,7 +31,7 @@ two_ranks "$MASTER_PORT" "$BENCH" "${args[@]}"
 # against the same raw c10d peer in the same run.
 echo "== with KINDLING_DISTRIBUTED_DEBUG=DETAIL (collective fingerprints)"
 KINDLING_DISTRIBUTED_DEBUG=DETAIL two_ranks $((MASTER_PORT + 5)) "$BENCH" "${args[@]}"
-two_ranks $((MASTER_PORT + 10)) /usr/bin/python3 bench/collectives/torch_collectives.py "${args[@]}"
+two_ranks $((MASTER_PORT + 10)) "$TORCH_PY" bench/collectives/torch_collectives.py "${args[@]}"
 # The mpi backend against raw MPI_Allreduce (and memcpy), under a real mpirun: ordinary
 # tensors (staged through the shared window), then empty_comm_buffer memory.
 if command -v mpirun >/dev/null; then

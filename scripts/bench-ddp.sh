@@ -2,15 +2,18 @@
 # kindling DDP vs Python torch.nn.parallel.DistributedDataParallel, same run: samples/s of a
 # training step (bench/ddp/main.cpp and bench/ddp/ddp_python.py: same model, batch, threads
 # and Fashion-MNIST data), 1 and 2 ranks, repeats interleaved, medians reported; then the
-# loader alone. Usage: scripts/bench-ddp.sh [repeats] (default 3). Needs a build (scripts/build.sh).
+# loader alone. Usage: scripts/bench-ddp.sh [repeats] (default 3). Needs a build (scripts/build.sh);
+# KINDLING_LIBTORCH=pip measures the LibTorch 2.15 build against the Python torch 2.15 of its venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build}
+source scripts/libtorch-choice.sh
+BUILD=${BUILD:-$(build_dir_of "${KINDLING_LIBTORCH:-debian}")}
+TORCH_PY=$(torch_python_of "${KINDLING_LIBTORCH:-debian}")
 REPEATS=${1:-3}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 RUN="$BUILD/kindling-run"
 BENCH="$BUILD/bench/ddp/bench_ddp"
-PY="/usr/bin/python3 bench/ddp/ddp_python.py"
+PY="$TORCH_PY bench/ddp/ddp_python.py"
 OUT=$(mktemp)
 trap 'rm -f "$OUT"' EXIT
 

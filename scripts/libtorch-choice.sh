@@ -13,3 +13,13 @@ build_dir_of() {
       return 2 ;;
   esac
 }
+
+# torch_python_of CHOICE prints the Python whose torch matches CHOICE's LibTorch (Debian's
+# python3 for 1.13; the venv of scripts/torch2-env.sh, made if absent, for 2.15).
+torch_python_of() {
+  case $1 in
+    debian) echo /usr/bin/python3 ;;
+    pip) "$(dirname "${BASH_SOURCE[0]}")/torch2-env.sh" ;;
+    *) build_dir_of "$1" ;;
+  esac
+}

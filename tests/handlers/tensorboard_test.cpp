@@ -64,6 +64,18 @@ struct EventFile {
   std::vector<double> times;
 };
 
+// The rest of a reader's "SCALAR <step> <value> <wall_time> <tag>" line after its first word.
+Scalar scalar_line(std::istringstream& in, double& wall_time) {
+  Scalar s;
+  std::string value, time;
+  in >> s.step >> value >> time;
+  in.get();  // the space before the tag, which is the rest of the line
+  std::getline(in, s.tag);
+  s.value = std::stod(value);
+  wall_time = std::stod(time);
+  return s;
+}
+
 EventFile read_with_python(const std::string& path) {
   const auto r =
       kindling::testing::run_command({KINDLING_PYTHON, KINDLING_SOURCE_DIR "/tests/handlers/read_tfevents.py", path});
@@ -72,19 +84,15 @@ EventFile read_with_python(const std::string& path) {
   std::istringstream lines(r.out);
   for (std::string line; std::getline(lines, line);) {
     std::istringstream in(line);
-    std::string kind, value, time;
+    std::string kind, time;
     in >> kind;
     if (kind == "VERSION") {
       in >> time >> file.version;
       file.version_time = std::stod(time);
     } else if (kind == "SCALAR") {
-      Scalar s;
-      in >> s.step >> value >> time;
-      in.get();  // the space before the tag, which is the rest of the line
-      std::getline(in, s.tag);
-      s.value = std::stod(value);
-      file.scalars.push_back(s);
-      file.times.push_back(std::stod(time));
+      double wall_time = 0;
+      file.scalars.push_back(scalar_line(in, wall_time));
+      file.times.push_back(wall_time);
     } else {
       ADD_FAILURE() << "unexpected line from read_tfevents.py: " << line;
     }
@@ -180,6 +188,43 @@ TEST(TensorboardLoggerTest, EveryScalarReadsBackInPythonWithItsTagAndStep) {
     EXPECT_EQ(static_cast<float>(file.scalars[i].value), static_cast<float>(expected[i].value)) << expected[i].tag;
     EXPECT_GE(file.times[i], i == 0 ? file.version_time : file.times[i - 1]) << expected[i].tag;
     EXPECT_LE(file.times[i], after + 1e-3) << expected[i].tag;
+  }
+
+  // TensorBoard's own reader (EventAccumulator) finds the same scalars, tag by tag in the same
+  // order, from the Python with tensorboard beside this build's torch (scripts/python-peer.sh).
+  const auto peer = kindling::testing::run_command({KINDLING_SOURCE_DIR "/scripts/python-peer.sh", KINDLING_PYTHON});
+  ASSERT_TRUE(peer.ok()) << kindling::testing::describe({peer});
+  const std::string python = peer.out.substr(0, peer.out.find('\n'));
+  const auto tb_read = kindling::testing::run_command(
+      {python, KINDLING_SOURCE_DIR "/tests/handlers/read_tfevents_tensorboard.py", file_path});
+  ASSERT_TRUE(tb_read.ok()) << kindling::testing::describe({tb_read});
+  std::map<std::string, std::vector<Scalar>> by_tag, tb_by_tag;
+  for (const auto& s : expected) by_tag[s.tag].push_back(s);
+  std::istringstream lines(tb_read.out);
+  std::string file_version;
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream in(line);
+    std::string kind;
+    in >> kind;
+    if (kind == "FILE_VERSION") {
+      in >> file_version;
+      continue;
+    }
+    ASSERT_EQ(kind, "SCALAR") << line;
+    double wall_time = 0;
+    const Scalar s = scalar_line(in, wall_time);
+    tb_by_tag[s.tag].push_back(s);
+  }
+  ASSERT_FALSE(file_version.empty()) << tb_read.out;
+  EXPECT_EQ(std::stod(file_version), 2.0) << "TensorBoard read file_version " << file_version;  // "brain.Event:2"
+  ASSERT_EQ(tb_by_tag.size(), by_tag.size()) << tb_read.out;
+  for (const auto& [tag, want] : by_tag) {
+    const auto& got = tb_by_tag[tag];
+    ASSERT_EQ(got.size(), want.size()) << tag;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(got[i].step, want[i].step) << tag;
+      EXPECT_EQ(static_cast<float>(got[i].value), static_cast<float>(want[i].value)) << tag;
+    }
   }
   remove_tree(dir);
 }
