@@ -72,10 +72,31 @@ def host_commands(args, launcher, hosts, scenario):
         [None] * (hosts - 1)
 
 
+def messages(text):
+    """The messages of an output: its lines, except that an Open MPI help block (the lines
+    between two rules of dashes) is one message. mpirun says "ORTE has lost communication
+    with a remote daemon" and, lines below, "Remote daemon: ... on node node1"; when mpirun
+    ends the job before a kindling rank has reported the lost host, that block is the one
+    that names it."""
+    out, block = [], None
+    for line in text.splitlines():
+        if re.fullmatch(r"-{20,}", line.strip()):
+            if block is not None:
+                out.append(" ".join(block))
+            block = None if block is not None else []
+        elif block is not None:
+            block.append(line.strip())
+        else:
+            out.append(line)
+    if block:
+        out.append(" ".join(block))
+    return out
+
+
 def named(text, scenario, lost_host):
     """Whether an error line of `text` names the lost host (its name; for an unreachable
     master, its name and address)."""
-    lines = [l for l in text.splitlines() if re.search(r"error|stalled|lost|failed|ORTE", l, re.IGNORECASE)]
+    lines = [l for l in messages(text) if re.search(r"error|stalled|lost|failed|ORTE", l, re.IGNORECASE)]
     want = [r"\b%s\b" % cluster.hostname(lost_host)]
     if scenario == "master-unreachable":
         want.append(re.escape(cluster.address(lost_host)))

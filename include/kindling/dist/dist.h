@@ -116,6 +116,10 @@ struct KINDLING_API InitOptions {
 /// a client. Throws kindling::UsageError for an unknown or unbuilt backend (naming the
 /// available ones), a partial or malformed environment, rank >= world size, or a second
 /// initialize; kindling::TimeoutError when the other ranks do not join within the timeout.
+/// Where the engine itself stays blocked past the timeout (LibTorch 2.x's store client or
+/// gloo with a host cut off during the rendezvous), the throw cannot happen: the process
+/// then ends with exit code 1 after the timeout plus a grace of 3 s and 10%, having logged
+/// the TimeoutError and written it to the launcher's error file (the same holds for new_group).
 /// Every rank must call it.
 KINDLING_API void initialize(const std::string& backend, const InitOptions& options = InitOptions());
 

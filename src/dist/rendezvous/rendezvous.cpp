@@ -228,12 +228,18 @@ c10::intrusive_ptr<c10d::Store> connect_store(const WorldConfig& config) {
   return c10::make_intrusive<c10d::PrefixStore>("default_pg", store);
 }
 
+std::string store_place(const WorldConfig& config) {
+  if (starts_with(config.init_method, "file://")) return "the file store '" + config.init_method.substr(7) + "'";
+  const std::string where = config.master_addr + ":" + std::to_string(config.master_port);
+  if (uses_agent_store(config.master_addr, config.master_port)) return "torchrun's agent store at " + where;
+  return "the rendezvous store at " + where;
+}
+
 MonitorTarget connect_monitor_store(const WorldConfig& config) {
-  const std::string& m = config.init_method;
   // A file store has no connection that could block; the caller shares its own.
-  if (starts_with(m, "file://")) {
+  if (starts_with(config.init_method, "file://")) {
     MonitorTarget shared;
-    shared.host = "the file store '" + m.substr(7) + "'";
+    shared.host = store_place(config);
     return shared;
   }
   c10d::TCPStoreOptions opts;
@@ -251,9 +257,7 @@ MonitorTarget connect_monitor_store(const WorldConfig& config) {
   }
   store = c10::make_intrusive<c10d::PrefixStore>("default_pg",
                                                  agent_prefixed(store, config.master_addr, config.master_port));
-  const std::string where = config.master_addr + ":" + std::to_string(config.master_port);
-  if (uses_agent_store(config.master_addr, config.master_port)) return {store, -1, "torchrun's agent store at " + where};
-  return {store, 0, "the rendezvous store at " + where};
+  return {store, uses_agent_store(config.master_addr, config.master_port) ? -1 : 0, store_place(config)};
 }
 
 }  // namespace detail

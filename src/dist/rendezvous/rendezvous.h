@@ -19,6 +19,10 @@ namespace detail {
 /// cannot be reached within the timeout.
 c10::intrusive_ptr<c10d::Store> connect_store(const WorldConfig& config);
 
+/// Who hosts the store of `config`, for messages: "the rendezvous store at host:port",
+/// "torchrun's agent store at host:port" or "the file store '/path'". Never throws.
+std::string store_place(const WorldConfig& config);
+
 /// A second connection to the same store, with the same prefixes, for the stall monitor
 /// (a file store is shared, it has no connection to block), and who hosts the store.
 /// Call after connect_store succeeded. Throws kindling::CommunicationError.

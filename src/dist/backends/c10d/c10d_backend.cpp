@@ -3,6 +3,7 @@
 #include <optional>
 #include <thread>
 
+#include "common/watchdog.h"
 #include "dist/backends/c10d/c10d_communicator.h"
 #include "dist/backends/c10d/c10d_compat.h"
 #include "dist/rendezvous/peers.h"
@@ -11,6 +12,9 @@
 namespace kindling {
 namespace dist {
 namespace detail {
+using ::kindling::detail::Watchdog;
+using ::kindling::detail::watchdog_limit;
+
 std::string joined_key(int group_index, int rank) {
   return "kindling/joined/" + std::to_string(group_index + 1) + "/" + std::to_string(rank);
 }
@@ -52,9 +56,48 @@ std::shared_ptr<Communicator> C10dBackend::create_group(int group_index, const s
   }
 }
 
+namespace {
+std::string arrived_key(int group_index, int rank) {
+  return "kindling/arrived/" + std::to_string(group_index + 1) + "/" + std::to_string(rank);
+}
+
+// Ranks in [0, world_size) without `key(rank)` in the store, "none", or why the store
+// could not be read.
+template <typename Key>
+std::string ranks_without(c10d::Store& store, int world_size, Key key) {
+  std::string out;
+  try {
+    for (int r = 0; r < world_size; ++r) {
+      if (!store.check({key(r)})) out += (out.empty() ? "" : ", ") + std::to_string(r) + on_host(r);
+    }
+  } catch (const std::exception& e) {
+    return std::string("unknown (the store could not be read: ") + e.what() + ")";
+  }
+  return out.empty() ? std::string("none") : out;
+}
+
+// What join_group's watchdog adds when a step outlives its limit: who has not joined and
+// who joined but did not arrive, read from the store (the watchdog gives up on a store that
+// does not answer).
+std::string blocked_join_diagnosis(c10d::Store& store, int group_index, int world_size) {
+  if (group_index == 0) record_world_places(store, world_size);
+  return "Ranks that have not joined: " + missing_joiners(store, group_index, world_size) +
+         "; ranks that joined but have not connected to the others yet: " +
+         ranks_without(store, world_size, [group_index](int r) { return arrived_key(group_index, r); }) + ".";
+}
+}  // namespace
+
 std::shared_ptr<Communicator> C10dBackend::join_group(int group_index, int size, int group_rank,
                                                       const std::string& what) {
   std::shared_ptr<C10dCommunicator> comm;
+  // The engine's waits below should end by the timeout; where one does not (c10d's store
+  // client and gloo on LibTorch 2.x, a host cut off during the rendezvous), the watchdog
+  // ends the rank rather than letting it hang.
+  const std::string through = " through " + (store_place_.empty() ? std::string("the rendezvous store") : store_place_);
+  Watchdog watchdog(what, "connecting to the other ranks" + through, watchdog_limit(timeout_),
+                    [store = store_, group_index, size = world_size_] {
+                      return blocked_join_diagnosis(*store, group_index, size);
+                    });
   // Announce this rank, with where it runs, first: a timeout anywhere below can then name
   // who is missing, and an engine's message about an address whose rank that is.
   const std::string place = own_place();
@@ -79,32 +122,13 @@ std::shared_ptr<Communicator> C10dBackend::join_group(int group_index, int size,
   }
   if (group_index == 0) record_world_places(*store_, world_size_);
   if (group_index != 0 || world_store_barrier()) {
+    watchdog.step("waiting for every rank to arrive" + through);
     store_based_barrier(*store_, group_index, rank_, world_size_, timeout_, what);
   }
   if (comm) start_sequence_numbers(*comm->process_group());
   return comm;
 }
 
-namespace {
-std::string arrived_key(int group_index, int rank) {
-  return "kindling/arrived/" + std::to_string(group_index + 1) + "/" + std::to_string(rank);
-}
-
-// Ranks in [0, world_size) without `key(rank)` in the store, "none", or why the store
-// could not be read.
-template <typename Key>
-std::string ranks_without(c10d::Store& store, int world_size, Key key) {
-  std::string out;
-  try {
-    for (int r = 0; r < world_size; ++r) {
-      if (!store.check({key(r)})) out += (out.empty() ? "" : ", ") + std::to_string(r) + on_host(r);
-    }
-  } catch (const std::exception& e) {
-    return std::string("unknown (the store could not be read: ") + e.what() + ")";
-  }
-  return out.empty() ? std::string("none") : out;
-}
-}  // namespace
 
 void record_world_places(c10d::Store& store, int world_size) {
   std::vector<std::optional<std::string>> places(static_cast<std::size_t>(world_size));

@@ -41,6 +41,9 @@ class C10dBackend : public Backend {
   std::shared_ptr<Communicator> world() override { return world_; }
   c10::intrusive_ptr<c10d::Store> store() override { return store_; }
   std::shared_ptr<Communicator> create_group(int group_index, const std::vector<int>& ranks, int group_rank) override;
+  /// Who hosts the store ("the rendezvous store at node0:29500", rendezvous.h's
+  /// store_place), named when a rank stays blocked in the rendezvous. Call before create_world.
+  void set_store_place(std::string place) { store_place_ = std::move(place); }
   /// The stall monitor's own store connection (rendezvous.h); without one it uses store().
   void set_monitor_target(MonitorTarget target) { monitor_ = std::move(target); }
   MonitorTarget monitor_target() override { return monitor_.store ? monitor_ : Backend::monitor_target(); }
@@ -50,6 +53,7 @@ class C10dBackend : public Backend {
   std::shared_ptr<Communicator> join_group(int group_index, int size, int group_rank, const std::string& what);
 
   MonitorTarget monitor_;
+  std::string store_place_;
   std::string name_;
   c10::intrusive_ptr<c10d::Store> store_;
   int rank_, world_size_;

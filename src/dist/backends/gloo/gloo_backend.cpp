@@ -79,6 +79,7 @@ std::unique_ptr<Backend> make_gloo_backend(const WorldConfig& config) {
   };
   auto backend =
       std::make_unique<C10dBackend>("gloo", store, config.rank, config.world_size, config.timeout, std::move(factory));
+  backend->set_store_place(store_place(config));
   backend->create_world();
   auto target = connect_monitor_store(config);
   if (!target.store) target.store = store;

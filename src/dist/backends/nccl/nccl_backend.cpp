@@ -38,6 +38,7 @@ std::unique_ptr<Backend> make_nccl_backend(const WorldConfig& config) {
   };
   auto backend =
       std::make_unique<C10dBackend>("nccl", store, config.rank, config.world_size, config.timeout, std::move(factory));
+  backend->set_store_place(store_place(config));
   backend->create_world();
   return backend;
 }

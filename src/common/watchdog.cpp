@@ -1,0 +1,108 @@
+#include "common/watchdog.h"
+
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "kindling/dist/launch_env.h"
+#include "kindling/error.h"
+#include "kindling/log.h"
+
+namespace kindling {
+namespace detail {
+
+std::chrono::milliseconds watchdog_limit(std::chrono::milliseconds timeout) {
+  return timeout + std::chrono::seconds(3) + timeout / 10;
+}
+
+struct Watchdog::State {
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool done = false;
+  std::string what, step;
+  std::chrono::milliseconds limit{0};
+  std::chrono::steady_clock::time_point deadline;
+  std::function<std::string()> diagnose;
+  std::thread thread;
+};
+
+namespace {
+
+// What `diagnose` says within 2 s, or why it said nothing. The diagnosis may block on the
+// very engine that is stuck: its thread is then left behind, the process ends anyway.
+std::string bounded_diagnosis(const std::function<std::string()>& diagnose) {
+  if (!diagnose) return "";
+  auto task = std::make_shared<std::packaged_task<std::string()>>(diagnose);
+  auto answer = task->get_future();
+  std::thread([task] { (*task)(); }).detach();
+  if (answer.wait_for(std::chrono::seconds(2)) != std::future_status::ready) {
+    return " Who is missing is unknown: the rendezvous store did not answer within 2 s either.";
+  }
+  try {
+    return " " + answer.get();
+  } catch (const std::exception& e) {
+    return std::string(" Who is missing is unknown: ") + e.what() + ".";
+  }
+}
+
+[[noreturn]] void end_blocked_process(const Watchdog::State& s, const std::string& diagnosis) {
+  const TimeoutError error(rank_prefix() + s.what + ": " + s.step + " failed to end within " +
+                           std::to_string(s.limit.count()) +
+                           " ms (the timeout and a grace period): the engine is blocked past its own timeout and "
+                           "cannot be interrupted, so this process ends now with exit code 1 instead of hanging." +
+                           diagnosis +
+                           " Check that every host is up and reaches the others (a cut link or a stopped process "
+                           "leaves a rank waiting).");
+  log(LogLevel::kError, error.what());
+  ::kindling::dist::record_error(error);
+  std::fflush(nullptr);
+  std::_Exit(1);
+}
+
+void watch_steps(Watchdog::State& s) {
+  std::unique_lock<std::mutex> lock(s.mutex);
+  while (!s.done) {
+    if (s.changed.wait_until(lock, s.deadline) == std::cv_status::timeout && !s.done &&
+        std::chrono::steady_clock::now() >= s.deadline) {
+      lock.unlock();
+      end_blocked_process(s, bounded_diagnosis(s.diagnose));
+    }
+  }
+}
+
+}  // namespace
+
+Watchdog::Watchdog(std::string what, std::string first_step, std::chrono::milliseconds limit,
+                   std::function<std::string()> diagnose)
+    : state_(std::make_shared<State>()) {
+  state_->what = std::move(what);
+  state_->step = std::move(first_step);
+  state_->limit = limit;
+  state_->deadline = std::chrono::steady_clock::now() + limit;
+  state_->diagnose = std::move(diagnose);
+  state_->thread = std::thread([s = state_] { watch_steps(*s); });
+}
+
+Watchdog::~Watchdog() {
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->done = true;
+  }
+  state_->changed.notify_all();
+  state_->thread.join();
+}
+
+void Watchdog::step(std::string description) {
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->step = std::move(description);
+    state_->deadline = std::chrono::steady_clock::now() + state_->limit;
+  }
+  state_->changed.notify_all();
+}
+
+}  // namespace detail
+}  // namespace kindling
