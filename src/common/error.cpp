@@ -1,14 +1,14 @@
 #include "kindling/error.h"
 
-#include "dist/runtime.h"
+#include "common/identity.h"
 
 namespace kindling {
 namespace detail {
 
 std::string rank_prefix() {
-  auto& rt = dist::detail::runtime();
-  if (rt.world == nullptr) return "";
-  return "[rank " + std::to_string(rt.rank) + "/" + std::to_string(rt.world_size) + "] ";
+  const auto who = identity();
+  if (!who) return "";
+  return "[rank " + std::to_string(who->first) + "/" + std::to_string(who->second) + "] ";
 }
 
 }  // namespace detail

@@ -22,10 +22,10 @@ struct Watchdog::State {
   std::mutex mutex;
   std::condition_variable changed;
   bool done = false;
-  std::string what, step;
+  Verdict verdict;
+  std::string step;
   std::chrono::milliseconds limit{0};
   std::chrono::steady_clock::time_point deadline;
-  std::function<std::string()> diagnose;
   std::thread thread;
 };
 
@@ -39,7 +39,7 @@ std::string bounded_diagnosis(const std::function<std::string()>& diagnose) {
   auto answer = task->get_future();
   std::thread([task] { (*task)(); }).detach();
   if (answer.wait_for(std::chrono::seconds(2)) != std::future_status::ready) {
-    return " Who is missing is unknown: the rendezvous store did not answer within 2 s either.";
+    return " Who is missing is unknown: asking, through the same engine, got no answer within 2 s either.";
   }
   try {
     return " " + answer.get();
@@ -49,17 +49,15 @@ std::string bounded_diagnosis(const std::function<std::string()>& diagnose) {
 }
 
 [[noreturn]] void end_blocked_process(const Watchdog::State& s, const std::string& diagnosis) {
-  const TimeoutError error(rank_prefix() + s.what + ": " + s.step + " failed to end within " +
-                           std::to_string(s.limit.count()) +
-                           " ms (the timeout and a grace period): the engine is blocked past its own timeout and "
-                           "cannot be interrupted, so this process ends now with exit code 1 instead of hanging." +
-                           diagnosis +
-                           " Check that every host is up and reaches the others (a cut link or a stopped process "
-                           "leaves a rank waiting).");
+  const auto& v = s.verdict;
+  const TimeoutError error(rank_prefix() + v.what + ": " + s.step + " did not end within " +
+                           std::to_string(s.limit.count()) + " ms. " + v.cause + diagnosis +
+                           " This process ends now with exit code " + std::to_string(v.exit_code) +
+                           " instead of hanging, so that the launcher stops the job.");
   log(LogLevel::kError, error.what());
   ::kindling::dist::record_error(error);
   std::fflush(nullptr);
-  std::_Exit(1);
+  std::_Exit(v.exit_code);
 }
 
 void watch_steps(Watchdog::State& s) {
@@ -68,21 +66,19 @@ void watch_steps(Watchdog::State& s) {
     if (s.changed.wait_until(lock, s.deadline) == std::cv_status::timeout && !s.done &&
         std::chrono::steady_clock::now() >= s.deadline) {
       lock.unlock();
-      end_blocked_process(s, bounded_diagnosis(s.diagnose));
+      end_blocked_process(s, bounded_diagnosis(s.verdict.diagnose));
     }
   }
 }
 
 }  // namespace
 
-Watchdog::Watchdog(std::string what, std::string first_step, std::chrono::milliseconds limit,
-                   std::function<std::string()> diagnose)
+Watchdog::Watchdog(Verdict verdict, std::string first_step, std::chrono::milliseconds limit)
     : state_(std::make_shared<State>()) {
-  state_->what = std::move(what);
+  state_->verdict = std::move(verdict);
   state_->step = std::move(first_step);
   state_->limit = limit;
   state_->deadline = std::chrono::steady_clock::now() + limit;
-  state_->diagnose = std::move(diagnose);
   state_->thread = std::thread([s = state_] { watch_steps(*s); });
 }
 

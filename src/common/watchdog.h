@@ -1,15 +1,17 @@
 #pragma once
-// Watchdog: a last deadline on a blocking step that an engine promises to end by itself.
+// Watchdog: a last deadline on a blocking step that cannot be interrupted.
 //
-// Some engine calls cannot be interrupted and do not always keep their own timeout. Seen with
+// Some engine calls cannot be interrupted and do not always end by themselves. Seen with
 // LibTorch 2.15 when a host's link is cut during the rendezvous: c10d's TCPStore client,
 // after its wait timed out, reads the answer to its stop-waiting request with no deadline,
-// and gloo's pair keeps waiting for a connection to the cut host. The rank would hang for
-// ever instead of failing. A Watchdog bounds such a step from a thread of its own: if the
-// step is still running `limit` after it began, the watchdog logs a kindling::TimeoutError
-// message naming the step (and what `diagnose` can tell), records it as this worker's
-// failure (TORCHELASTIC_ERROR_FILE, so the launcher's summary shows it) and ends the process
-// with exit code 1 (std::_Exit: the blocked thread could not be joined by destructors).
+// and gloo's pair keeps waiting for a connection to the cut host. MPI_Init waits without any
+// timeout for every rank of the job. The rank would hang for ever instead of failing. A
+// Watchdog bounds such a step from a thread of its own: if the step is still running `limit`
+// after it began, the watchdog logs a kindling::TimeoutError message naming the step, why it
+// blocks and what `diagnose` can tell, records it as this worker's failure
+// (TORCHELASTIC_ERROR_FILE, so the launcher's summary shows it) and ends the process with
+// `exit_code` (std::_Exit: the blocked thread could not be joined by destructors), so that
+// the launcher stops the job.
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -24,13 +26,23 @@ std::chrono::milliseconds watchdog_limit(std::chrono::milliseconds timeout);
 
 class Watchdog {
  public:
-  /// Arms the watchdog for the first step. `what` names the blocked operation for the
-  /// message ("kindling::dist::initialize (gloo rendezvous)"); `diagnose` (may be empty)
-  /// adds to it, e.g. which ranks did not arrive. `diagnose` runs on a thread of its own and
-  /// is given up on after 2 s, as it may block on the same engine; it must own what it uses.
-  /// Throws std::system_error if the thread cannot start.
-  Watchdog(std::string what, std::string first_step, std::chrono::milliseconds limit,
-           std::function<std::string()> diagnose = {});
+  /// What a watchdog says and does when a step outlives its limit.
+  struct Verdict {
+    /// The blocked operation ("kindling::dist::initialize (gloo rendezvous)").
+    std::string what;
+    /// Why such a step can block past the limit and what to check; one or more sentences.
+    std::string cause;
+    /// The process's exit code.
+    int exit_code = 1;
+    /// More for the message (who did not arrive, say); may be empty. It runs on a thread of
+    /// its own and is given up on after 2 s, as it may block on the same engine; it must own
+    /// what it uses.
+    std::function<std::string()> diagnose;
+  };
+
+  /// Arms the watchdog for `first_step` ("connecting to the other ranks"). Throws
+  /// std::system_error if its thread cannot start.
+  Watchdog(Verdict verdict, std::string first_step, std::chrono::milliseconds limit);
   /// Disarms: a step that returned (or threw) ends the watch. Never throws.
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;

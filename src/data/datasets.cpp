@@ -16,6 +16,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "common/files.h"
 #include "kindling/error.h"
 
 namespace kindling {
@@ -49,9 +50,8 @@ void check_index(int64_t index, const Dataset& dataset) {
                  " is out of range; it must be in [0, ", dataset.size(), ")");
 }
 
-// File queries go through stat(2), not std::filesystem: pip's LibTorch 2.x exports a copy
-// of libstdc++'s std::filesystem functions that programs then bind to (on the GPU machine
-// std::filesystem::remove_all jumped to address 0).
+// What stat(2) says of a path, for the datasets' messages (why not std::filesystem:
+// src/common/files.h, whose helpers serve the rest).
 struct PathInfo {
   bool exists = false;
   bool dir = false;
@@ -74,10 +74,6 @@ PathInfo path_info(const std::string& path) {
   return info;
 }
 
-std::string join_path(const std::string& dir, const std::string& name) {
-  return dir.empty() || dir.back() == '/' ? dir + name : dir + "/" + name;
-}
-
 // Checks that `dir` is an existing directory; `who` names the dataset in the message.
 void check_directory(const std::string& dir, const std::string& who, const char* hint) {
   const PathInfo info = path_info(dir);
@@ -85,9 +81,9 @@ void check_directory(const std::string& dir, const std::string& who, const char*
   KINDLING_CHECK_T(Error, info.dir, who, ": ", dir, " is not a directory", hint);
 }
 
-bool is_file(const std::string& path) { return path_info(path).file; }
-
-bool is_dir(const std::string& path) { return path_info(path).dir; }
+using ::kindling::detail::is_directory;
+using ::kindling::detail::is_regular_file;
+using ::kindling::detail::join_path;
 
 // ---- gzip-or-plain reading with zlib ----
 
@@ -244,8 +240,8 @@ IdxFile read_idx(const std::string& path, const std::string& who, uint32_t expec
 std::string find_idx_file(const std::string& root, const std::string& base, const std::string& who) {
   const std::string plain = join_path(root, base);
   const std::string gz = plain + ".gz";
-  if (is_file(gz)) return gz;
-  if (is_file(plain)) return plain;
+  if (is_regular_file(gz)) return gz;
+  if (is_regular_file(plain)) return plain;
   KINDLING_CHECK_T(Error, false, who, ": cannot find ", gz, " (nor the uncompressed ", plain, ")", kMnistHint);
   return {};
 }
@@ -326,7 +322,7 @@ CIFAR10::CIFAR10(const std::string& root, bool train) : train_(train) {
   }
   std::string dir = root;
   const std::string nested = join_path(root, "cifar-10-batches-bin");
-  if (!is_file(join_path(dir, names[0])) && is_dir(nested)) dir = nested;
+  if (!is_regular_file(join_path(dir, names[0])) && is_directory(nested)) dir = nested;
 
   std::vector<std::string> paths;
   std::vector<int64_t> records;
@@ -338,7 +334,8 @@ CIFAR10::CIFAR10(const std::string& root, bool train) : train_(train) {
       std::string also;
       if (dir == root) also = " (nor " + join_path(nested, name) + ")";
       const bool python_version =
-          is_file(join_path(dir, name.substr(0, name.size() - 4))) || is_dir(join_path(root, "cifar-10-batches-py"));
+          is_regular_file(join_path(dir, name.substr(0, name.size() - 4))) ||
+          is_directory(join_path(root, "cifar-10-batches-py"));
       KINDLING_CHECK_T(Error, false, who, ": cannot find ", path, also,
                        python_version ? "; the directory seems to hold CIFAR-10's Python version, but kindling reads "
                                         "the binary version"

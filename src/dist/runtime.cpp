@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "common/env.h"
+#include "common/identity.h"
 #include "common/strings.h"
 #include "dist/backends/gloo/gloo_backend.h"
 #include "dist/backends/mpi/mpi_backend.h"
@@ -26,6 +27,7 @@
 #include "kindling/dist/launch_env.h"
 #include "kindling/error.h"
 #include "kindling/log.h"
+#include "launch/worker_errors.h"
 
 namespace kindling {
 namespace dist {
@@ -67,6 +69,7 @@ void install_model(std::unique_ptr<Backend> backend, int rank, int world_size, s
   rt.rank = rank;
   rt.world_size = world_size;
   rt.world = world;
+  ::kindling::detail::set_identity(rank, world_size);
   rt.groups = {world};
   rt.next_group_index = 1;
   if (auto target = backend->monitor_target(); target.store && world_size > 1) {
@@ -310,6 +313,7 @@ void finalize() {
   rt.broken_reason.clear();
   rt.groups.clear();
   rt.world.reset();
+  ::kindling::detail::clear_identity();
   rt.backend.reset();
   rt.external_pg.reset();
   rt.external_store.reset();

@@ -58,10 +58,6 @@ std::shared_ptr<GroupState> resolve(const Group& group, const char* caller);
 void install_model(std::unique_ptr<Backend> backend, int rank, int world_size, std::chrono::milliseconds timeout,
                    std::chrono::milliseconds stall_period, std::optional<int> env_local_rank);
 
-/// Installs (once) the terminate handler that records an uncaught exception in the
-/// torchelastic error file (src/launch/worker_errors.cpp).
-void record_uncaught_errors();
-
 /// The default stall period: KINDLING_STALL_TIMEOUT, else 60 s.
 std::chrono::milliseconds default_stall_period();
 

@@ -6,12 +6,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <set>
 
+#include "common/files.h"
 #include "kindling/engine/keep_alive.h"
 #include "kindling/error.h"
 
@@ -227,22 +228,23 @@ StateDict Checkpoint::load_file(const std::string& path) {
 }
 
 std::optional<std::string> Checkpoint::find_latest(const std::string& dirname, const std::string& filename_prefix) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::is_directory(dirname, ec)) return std::nullopt;
+  if (!::kindling::detail::is_directory(dirname)) return std::nullopt;
   std::optional<std::string> best;
-  fs::file_time_type best_time{};
-  for (const auto& entry : fs::directory_iterator(dirname, ec)) {
-    const std::string name = entry.path().filename().string();
+  std::string best_name;
+  std::int64_t best_time = 0;
+  for (const auto& name : ::kindling::detail::list_directory(dirname)) {
     const bool prefixed = filename_prefix.empty() || name.rfind(filename_prefix + "_", 0) == 0;
-    if (!prefixed || entry.path().extension() != ".pt" || !entry.is_regular_file(ec)) continue;
-    const auto when = entry.last_write_time(ec);
-    if (ec) continue;
+    const bool checkpoint = name.size() > 3 && name.compare(name.size() - 3, 3, ".pt") == 0;
+    const std::string path = ::kindling::detail::join_path(dirname, name);
+    if (!prefixed || !checkpoint || !::kindling::detail::is_regular_file(path)) continue;
+    const auto when = ::kindling::detail::modified_ns(path);
+    if (!when) continue;
     // Newest first; equal times (coarse clocks) go to the larger name, so step 1000 beats 999
     // only by time, never by name alone.
-    if (!best || when > best_time || (when == best_time && name > fs::path(*best).filename().string())) {
-      best = entry.path().string();
-      best_time = when;
+    if (!best || *when > best_time || (*when == best_time && name > best_name)) {
+      best = path;
+      best_name = name;
+      best_time = *when;
     }
   }
   return best;

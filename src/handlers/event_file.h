@@ -1,7 +1,8 @@
 #pragma once
 // Internal to kindling's handlers: the TensorBoard event file format (TFRecord framing with
 // masked CRC32C, and the few fields of TensorFlow's Event / Summary protobuf messages that
-// scalars need), and the POSIX file helpers the TensorBoard and JSON loggers and DiskSaver share.
+// scalars need), and what the TensorBoard and JSON loggers share (the rank they go by, the
+// time). File helpers: src/common/files.h.
 //
 // Why the protobuf wire format is written by hand: Debian ships libprotobuf, but the
 // Event and Summary .proto definitions belong to TensorFlow (tensorflow/core/util/event.proto,
@@ -45,44 +46,6 @@ double wall_time_now();
 /// initialized, else RANK from the environment (a launcher's), else 0. Throws
 /// kindling::UsageError when RANK is set but not an integer.
 int this_rank();
-
-
-/// `dir` + "/" + `name` (no doubled slash).
-std::string join_path(const std::string& dir, const std::string& name);
-/// The part of `path` before its last '/' ("" when it has none).
-std::string parent_directory(const std::string& path);
-/// Creates `path` and its missing parents (mode 0777 less the umask), as `mkdir -p`; other
-/// processes creating them at the same time are fine. Throws kindling::Error naming the
-/// directory that could not be made and why; `who` starts the message.
-void make_directories(const std::string& path, const std::string& who);
-
-/// A file written with one write(2) per record, so that nothing waits in a buffer of this
-/// process (what is written is in the kernel when write() returns, "flushed"), and
-/// fsync(2)ed at close. Not thread-safe: its owners lock.
-class OutputFile {
- public:
-  OutputFile() = default;
-  /// Closes without throwing (a failure is written to kindling's log).
-  ~OutputFile();
-  OutputFile(const OutputFile&) = delete;
-  OutputFile& operator=(const OutputFile&) = delete;
-
-  /// Opens `path` with open(2) `flags` (O_WRONLY | O_CLOEXEC are added) and mode 0644.
-  /// Returns 0, or the errno of the failure (the file stays closed).
-  int open(const std::string& path, int flags);
-  /// Writes all of `bytes` (retrying on EINTR and short writes). Throws kindling::Error naming
-  /// the file and the system's reason; `who` starts the message.
-  void write(const std::string& bytes, const std::string& who);
-  /// fsync(2) then close(2); a no-op when not open. Throws kindling::Error when either fails
-  /// (the descriptor is released in any case).
-  void close(const std::string& who);
-  bool is_open() const { return fd_ >= 0; }
-  const std::string& path() const { return path_; }
-
- private:
-  int fd_ = -1;
-  std::string path_;
-};
 
 }  // namespace detail
 }  // namespace handlers

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 
+#include "common/files.h"
 #include "handlers/event_file.h"
 #include "handlers/json_text.h"
 #include "kindling/error.h"
@@ -44,8 +45,8 @@ std::string json_line(const std::string& tag, const std::string& name, double va
 class JsonLinesSink final : public detail::ScalarSink {
  public:
   JsonLinesSink(const std::string& path, bool append) {
-    const std::string parent = detail::parent_directory(path);
-    if (!parent.empty()) detail::make_directories(parent, kWho);
+    const std::string parent = ::kindling::detail::parent_directory(path);
+    if (!parent.empty()) ::kindling::detail::make_directories(parent, kWho);
     const int error = file_.open(path, O_CREAT | O_APPEND | (append ? 0 : O_TRUNC));
     KINDLING_CHECK_T(Error, error == 0, kWho, ": cannot open ", path, " (", std::strerror(error),
                      "); check that its directory is writable and that it is not a directory");
@@ -67,7 +68,7 @@ class JsonLinesSink final : public detail::ScalarSink {
 
  private:
   std::mutex mutex_;
-  detail::OutputFile file_;
+  ::kindling::detail::OutputFile file_;
 };
 
 }  // namespace

@@ -1,21 +1,20 @@
 // A job's run folder (kindling/handlers/run_folder.h): exclusive creation with a unique name,
-// the job's identity in a marker, and the search for it after a restart. POSIX calls rather
-// than std::filesystem, for the reason given in disk_saver.cpp.
+// the job's identity in a marker, and the search for it after a restart. Files through the
+// library's helpers (src/common/files.h); mkdir(2) itself where its atomicity is the point.
 #include "kindling/handlers/run_folder.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fstream>
 #include <optional>
 
-#include "handlers/event_file.h"
+#include "common/files.h"
 #include "kindling/dist/dist.h"
 #include "kindling/dist/launch_env.h"
 #include "kindling/error.h"
@@ -28,8 +27,8 @@ const char* const kRunFolderMarker = ".kindling-run";
 
 namespace {
 
-using detail::join_path;
-using detail::make_directories;
+using ::kindling::detail::join_path;
+using ::kindling::detail::make_directories;
 
 constexpr const char* kWho = "kindling::handlers::open_run_folder";
 
@@ -44,37 +43,23 @@ std::optional<std::string> read_marker(const std::string& folder) {
 // The marker, written whole under a temporary name then renamed: a reader sees all or none.
 void write_marker(const std::string& folder, const std::string& identity) {
   const std::string final_name = join_path(folder, kRunFolderMarker);
-  const std::string temp = final_name + ".partial";
-  {
-    std::ofstream out(temp, std::ios::trunc);
-    out << identity << "\n";
-    out.flush();
-    KINDLING_CHECK(out.good(), kWho, ": cannot write ", temp, " (", std::strerror(errno),
-                   "); check the free space and permissions of the output path");
-  }
-  KINDLING_CHECK(::rename(temp.c_str(), final_name.c_str()) == 0, kWho, ": cannot rename ", temp, " to ", final_name,
-                 " (", std::strerror(errno), ")");
+  const std::string line = identity + "\n";
+  ::kindling::detail::replace_file(final_name, final_name + ".partial", line.data(), line.size(), kWho);
 }
 
-// The newest folder `<name>_*` under `output_path` whose marker holds `identity`.
 std::string find_own_folder(const std::string& output_path, const std::string& name, const std::string& identity) {
   std::string found;
-  long long newest = -1;
-  DIR* d = ::opendir(output_path.c_str());
-  if (d == nullptr) return found;
-  while (dirent* e = ::readdir(d)) {
-    const std::string entry = e->d_name;
+  std::int64_t newest = -1;
+  for (const auto& entry : ::kindling::detail::list_directory(output_path)) {
     if (entry.rfind(name + "_", 0) != 0) continue;
     const std::string folder = join_path(output_path, entry);
-    struct stat st {};
-    if (::stat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
-    if (read_marker(folder) != identity) continue;
-    if (static_cast<long long>(st.st_mtime) > newest) {
-      newest = static_cast<long long>(st.st_mtime);
+    if (!::kindling::detail::is_directory(folder) || read_marker(folder) != identity) continue;
+    const auto when = ::kindling::detail::modified_ns(folder);
+    if (when && *when > newest) {
+      newest = *when;
       found = folder;
     }
   }
-  ::closedir(d);
   return found;
 }
 
@@ -154,16 +139,11 @@ RunFolder open_run_folder(const std::string& output_path, const std::string& nam
 
 bool RunFolder::remove_if_unused() const {
   if (continued || path.empty() || dist::get_rank() != 0) return false;
-  DIR* d = ::opendir(path.c_str());
-  if (d == nullptr) return false;
-  bool only_marker = true;
-  while (dirent* e = ::readdir(d)) {
-    const std::string entry = e->d_name;
-    if (entry != "." && entry != ".." && entry != kRunFolderMarker) only_marker = false;
+  if (!::kindling::detail::is_directory(path)) return false;
+  for (const auto& entry : ::kindling::detail::list_directory(path)) {
+    if (entry != kRunFolderMarker) return false;
   }
-  ::closedir(d);
-  if (!only_marker) return false;
-  ::unlink(detail::join_path(path, kRunFolderMarker).c_str());
+  ::unlink(join_path(path, kRunFolderMarker).c_str());
   return ::rmdir(path.c_str()) == 0;
 }
 

@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "common/strings.h"
+#include "common/files.h"
 #include "handlers/event_file.h"
 #include "kindling/dist/dist.h"
 #include "kindling/error.h"
@@ -158,9 +159,9 @@ std::vector<double> read_params(const torch::optim::Optimizer& optimizer, const 
 class EventFileSink final : public detail::ScalarSink {
  public:
   explicit EventFileSink(const std::string& log_dir) {
-    detail::make_directories(log_dir, kWho);
+    ::kindling::detail::make_directories(log_dir, kWho);
     const double now = detail::wall_time_now();
-    const std::string base = detail::join_path(
+    const std::string base = ::kindling::detail::join_path(
         log_dir, "events.out.tfevents." + std::to_string(static_cast<int64_t>(now)) + "." + dist::hostname());
     int error = EEXIST;
     for (int n = 0; n < 1000 && error == EEXIST; ++n) {
@@ -194,7 +195,7 @@ class EventFileSink final : public detail::ScalarSink {
  private:
   static inline const std::string kWho = "kindling::handlers::TensorboardLogger";
   std::mutex mutex_;
-  detail::OutputFile file_;
+  ::kindling::detail::OutputFile file_;
 };
 
 }  // namespace

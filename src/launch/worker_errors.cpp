@@ -1,6 +1,8 @@
 // The worker's side of the launchers' restart and error reporting: restart_count(),
 // run_id() and record_error() (kindling/dist/launch_env.h), plus the terminate handler that records an
 // exception nobody caught.
+#include "launch/worker_errors.h"
+
 #include <cxxabi.h>
 
 #include <cstdlib>
@@ -71,8 +73,6 @@ bool record_error(const std::exception& e) {
 }
 
 namespace detail {
-/// Installs (once) a terminate handler that records an uncaught exception in the error
-/// file before the previous handler runs. Called by initialize().
 void record_uncaught_errors() {
   static const bool installed = [] {
     g_previous = std::set_terminate(record_then_terminate);

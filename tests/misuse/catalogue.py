@@ -111,8 +111,8 @@ CASES = [
                                            'b=mpi; if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then b=gloo; fi; '
                                            'exec {build}/examples/hello_dist/hello_dist --backend $b'],
      {"KINDLING_STALL_TIMEOUT": "3"},
-     "MPI has not connected the ranks of this job after 3 s (MPI_Init waits for every rank): a rank did not start "
-     "the mpi backend"),
+     "MPI connecting the ranks of this job did not end within 3000 ms. MPI_Init waits for every rank without a "
+     "timeout: a rank did not start the mpi backend"),
     ("environment", "mpi shm sizes differ", ["mpirun", "-np", "2", "/bin/sh", "-c",
                                              'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then export KINDLING_MPI_SHM_MIN_BYTES'
                                              '=100; fi; exec {build}/examples/hello_dist/hello_dist --backend mpi'], {},

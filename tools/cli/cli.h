@@ -2,7 +2,9 @@
 // Command-line handling shared by kindling's example and benchmark programs, on CLI11
 // (Debian's libcli11-dev): --help prints the help on stdout and exits 0; a bad value, a
 // missing value or an unknown flag prints "<program>: error: <what>" and a hint on stderr
-// and exits 2. Flags are spelled --words-with-dashes. (kindling-run keeps its own parser:
+// and exits 2. Each program spells its flags: --words-with-dashes in the benchmarks and the
+// smaller examples, the tutorial's own config names (--nproc_per_node, --data_path) in
+// examples/cifar10, as ignite's tutorial spells them. (kindling-run keeps its own parser:
 // it follows torchrun's spellings and stops at the program's own arguments.)
 #include <CLI/CLI.hpp>
 

@@ -15,8 +15,10 @@
 /// Rules that hold for every collective below: every rank of the group must call it, in
 /// the same order, with tensors of the same dtype (and shape, unless stated otherwise).
 /// Each collective has a timeout (InitOptions::timeout); a rank that waits longer throws
-/// kindling::TimeoutError naming the collective and the ranks that did not arrive. An
-/// engine failure (for example a peer that died) throws kindling::CommunicationError.
+/// kindling::TimeoutError naming the collective and the ranks that did not arrive (on the
+/// mpi backend a blocking MPI collective cannot be cancelled: past the timeout kindling prints
+/// the same message and ends the job with MPI_Abort, exit code 124). An engine failure (for
+/// example a peer that died) throws kindling::CommunicationError.
 /// Ranks (`src`, `dst`) are always global ranks, even on a group, as in torch.distributed.
 /// In the serial model (no initialize, world size 1) collectives return their input, as
 /// idist's serial model does. Functions are not thread-safe with respect to each other:

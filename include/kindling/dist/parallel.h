@@ -175,7 +175,6 @@ class KINDLING_API Parallel {
 
  private:
   void run_impl(const std::function<void(int)>& fn);
-  void run_in_child(const std::function<void(int)>& fn, int local_rank);
   ParallelOptions options_;
   bool spawn_mode_ = false;
   bool initialized_here_ = false;

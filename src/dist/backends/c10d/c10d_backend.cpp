@@ -94,10 +94,15 @@ std::shared_ptr<Communicator> C10dBackend::join_group(int group_index, int size,
   // client and gloo on LibTorch 2.x, a host cut off during the rendezvous), the watchdog
   // ends the rank rather than letting it hang.
   const std::string through = " through " + (store_place_.empty() ? std::string("the rendezvous store") : store_place_);
-  Watchdog watchdog(what, "connecting to the other ranks" + through, watchdog_limit(timeout_),
-                    [store = store_, group_index, size = world_size_] {
-                      return blocked_join_diagnosis(*store, group_index, size);
-                    });
+  Watchdog::Verdict verdict;
+  verdict.what = what;
+  verdict.cause = "The engine is blocked past its own timeout (" + std::to_string(timeout_.count()) +
+                  " ms) and cannot be interrupted. Check that every host is up and reaches the others (a cut "
+                  "link or a stopped process leaves a rank waiting).";
+  verdict.diagnose = [store = store_, group_index, size = world_size_] {
+    return blocked_join_diagnosis(*store, group_index, size);
+  };
+  Watchdog watchdog(std::move(verdict), "connecting to the other ranks" + through, watchdog_limit(timeout_));
   // Announce this rank, with where it runs, first: a timeout anywhere below can then name
   // who is missing, and an engine's message about an address whose rank that is.
   const std::string place = own_place();

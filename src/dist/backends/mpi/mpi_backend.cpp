@@ -12,26 +12,17 @@
 
 #include <ATen/ATen.h>
 
-#include <unistd.h>
-
 #include <chrono>
-#include <condition_variable>
-#include <cstdio>
 #include <cstdlib>
-#include <functional>
 #include <limits>
-#include <mutex>
-#include <stdexcept>
-#include <thread>
 
+#include "common/watchdog.h"
 #include "kindling/error.h"
 
 namespace kindling {
 namespace dist {
 namespace detail {
 namespace {
-
-bool g_we_initialized = false;
 
 void finalize_at_exit() {
   int finalized = 0;
@@ -256,48 +247,21 @@ class MpiBackend : public Backend {
   std::shared_ptr<Communicator> world_;
 };
 
-// MPI_Init and the first collectives wait, without a timeout, for every rank of the job to
-// start MPI. A rank that never will (it chose gloo or serial, or is stuck before
-// initialize) would leave the others waiting silently forever: after `limit`, this watch
-// says so and ends the process (code 124, as the mpi timeouts), so that mpirun or srun
-// stops the job. MPI_Abort is not allowed before MPI_Init returns.
-class StartWatch {
- public:
-  StartWatch(int rank, std::chrono::milliseconds limit) {
-    thread_ = std::thread([this, rank, limit] {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (cv_.wait_for(lock, limit, [this] { return done_; })) return;
-      std::fprintf(stderr,
-                   "[rank %d] kindling::dist::initialize(\"mpi\"): MPI has not connected the ranks of this job "
-                   "after %.0f s (MPI_Init waits for every rank): a rank did not start the mpi backend (every rank "
-                   "must use mpi; a gloo or serial rank never joins MPI) or is stuck before initialize. Ending "
-                   "this rank so that the launcher stops the job\n",
-                   rank, std::chrono::duration<double>(limit).count());
-      std::fflush(stderr);
-      ::_exit(124);
-    });
-  }
-  ~StartWatch() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::thread thread_;
-};
-
 }  // namespace
 
 std::unique_ptr<Backend> make_mpi_backend(const WorldConfig& config, const std::string& launcher) {
-  // The stall period bounds the wait for absent ranks (the timeout when stall detection is off).
-  StartWatch watch(config.rank, config.stall_period.count() > 0 ? config.stall_period : config.timeout);
+  // MPI_Init and the first collectives wait, without a timeout, for every rank of the job to
+  // start MPI. A rank that never will would leave the others waiting silently for ever: the
+  // stall period (the timeout when stall detection is off) bounds that wait; the rank then ends
+  // with code 124, as the mpi timeouts, so that mpirun or srun stops the job (MPI_Abort is not
+  // allowed before MPI_Init returns).
+  ::kindling::detail::Watchdog::Verdict verdict;
+  verdict.what = "kindling::dist::initialize(\"mpi\")";
+  verdict.cause = "MPI_Init waits for every rank without a timeout: a rank did not start the mpi backend (every "
+                  "rank must use mpi; a gloo or serial rank never joins MPI) or is stuck before initialize.";
+  verdict.exit_code = 124;
+  ::kindling::detail::Watchdog watch(std::move(verdict), "MPI connecting the ranks of this job",
+                                     config.stall_period.count() > 0 ? config.stall_period : config.timeout);
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
@@ -309,7 +273,6 @@ std::unique_ptr<Backend> make_mpi_backend(const WorldConfig& config, const std::
     const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
     KINDLING_CHECK_T(CommunicationError, rc == MPI_SUCCESS,
                      "kindling::dist::initialize(\"mpi\"): MPI_Init_thread failed: ", mpi_error(rc));
-    g_we_initialized = true;
     std::atexit(finalize_at_exit);
   } else {
     MPI_Query_thread(&provided);
@@ -353,8 +316,6 @@ std::unique_ptr<Backend> make_mpi_backend(const WorldConfig& config, const std::
   if (size > 1 && config.stall_period.count() > 0) backend->progress_ = open_progress_store(world, rank, config.timeout);
   return backend;
 }
-
-bool mpi_was_initialized_by_kindling() { return g_we_initialized; }
 
 }  // namespace detail
 }  // namespace dist
