@@ -134,7 +134,6 @@ std::shared_ptr<Communicator> C10dBackend::join_group(int group_index, int size,
   return comm;
 }
 
-
 void record_world_places(c10d::Store& store, int world_size) {
   std::vector<std::optional<std::string>> places(static_cast<std::size_t>(world_size));
   try {
