@@ -14,22 +14,22 @@ using engine::Value;
 
 std::shared_ptr<CommonHandlers> setup_common_training_handlers(Engine& trainer, const CommonTrainingOptions& o) {
   const char* where = "kindling::handlers::setup_common_training_handlers";
-  KINDLING_CHECK(!(o.output_path_ && o.save_handler_), where,
+  KINDLING_CHECK(!(o.output_path() && o.save_handler()), where,
                  ": arguments output_path and save_handler are mutually exclusive; give one of them");
-  KINDLING_CHECK(o.to_save_.empty() || o.output_path_ || o.save_handler_, where,
+  KINDLING_CHECK(o.to_save().empty() || o.output_path() || o.save_handler(), where,
                  ": to_save is given, so output_path or save_handler should be given too (where to write)");
-  KINDLING_CHECK(o.save_every_iters_ >= 1 && o.log_every_iters_ >= 1, where,
-                 ": save_every_iters and log_every_iters must be at least 1, got ", o.save_every_iters_, " and ",
-                 o.log_every_iters_);
+  KINDLING_CHECK(o.save_every_iters() >= 1 && o.log_every_iters() >= 1, where,
+                 ": save_every_iters and log_every_iters must be at least 1, got ", o.save_every_iters(), " and ",
+                 o.log_every_iters());
   auto made = std::make_shared<CommonHandlers>();
-  if (o.train_sampler_) {
-    auto sampler = o.train_sampler_;
+  if (o.train_sampler()) {
+    auto sampler = o.train_sampler();
     trainer.on(Events::EPOCH_STARTED, [sampler](Engine& e) { sampler->set_epoch(e.state().epoch - 1); });
   }
-  if (o.stop_on_nan_) trainer.on(Events::ITERATION_COMPLETED, TerminateOnNan());
-  if (o.lr_scheduler_) o.lr_scheduler_->attach(trainer, Events::ITERATION_STARTED);
-  for (std::size_t i = 0; i < o.output_names_.size(); ++i) {
-    const std::string name = o.output_names_[i];
+  if (o.stop_on_nan()) trainer.on(Events::ITERATION_COMPLETED, TerminateOnNan());
+  if (o.lr_scheduler()) o.lr_scheduler()->attach(trainer, Events::ITERATION_STARTED);
+  for (std::size_t i = 0; i < o.output_names().size(); ++i) {
+    const std::string name = o.output_names()[i];
     const bool first = i == 0;
     auto average = metrics::RunningAverage::of_output([name, first](const Value& out) -> Value {
       if (out.is_named()) return out[name];
@@ -42,17 +42,17 @@ std::shared_ptr<CommonHandlers> setup_common_training_handlers(Engine& trainer, 
     });
     average->attach(trainer, name);
   }
-  if (o.with_pbars_) {
-    made->progress_bar = std::make_shared<ProgressBar>(ProgressBarOptions().every(o.log_every_iters_));
-    made->progress_bar->attach(trainer, o.output_names_, {}, Events::ITERATION_COMPLETED.every(o.log_every_iters_));
+  if (o.with_pbars()) {
+    made->progress_bar = std::make_shared<ProgressBar>(ProgressBarOptions().every(o.log_every_iters()));
+    made->progress_bar->attach(trainer, o.output_names(), {}, Events::ITERATION_COMPLETED.every(o.log_every_iters()));
   }
-  if (!o.to_save_.empty()) {
-    auto saver = o.save_handler_
-                     ? o.save_handler_
-                     : std::make_shared<DiskSaver>(*o.output_path_, DiskSaverOptions().require_empty(false));
+  if (!o.to_save().empty()) {
+    auto saver = o.save_handler()
+                     ? o.save_handler()
+                     : std::make_shared<DiskSaver>(*o.output_path(), DiskSaverOptions().require_empty(false));
     made->checkpoint = std::make_shared<Checkpoint>(
-        o.to_save_, saver, CheckpointOptions().filename_prefix("training").n_saved(o.n_saved_).include_self(o.checkpoint_include_self_));
-    made->checkpoint->attach(trainer, Events::ITERATION_COMPLETED.every(o.save_every_iters_));
+        o.to_save(), saver, CheckpointOptions().filename_prefix("training").n_saved(o.n_saved()).include_self(o.checkpoint_include_self()));
+    made->checkpoint->attach(trainer, Events::ITERATION_COMPLETED.every(o.save_every_iters()));
   }
   trainer.on(Events::COMPLETED, [made] {});  // the trainer keeps the handlers alive
   return made;

@@ -36,6 +36,7 @@
 #include "kindling/data/dataset.h"
 #include "kindling/data/sampler.h"
 #include "kindling/export.h"
+#include "kindling/options.h"
 
 namespace kindling {
 namespace data {
@@ -46,91 +47,49 @@ namespace data {
 struct KINDLING_API DataLoaderOptions {
   /// Samples per batch, at least 1 (auto_dataloader: the global batch, divided by the world
   /// size when it is at least the world size).
-  DataLoaderOptions& batch_size(int64_t v) {
-    batch_size_ = v;
-    return *this;
-  }
+  KINDLING_ARG(int64_t, batch_size) = 1;
+
   /// Shuffle each epoch. Unset means false for DataLoader and true for auto_dataloader in
   /// a distributed run (idist's rule). Must not be true together with a sampler.
-  DataLoaderOptions& shuffle(bool v) {
-    shuffle_ = v;
-    return *this;
-  }
+  KINDLING_ARG(std::optional<bool>, shuffle);
+
   /// Worker threads that load batches ahead (0: load in the calling thread); not negative.
   /// In a distributed run auto_dataloader divides it by the processes per node (rounding
   /// up) when it is at least that.
-  DataLoaderOptions& num_workers(int64_t v) {
-    num_workers_ = v;
-    return *this;
-  }
+  KINDLING_ARG(int64_t, num_workers) = 0;
+
   /// Batches each worker keeps ready ahead of the consumer (default 2; at least 1).
-  DataLoaderOptions& prefetch_factor(int64_t v) {
-    prefetch_factor_ = v;
-    return *this;
-  }
+  KINDLING_ARG(int64_t, prefetch_factor) = 2;
+
   /// Drop the last batch when it would be smaller than batch_size.
-  DataLoaderOptions& drop_last(bool v) {
-    drop_last_ = v;
-    return *this;
-  }
+  KINDLING_ARG(bool, drop_last) = false;
+
   /// Put batches in pinned (page-locked) memory for fast copies to a GPU. Unset: true when
   /// kindling::dist::device() is a CUDA device. Ignored with a warning where LibTorch has
   /// no CUDA.
-  DataLoaderOptions& pin_memory(bool v) {
-    pin_memory_ = v;
-    return *this;
-  }
+  KINDLING_ARG(std::optional<bool>, pin_memory);
+
   /// Hand out batches on this device: the consumer's thread copies each batch there as it
   /// becomes current, non-blocking (asynchronous from pinned memory on the current CUDA
   /// stream, so later work on that stream sees the data). Unset: batches stay on the CPU;
   /// auto_dataloader sets kindling::dist::device() when that is a CUDA device.
-  DataLoaderOptions& device(c10::Device v) {
-    device_ = v;
-    return *this;
-  }
+  KINDLING_ARG(std::optional<c10::Device>, device);
+
   /// Seed of the shuffle and of sample_rng() (random transforms).
-  DataLoaderOptions& seed(uint64_t v) {
-    seed_ = v;
-    return *this;
-  }
+  KINDLING_ARG(uint64_t, seed) = 0;
+
   /// (auto_dataloader in a distributed run) Pad the ranks' shards to equal length by
   /// repeating samples, as torch's DistributedSampler (default true). false: every sample
   /// is seen exactly once and shards may differ by one sample or be empty, so metrics equal
   /// the single-process value: use it for evaluation loaders, never for DDP training.
-  DataLoaderOptions& pad_shards(bool v) {
-    pad_shards_ = v;
-    return *this;
-  }
-  /// A sampler that decides the order (instead of shuffle).
-  DataLoaderOptions& sampler(std::shared_ptr<Sampler> v) {
-    sampler_ = std::move(v);
-    return *this;
-  }
+  KINDLING_ARG(bool, pad_shards) = true;
 
-  int64_t batch_size() const { return batch_size_; }
-  std::optional<bool> shuffle() const { return shuffle_; }
-  int64_t num_workers() const { return num_workers_; }
-  int64_t prefetch_factor() const { return prefetch_factor_; }
-  bool drop_last() const { return drop_last_; }
-  std::optional<bool> pin_memory() const { return pin_memory_; }
-  std::optional<c10::Device> device() const { return device_; }
-  uint64_t seed() const { return seed_; }
-  bool pad_shards() const { return pad_shards_; }
-  const std::shared_ptr<Sampler>& sampler() const { return sampler_; }
+  /// A sampler that decides the order (instead of shuffle).
+  KINDLING_ARG(std::shared_ptr<Sampler>, sampler);
+
+ public:
   /// "batch_size=64, shuffle=unset, num_workers=2, ..." (for logs). Does not throw.
   std::string to_string() const;
-
- private:
-  int64_t batch_size_ = 1;
-  std::optional<bool> shuffle_;
-  int64_t num_workers_ = 0;
-  int64_t prefetch_factor_ = 2;
-  bool drop_last_ = false;
-  std::optional<bool> pin_memory_;
-  std::optional<c10::Device> device_;
-  uint64_t seed_ = 0;
-  bool pad_shards_ = true;
-  std::shared_ptr<Sampler> sampler_;
 };
 
 namespace detail {

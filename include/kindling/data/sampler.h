@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kindling/export.h"
+#include "kindling/options.h"
 
 namespace kindling {
 namespace data {
@@ -81,54 +82,28 @@ class KINDLING_API SubsetRandomSampler : public Sampler {
 /// Options of DistributedSampler (chain the setters). Unset num_replicas / rank mean
 /// kindling::dist's world size and rank at construction.
 struct KINDLING_API DistributedSamplerOptions {
-  DistributedSamplerOptions& num_replicas(int v) {
-    num_replicas_ = v;
-    return *this;
-  }
-  DistributedSamplerOptions& rank(int v) {
-    rank_ = v;
-    return *this;
-  }
+  /// The number of shards (default: the world size).
+  KINDLING_ARG(std::optional<int>, num_replicas);
+
+  /// This shard's index, in [0, num_replicas) (default: this rank).
+  KINDLING_ARG(std::optional<int>, rank);
+
   /// Shuffle with a generator seeded from seed + epoch (default true).
-  DistributedSamplerOptions& shuffle(bool v) {
-    shuffle_ = v;
-    return *this;
-  }
-  DistributedSamplerOptions& seed(uint64_t v) {
-    seed_ = v;
-    return *this;
-  }
+  KINDLING_ARG(bool, shuffle) = true;
+
+  /// Seed of the shuffle, the same on every rank (default 0).
+  KINDLING_ARG(uint64_t, seed) = 0;
+
   /// Drop the tail so that every rank gets the same number of distinct samples (default
   /// false: pad by repeating from the start).
-  DistributedSamplerOptions& drop_last(bool v) {
-    drop_last_ = v;
-    return *this;
-  }
+  KINDLING_ARG(bool, drop_last) = false;
 
   /// Pad the shards to equal length by repeating samples (default true, as torch). false:
   /// every sample is visited exactly once and rank r gets positions r, r + replicas, ...
   /// of the epoch's order, so shards differ in length by at most one and may be empty.
   /// For evaluation, where metrics must equal the single-process value; never for DDP
   /// training (ranks would run different numbers of steps). Ignored with drop_last.
-  DistributedSamplerOptions& pad(bool v) {
-    pad_ = v;
-    return *this;
-  }
-
-  std::optional<int> num_replicas() const { return num_replicas_; }
-  std::optional<int> rank() const { return rank_; }
-  bool shuffle() const { return shuffle_; }
-  uint64_t seed() const { return seed_; }
-  bool drop_last() const { return drop_last_; }
-  bool pad() const { return pad_; }
-
- private:
-  std::optional<int> num_replicas_;
-  std::optional<int> rank_;
-  bool shuffle_ = true;
-  uint64_t seed_ = 0;
-  bool drop_last_ = false;
-  bool pad_ = true;
+  KINDLING_ARG(bool, pad) = true;
 };
 
 /// Python's torch.utils.data.DistributedSampler, index for index (with pad(false): the

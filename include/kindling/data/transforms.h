@@ -21,6 +21,7 @@
 
 #include "kindling/data/dataset.h"
 #include "kindling/export.h"
+#include "kindling/options.h"
 
 namespace kindling {
 namespace data {
@@ -91,35 +92,16 @@ class KINDLING_API Pad {
 /// Options of RandomCrop (chain the setters).
 struct KINDLING_API RandomCropOptions {
   /// Pixels added on each side before cropping (default 0).
-  RandomCropOptions& padding(int64_t v) {
-    padding_ = v;
-    return *this;
-  }
+  KINDLING_ARG(int64_t, padding) = 0;
+
   /// Value of added pixels with PaddingMode::kConstant (default 0).
-  RandomCropOptions& fill(double v) {
-    fill_ = v;
-    return *this;
-  }
+  KINDLING_ARG(double, fill) = 0;
+
   /// Pad an image still smaller than the crop (see RandomCrop) instead of failing.
-  RandomCropOptions& pad_if_needed(bool v) {
-    pad_if_needed_ = v;
-    return *this;
-  }
-  RandomCropOptions& mode(PaddingMode v) {
-    mode_ = v;
-    return *this;
-  }
+  KINDLING_ARG(bool, pad_if_needed) = false;
 
-  int64_t padding() const { return padding_; }
-  double fill() const { return fill_; }
-  bool pad_if_needed() const { return pad_if_needed_; }
-  PaddingMode mode() const { return mode_; }
-
- private:
-  int64_t padding_ = 0;
-  double fill_ = 0;
-  bool pad_if_needed_ = false;
-  PaddingMode mode_ = PaddingMode::kConstant;
+  /// How added pixels are filled (default PaddingMode::kConstant, with fill).
+  KINDLING_ARG(PaddingMode, mode) = PaddingMode::kConstant;
 };
 
 /// Pads the image by `padding` on each side, then cuts a size x size window at a uniformly

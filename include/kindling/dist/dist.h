@@ -41,6 +41,7 @@
 #include "kindling/dist/serialize.h"
 #include "kindling/error.h"
 #include "kindling/export.h"
+#include "kindling/options.h"
 
 namespace kindling {
 namespace dist {
@@ -53,58 +54,26 @@ namespace dist {
 struct KINDLING_API InitOptions {
   /// Where ranks meet: "env://" (MASTER_ADDR / MASTER_PORT, the default),
   /// "tcp://host:port" or "file:///path/to/shared/file". Default: "env://".
-  InitOptions& init_method(std::string v) {
-    init_method_ = std::move(v);
-    return *this;
-  }
-  const std::string& init_method() const { return init_method_; }
+  KINDLING_ARG(std::string, init_method) = "env://";
 
   /// Timeout of the rendezvous and of every collective. Default: 30 minutes (as PyTorch).
-  InitOptions& timeout(std::chrono::milliseconds v) {
-    timeout_ = v;
-    return *this;
-  }
-  std::chrono::milliseconds timeout() const { return timeout_; }
+  KINDLING_ARG(std::chrono::milliseconds, timeout) = std::chrono::minutes(30);
 
   /// Stall period: a rank waiting in a collective for a peer that has made no collective
   /// progress for this long stops with kindling::TimeoutError naming the stalled ranks
   /// (gloo and nccl-free c10d engines; see docs/fault-tolerance.md). Separate from, and
   /// normally much shorter than, timeout(). Zero turns the check off. Default: the
   /// environment's KINDLING_STALL_TIMEOUT (seconds) if set, else 60 s.
-  InitOptions& stall_timeout(std::chrono::milliseconds v) {
-    stall_timeout_ = v;
-    return *this;
-  }
-  std::optional<std::chrono::milliseconds> stall_timeout() const { return stall_timeout_; }
+  KINDLING_ARG(std::optional<std::chrono::milliseconds>, stall_timeout);
 
   /// This process's rank, used when the environment has no RANK. Default: unset.
-  InitOptions& rank(int v) {
-    rank_ = v;
-    return *this;
-  }
-  std::optional<int> rank() const { return rank_; }
+  KINDLING_ARG(std::optional<int>, rank);
 
   /// The number of ranks, used when the environment has no WORLD_SIZE. Default: unset.
-  InitOptions& world_size(int v) {
-    world_size_ = v;
-    return *this;
-  }
-  std::optional<int> world_size() const { return world_size_; }
+  KINDLING_ARG(std::optional<int>, world_size);
 
   /// Worker threads of each gloo process group. Default: 2 (as PyTorch).
-  InitOptions& gloo_threads(int v) {
-    gloo_threads_ = v;
-    return *this;
-  }
-  int gloo_threads() const { return gloo_threads_; }
-
- private:
-  std::string init_method_ = "env://";
-  std::chrono::milliseconds timeout_ = std::chrono::minutes(30);
-  std::optional<std::chrono::milliseconds> stall_timeout_;
-  std::optional<int> rank_;
-  std::optional<int> world_size_;
-  int gloo_threads_ = 2;
+  KINDLING_ARG(int, gloo_threads) = 2;
 };
 
 /// Starts the distributed runtime on `backend` ("serial", "gloo", ...).

@@ -41,6 +41,7 @@
 #include <utility>
 
 #include "kindling/export.h"
+#include "kindling/options.h"
 
 namespace kindling {
 namespace dist {
@@ -59,94 +60,46 @@ class KINDLING_API ParallelOptions {
   /// `backend`: "serial", "gloo", "nccl" or "mpi". No backend (or "serial") runs fn once.
   explicit ParallelOptions(std::string backend) : backend_(std::move(backend)) {}
 
-  ParallelOptions& backend(std::string v) {
-    backend_ = std::move(v);
-    return *this;
-  }
+  /// "serial", "gloo", "nccl" or "mpi"; unset runs fn once, as "serial".
+  KINDLING_ARG(std::optional<std::string>, backend);
+
   /// Processes to start on this node (spawn mode).
-  ParallelOptions& nproc_per_node(int v) {
-    nproc_per_node_ = v;
-    return *this;
-  }
+  KINDLING_ARG(std::optional<int>, nproc_per_node);
+
   /// Number of nodes of the job (default 1). With more than one, node_rank and
   /// master_addr/master_port (or init_method) are required.
-  ParallelOptions& nnodes(int v) {
-    nnodes_ = v;
-    return *this;
-  }
+  KINDLING_ARG(std::optional<int>, nnodes);
+
   /// Index of this node, in [0, nnodes).
-  ParallelOptions& node_rank(int v) {
-    node_rank_ = v;
-    return *this;
-  }
+  KINDLING_ARG(std::optional<int>, node_rank);
+
   /// Address of the node of rank 0 (default 127.0.0.1).
-  ParallelOptions& master_addr(std::string v) {
-    master_addr_ = std::move(v);
-    return *this;
-  }
+  KINDLING_ARG(std::optional<std::string>, master_addr);
+
   /// Port on which rank 0 hosts the rendezvous (default 15000, as idist).
-  ParallelOptions& master_port(int v) {
-    master_port_ = v;
-    return *this;
-  }
+  KINDLING_ARG(std::optional<int>, master_port);
+
   /// "env://" (default), "tcp://host:port" or "file:///path".
-  ParallelOptions& init_method(std::string v) {
-    init_method_ = std::move(v);
-    return *this;
-  }
+  KINDLING_ARG(std::optional<std::string>, init_method);
+
   /// Rendezvous and collective timeout (default 30 minutes).
-  ParallelOptions& timeout(std::chrono::milliseconds v) {
-    timeout_ = v;
-    return *this;
-  }
+  KINDLING_ARG(std::optional<std::chrono::milliseconds>, timeout);
+
   /// Stall period of the ranks (InitOptions::stall_timeout); default: KINDLING_STALL_TIMEOUT,
   /// else 60 s.
-  ParallelOptions& stall_timeout(std::chrono::milliseconds v) {
-    stall_timeout_ = v;
-    return *this;
-  }
+  KINDLING_ARG(std::optional<std::chrono::milliseconds>, stall_timeout);
+
   /// Spawn mode: when a child fails, stop all of them and start them all again, at most
   /// this many times (torchrun's --max_restarts); the children see the attempt number in
   /// TORCHELASTIC_RESTART_COUNT (kindling::dist::restart_count()). Default 0.
-  ParallelOptions& max_restarts(int v) {
-    max_restarts_ = v;
-    return *this;
-  }
-  ParallelOptions& start_method(StartMethod v) {
-    start_method_ = v;
-    return *this;
-  }
+  KINDLING_ARG(int, max_restarts) = 0;
+
+  /// Spawn mode: how children start (default kExec; see StartMethod).
+  KINDLING_ARG(StartMethod, start_method) = StartMethod::kExec;
+
   /// Time between SIGTERM and SIGKILL when the other children are stopped after a
   /// failure (default 3000 ms).
-  ParallelOptions& grace_period(std::chrono::milliseconds v) {
-    grace_period_ = v;
-    return *this;
-  }
-
-  const std::optional<std::string>& backend() const { return backend_; }
-  const std::optional<int>& nproc_per_node() const { return nproc_per_node_; }
-  const std::optional<int>& nnodes() const { return nnodes_; }
-  const std::optional<int>& node_rank() const { return node_rank_; }
-  const std::optional<std::string>& master_addr() const { return master_addr_; }
-  const std::optional<int>& master_port() const { return master_port_; }
-  const std::optional<std::string>& init_method() const { return init_method_; }
-  const std::optional<std::chrono::milliseconds>& timeout() const { return timeout_; }
-  const std::optional<std::chrono::milliseconds>& stall_timeout() const { return stall_timeout_; }
-  int max_restarts() const { return max_restarts_; }
-  StartMethod start_method() const { return start_method_; }
-  std::chrono::milliseconds grace_period() const { return grace_period_; }
-
- private:
-  std::optional<std::string> backend_;
-  std::optional<int> nproc_per_node_, nnodes_, node_rank_;
-  std::optional<std::string> master_addr_;
-  std::optional<int> master_port_;
-  std::optional<std::string> init_method_;
-  std::optional<std::chrono::milliseconds> timeout_;
-  std::optional<std::chrono::milliseconds> stall_timeout_;
-  int max_restarts_ = 0;
-  StartMethod start_method_ = StartMethod::kExec;
-  std::chrono::milliseconds grace_period_ = std::chrono::seconds(3);
+  KINDLING_ARG(std::chrono::milliseconds, grace_period) = std::chrono::seconds(3);
 };
 
 /// Scope object: see the file comment. Throws kindling::UsageError from the constructor

@@ -25,6 +25,7 @@
 
 #include "kindling/engine/state_dict.h"
 #include "kindling/export.h"
+#include "kindling/options.h"
 
 namespace kindling {
 namespace engine {
@@ -49,36 +50,20 @@ class KINDLING_API Autocast {
 
 /// Options of GradScaler (chain the setters): torch.amp.GradScaler's arguments.
 struct KINDLING_API GradScalerOptions {
-  GradScalerOptions& init_scale(double v) {
-    init_scale_ = v;
-    return *this;
-  }
-  GradScalerOptions& growth_factor(double v) {
-    growth_factor_ = v;
-    return *this;
-  }
-  GradScalerOptions& backoff_factor(double v) {
-    backoff_factor_ = v;
-    return *this;
-  }
-  GradScalerOptions& growth_interval(int64_t v) {
-    growth_interval_ = v;
-    return *this;
-  }
-  GradScalerOptions& enabled(bool v) {
-    enabled_ = v;
-    return *this;
-  }
-  double init_scale() const { return init_scale_; }
-  double growth_factor() const { return growth_factor_; }
-  double backoff_factor() const { return backoff_factor_; }
-  int64_t growth_interval() const { return growth_interval_; }
-  bool enabled() const { return enabled_; }
+  /// The first loss scale (default 2^16).
+  KINDLING_ARG(double, init_scale) = 65536.0;
 
- private:
-  double init_scale_ = 65536.0, growth_factor_ = 2.0, backoff_factor_ = 0.5;
-  int64_t growth_interval_ = 2000;
-  bool enabled_ = true;
+  /// Factor of the scale after growth_interval steps without inf/NaN gradients (default 2).
+  KINDLING_ARG(double, growth_factor) = 2.0;
+
+  /// Factor of the scale after a step with inf/NaN gradients (default 0.5).
+  KINDLING_ARG(double, backoff_factor) = 0.5;
+
+  /// Steps without inf/NaN gradients before the scale grows (default 2000).
+  KINDLING_ARG(int64_t, growth_interval) = 2000;
+
+  /// false: scale() and step() pass through unchanged (default true).
+  KINDLING_ARG(bool, enabled) = true;
 };
 
 /// Dynamic loss scaling: multiply the loss before backward, divide the gradients before the

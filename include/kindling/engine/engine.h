@@ -62,6 +62,7 @@
 #include "kindling/engine/state_dict.h"
 #include "kindling/engine/value.h"
 #include "kindling/export.h"
+#include "kindling/options.h"
 
 namespace kindling {
 namespace engine {
@@ -69,27 +70,14 @@ namespace engine {
 /// Options of Engine::run (chain the setters): ignite's max_epochs / max_iters / epoch_length.
 struct KINDLING_API RunOptions {
   /// Epochs to run (>= 1). Unset: the state's value when resuming, else 1. Not with max_iters.
-  RunOptions& max_epochs(int64_t v) {
-    max_epochs_ = v;
-    return *this;
-  }
+  KINDLING_ARG(std::optional<int64_t>, max_epochs);
+
   /// Iterations to run in all (>= 1), instead of max_epochs.
-  RunOptions& max_iters(int64_t v) {
-    max_iters_ = v;
-    return *this;
-  }
+  KINDLING_ARG(std::optional<int64_t>, max_iters);
+
   /// Iterations per epoch (>= 1). Unset: the data's size; for data without a size, the
   /// number of batches in the first pass.
-  RunOptions& epoch_length(int64_t v) {
-    epoch_length_ = v;
-    return *this;
-  }
-  std::optional<int64_t> max_epochs() const { return max_epochs_; }
-  std::optional<int64_t> max_iters() const { return max_iters_; }
-  std::optional<int64_t> epoch_length() const { return epoch_length_; }
-
- private:
-  std::optional<int64_t> max_epochs_, max_iters_, epoch_length_;
+  KINDLING_ARG(std::optional<int64_t>, epoch_length);
 };
 
 /// A handler's registration, returned by add_event_handler / on; remove() detaches it
@@ -271,6 +259,10 @@ class KINDLING_API Engine {
   bool terminate_epoch_ = false;
   bool interrupt_ = false;
 };
+
+/// The step a handler writes at, from the engine firing and the event fired (ignite's
+/// global_step_transform(engine, event_name)); used by the loggers and Checkpoint.
+using GlobalStepTransform = std::function<int64_t(Engine& engine, const Event& event)>;
 
 }  // namespace engine
 }  // namespace kindling

@@ -39,6 +39,7 @@
 #include "kindling/engine/engine.h"
 #include "kindling/error.h"
 #include "kindling/metrics/metric.h"
+#include "kindling/options.h"
 
 namespace kindling {
 namespace engine {
@@ -52,119 +53,63 @@ using PrepareBatch =
 KINDLING_API std::pair<at::Tensor, at::Tensor> prepare_batch(const data::Example& batch,
                                                              std::optional<c10::Device> device, bool non_blocking);
 
+/// The trainer's output from (x, y, y_pred, loss).
+using TrainerOutputTransform =
+    std::function<Value(const at::Tensor& x, const at::Tensor& y, const at::Tensor& y_pred, const at::Tensor& loss)>;
+/// The evaluator's output from (x, y, y_pred).
+using EvaluatorOutputTransform =
+    std::function<Value(const at::Tensor& x, const at::Tensor& y, const at::Tensor& y_pred)>;
+
 /// Options of create_supervised_trainer (chain the setters); ignite's arguments.
 struct KINDLING_API SupervisedTrainerOptions {
   /// Where batches go (unset: where they are).
-  SupervisedTrainerOptions& device(c10::Device v) {
-    device_ = v;
-    return *this;
-  }
-  SupervisedTrainerOptions& non_blocking(bool v) {
-    non_blocking_ = v;
-    return *this;
-  }
-  SupervisedTrainerOptions& prepare_batch(PrepareBatch v) {
-    prepare_batch_ = std::move(v);
-    return *this;
-  }
+  KINDLING_ARG(std::optional<c10::Device>, device);
+
+  /// Asynchronous host-to-device copies of the batch (default false).
+  KINDLING_ARG(bool, non_blocking) = false;
+
+  /// Turns a batch into (x, y) on the device (default: prepare_batch above).
+  KINDLING_ARG(PrepareBatch, prepare_batch);
+
   /// Applied to the model's output before the loss (e.g. pick one head).
-  SupervisedTrainerOptions& model_transform(std::function<at::Tensor(const at::Tensor&)> v) {
-    model_transform_ = std::move(v);
-    return *this;
-  }
+  KINDLING_ARG(std::function<at::Tensor(const at::Tensor&)>, model_transform);
+
   /// What the iteration returns from (x, y, y_pred, loss); default: loss.item() as a number.
-  SupervisedTrainerOptions& output_transform(
-      std::function<Value(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&)> v) {
-    output_transform_ = std::move(v);
-    return *this;
-  }
+  KINDLING_ARG(TrainerOutputTransform, output_transform);
+
   /// Accumulate gradients over this many iterations (>= 1): the loss is divided by it,
   /// zero_grad runs when (iteration - 1) % steps == 0 and step when iteration % steps == 0
   /// (iteration is the engine's global one, as ignite). With DDP the backward passes
   /// between steps skip the gradient all-reduce (no_sync).
-  SupervisedTrainerOptions& gradient_accumulation_steps(int64_t v) {
-    gradient_accumulation_steps_ = v;
-    return *this;
-  }
+  KINDLING_ARG(int64_t, gradient_accumulation_steps) = 1;
+
   /// Forward and loss under autocast (ignite's amp_mode="amp"): float16 on CUDA, bfloat16 on CPU.
-  SupervisedTrainerOptions& amp(bool v) {
-    amp_ = v;
-    return *this;
-  }
+  KINDLING_ARG(bool, amp) = false;
+
   /// Dynamic loss scaling for amp (ignite's scaler): backward on scaler->scale(loss), steps
   /// through the scaler (skipped on inf/NaN gradients), then scaler->update(). Needs amp(true).
-  SupervisedTrainerOptions& scaler(std::shared_ptr<GradScaler> v) {
-    scaler_ = std::move(v);
-    return *this;
-  }
-  std::optional<c10::Device> device() const { return device_; }
-  bool non_blocking() const { return non_blocking_; }
-  const PrepareBatch& prepare_batch() const { return prepare_batch_; }
-  const std::function<at::Tensor(const at::Tensor&)>& model_transform() const { return model_transform_; }
-  const std::function<Value(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&)>&
-  output_transform() const {
-    return output_transform_;
-  }
-  int64_t gradient_accumulation_steps() const { return gradient_accumulation_steps_; }
-  bool amp() const { return amp_; }
-  const std::shared_ptr<GradScaler>& scaler() const { return scaler_; }
-
- private:
-  bool amp_ = false;
-  std::shared_ptr<GradScaler> scaler_;
-  std::optional<c10::Device> device_;
-  bool non_blocking_ = false;
-  PrepareBatch prepare_batch_;
-  std::function<at::Tensor(const at::Tensor&)> model_transform_;
-  std::function<Value(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&)> output_transform_;
-  int64_t gradient_accumulation_steps_ = 1;
+  KINDLING_ARG(std::shared_ptr<GradScaler>, scaler);
 };
 
 /// Options of create_supervised_evaluator (chain the setters); ignite's arguments.
 struct KINDLING_API SupervisedEvaluatorOptions {
-  SupervisedEvaluatorOptions& device(c10::Device v) {
-    device_ = v;
-    return *this;
-  }
-  SupervisedEvaluatorOptions& non_blocking(bool v) {
-    non_blocking_ = v;
-    return *this;
-  }
-  SupervisedEvaluatorOptions& prepare_batch(PrepareBatch v) {
-    prepare_batch_ = std::move(v);
-    return *this;
-  }
-  SupervisedEvaluatorOptions& model_transform(std::function<at::Tensor(const at::Tensor&)> v) {
-    model_transform_ = std::move(v);
-    return *this;
-  }
-  /// Forward under autocast (ignite's amp_mode="amp"): float16 on CUDA, bfloat16 on CPU.
-  SupervisedEvaluatorOptions& amp(bool v) {
-    amp_ = v;
-    return *this;
-  }
-  /// What the iteration returns from (x, y, y_pred); default: the tuple {y_pred, y}.
-  SupervisedEvaluatorOptions& output_transform(
-      std::function<Value(const at::Tensor&, const at::Tensor&, const at::Tensor&)> v) {
-    output_transform_ = std::move(v);
-    return *this;
-  }
-  std::optional<c10::Device> device() const { return device_; }
-  bool non_blocking() const { return non_blocking_; }
-  const PrepareBatch& prepare_batch() const { return prepare_batch_; }
-  bool amp() const { return amp_; }
-  const std::function<at::Tensor(const at::Tensor&)>& model_transform() const { return model_transform_; }
-  const std::function<Value(const at::Tensor&, const at::Tensor&, const at::Tensor&)>& output_transform() const {
-    return output_transform_;
-  }
+  /// Where batches go (unset: where they are).
+  KINDLING_ARG(std::optional<c10::Device>, device);
 
- private:
-  std::optional<c10::Device> device_;
-  bool non_blocking_ = false;
-  bool amp_ = false;
-  PrepareBatch prepare_batch_;
-  std::function<at::Tensor(const at::Tensor&)> model_transform_;
-  std::function<Value(const at::Tensor&, const at::Tensor&, const at::Tensor&)> output_transform_;
+  /// Asynchronous host-to-device copies of the batch (default false).
+  KINDLING_ARG(bool, non_blocking) = false;
+
+  /// Turns a batch into (x, y) on the device (default: prepare_batch above).
+  KINDLING_ARG(PrepareBatch, prepare_batch);
+
+  /// Applied to the model's output before the metrics (e.g. pick one head).
+  KINDLING_ARG(std::function<at::Tensor(const at::Tensor&)>, model_transform);
+
+  /// Forward under autocast (ignite's amp_mode="amp"): float16 on CUDA, bfloat16 on CPU.
+  KINDLING_ARG(bool, amp) = false;
+
+  /// What the iteration returns from (x, y, y_pred); default: the tuple {y_pred, y}.
+  KINDLING_ARG(EvaluatorOutputTransform, output_transform);
 };
 
 /// The loss: (y_pred, y) -> a 0-dim tensor (the batch mean, as ignite's Loss expects).

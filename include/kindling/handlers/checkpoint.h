@@ -35,78 +35,45 @@
 #include "kindling/export.h"
 #include "kindling/handlers/disk_saver.h"
 #include "kindling/handlers/stateful.h"
+#include "kindling/options.h"
 
 namespace kindling {
 namespace handlers {
 
 /// Options of Checkpoint (chain the setters); ignite's arguments.
 struct KINDLING_API CheckpointOptions {
-  CheckpointOptions& filename_prefix(std::string v) {
-    filename_prefix_ = std::move(v);
-    return *this;
-  }
+  /// The first part of file names ("training", "best"); default: none.
+  KINDLING_ARG(std::string, filename_prefix);
+
   /// The score of a checkpoint (higher is better); without it, the global step is the priority.
-  CheckpointOptions& score_function(std::function<double(engine::Engine&)> v) {
-    score_function_ = std::move(v);
-    return *this;
-  }
+  KINDLING_ARG(std::function<double(engine::Engine&)>, score_function);
+
   /// Name of the score in file names; alone (no score_function) the score is the engine's
   /// metric of that name.
-  CheckpointOptions& score_name(std::string v) {
-    score_name_ = std::move(v);
-    return *this;
-  }
+  KINDLING_ARG(std::optional<std::string>, score_name);
+
   /// Files to keep (>= 1; default 1); n_saved_all() keeps every file.
-  CheckpointOptions& n_saved(int v) {
-    n_saved_ = v;
-    return *this;
-  }
+  KINDLING_ARG(std::optional<int>, n_saved) = 1;
+
+ public:
+  /// Keeps every file (n_saved unset).
   CheckpointOptions& n_saved_all() {
     n_saved_.reset();
     return *this;
   }
+
   /// The global step in file names, from (engine, event being fired); default: the engine's
   /// counter for that event.
-  CheckpointOptions& global_step_transform(std::function<int64_t(engine::Engine&, const engine::Event&)> v) {
-    global_step_transform_ = std::move(v);
-    return *this;
-  }
+  KINDLING_ARG(engine::GlobalStepTransform, global_step_transform);
+
   /// A pattern with {filename_prefix}, {name}, {global_step}, {score_name}, {score}, {ext}.
-  CheckpointOptions& filename_pattern(std::string v) {
-    filename_pattern_ = std::move(v);
-    return *this;
-  }
+  KINDLING_ARG(std::optional<std::string>, filename_pattern);
+
   /// Replace the worst kept file also on an equal score (default: only on a better one).
-  CheckpointOptions& greater_or_equal(bool v) {
-    greater_or_equal_ = v;
-    return *this;
-  }
+  KINDLING_ARG(bool, greater_or_equal) = false;
+
   /// Also save this Checkpoint's own state (key "checkpointer").
-  CheckpointOptions& include_self(bool v) {
-    include_self_ = v;
-    return *this;
-  }
-
-  const std::string& filename_prefix() const { return filename_prefix_; }
-  const std::function<double(engine::Engine&)>& score_function() const { return score_function_; }
-  const std::optional<std::string>& score_name() const { return score_name_; }
-  std::optional<int> n_saved() const { return n_saved_; }
-  const std::function<int64_t(engine::Engine&, const engine::Event&)>& global_step_transform() const {
-    return global_step_transform_;
-  }
-  const std::optional<std::string>& filename_pattern() const { return filename_pattern_; }
-  bool greater_or_equal() const { return greater_or_equal_; }
-  bool include_self() const { return include_self_; }
-
- private:
-  std::string filename_prefix_;
-  std::function<double(engine::Engine&)> score_function_;
-  std::optional<std::string> score_name_;
-  std::optional<int> n_saved_ = 1;
-  std::function<int64_t(engine::Engine&, const engine::Event&)> global_step_transform_;
-  std::optional<std::string> filename_pattern_;
-  bool greater_or_equal_ = false;
-  bool include_self_ = false;
+  KINDLING_ARG(bool, include_self) = false;
 };
 
 class KINDLING_API Checkpoint : public std::enable_shared_from_this<Checkpoint> {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kindling/export.h"
+#include "kindling/options.h"
 
 namespace kindling {
 namespace handlers {
@@ -17,33 +18,16 @@ namespace handlers {
 /// Options of DiskSaver (chain the setters), ignite's arguments.
 struct KINDLING_API DiskSaverOptions {
   /// Temporary file + fsync + rename + fsync of the folder (default true).
-  DiskSaverOptions& atomic(bool v) {
-    atomic_ = v;
-    return *this;
-  }
-  /// Create the folder (and its parents) when missing (default true).
-  DiskSaverOptions& create_dir(bool v) {
-    create_dir_ = v;
-    return *this;
-  }
-  /// Refuse a folder that already holds .pt files (default true, as ignite).
-  DiskSaverOptions& require_empty(bool v) {
-    require_empty_ = v;
-    return *this;
-  }
-  /// The rank that writes (default 0); the others do nothing.
-  DiskSaverOptions& save_on_rank(int v) {
-    save_on_rank_ = v;
-    return *this;
-  }
-  bool atomic() const { return atomic_; }
-  bool create_dir() const { return create_dir_; }
-  bool require_empty() const { return require_empty_; }
-  int save_on_rank() const { return save_on_rank_; }
+  KINDLING_ARG(bool, atomic) = true;
 
- private:
-  bool atomic_ = true, create_dir_ = true, require_empty_ = true;
-  int save_on_rank_ = 0;
+  /// Create the folder (and its parents) when missing (default true).
+  KINDLING_ARG(bool, create_dir) = true;
+
+  /// Refuse a folder that already holds .pt files (default true, as ignite).
+  KINDLING_ARG(bool, require_empty) = true;
+
+  /// The rank that writes (default 0); the others do nothing.
+  KINDLING_ARG(int, save_on_rank) = 0;
 };
 
 /// Writes and removes files in one folder. Construct it on every rank; only save_on_rank

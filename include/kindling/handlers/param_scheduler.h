@@ -36,6 +36,7 @@
 #include "kindling/engine/engine.h"
 #include "kindling/engine/state_dict.h"
 #include "kindling/export.h"
+#include "kindling/options.h"
 
 namespace kindling {
 namespace handlers {
@@ -119,38 +120,26 @@ class KINDLING_API ParamScheduler : public std::enable_shared_from_this<ParamSch
 class KINDLING_API CyclicalOptions {
  public:
   /// Factor of cycle_size (and warmup_duration) at the end of each cycle (> 0; default 1).
-  CyclicalOptions& cycle_mult(double v) { return set(cycle_mult_, v); }
+  KINDLING_ARG(double, cycle_mult) = 1.0;
+
   /// Factor of start_value at the end of each cycle (default 1).
-  CyclicalOptions& start_value_mult(double v) { return set(start_value_mult_, v); }
+  KINDLING_ARG(double, start_value_mult) = 1.0;
+
   /// Factor of end_value at the end of each cycle (default 1).
-  CyclicalOptions& end_value_mult(double v) { return set(end_value_mult_, v); }
+  KINDLING_ARG(double, end_value_mult) = 1.0;
+
   /// Events of linear warm-up after each cycle, from end_value back to the next start_value (>= 0; default 0).
-  CyclicalOptions& warmup_duration(int64_t v) { return set(warmup_duration_, v); }
+  KINDLING_ARG(int64_t, warmup_duration) = 0;
+
   /// LinearCyclicalScheduler only: go from start to end over the whole cycle, not there and back.
-  CyclicalOptions& monotonic(bool v) { return set(monotonic_, v); }
+  KINDLING_ARG(bool, monotonic) = false;
+
   /// Keep the values set in param_history() (default false).
-  CyclicalOptions& save_history(bool v) { return set(save_history_, v); }
+  KINDLING_ARG(bool, save_history) = false;
+
   /// Set only this parameter group (default: every group).
-  CyclicalOptions& param_group_index(int64_t v) { return set(param_group_index_, std::optional<int64_t>(v)); }
+  KINDLING_ARG(std::optional<int64_t>, param_group_index);
 
-  double cycle_mult() const { return cycle_mult_; }
-  double start_value_mult() const { return start_value_mult_; }
-  double end_value_mult() const { return end_value_mult_; }
-  int64_t warmup_duration() const { return warmup_duration_; }
-  bool monotonic() const { return monotonic_; }
-  bool save_history() const { return save_history_; }
-  std::optional<int64_t> param_group_index() const { return param_group_index_; }
-
- private:
-  template <typename T>
-  CyclicalOptions& set(T& field, T value) {
-    field = value;
-    return *this;
-  }
-  double cycle_mult_ = 1.0, start_value_mult_ = 1.0, end_value_mult_ = 1.0;
-  int64_t warmup_duration_ = 0;
-  bool monotonic_ = false, save_history_ = false;
-  std::optional<int64_t> param_group_index_;
 };
 
 /// ignite's CyclicalScheduler: cycles of cycle_size events from start_value (through end_value),

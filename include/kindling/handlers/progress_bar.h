@@ -12,7 +12,8 @@
 /// of the epoch and at the end of the epoch instead of redrawing.
 ///
 /// \code
-///   auto bar = std::make_shared<kindling::handlers::ProgressBar>(kindling::handlers::ProgressBarOptions().persist(true));
+///   auto bar =
+///   std::make_shared<kindling::handlers::ProgressBar>(kindling::handlers::ProgressBarOptions().persist(true));
 ///   bar->attach(trainer, {"running_loss"});
 /// \endcode
 ///
@@ -29,6 +30,7 @@
 
 #include "kindling/engine/engine.h"
 #include "kindling/export.h"
+#include "kindling/options.h"
 
 namespace kindling {
 namespace handlers {
@@ -36,50 +38,23 @@ namespace handlers {
 /// Options of ProgressBar (chain the setters).
 struct KINDLING_API ProgressBarOptions {
   /// Keep each epoch's finished line on a terminal (default false: cleared, as ignite).
-  ProgressBarOptions& persist(bool v) {
-    persist_ = v;
-    return *this;
-  }
+  KINDLING_ARG(bool, persist) = false;
+
   /// Characters of the bar itself (default 10).
-  ProgressBarOptions& bar_width(int v) {
-    bar_width_ = v;
-    return *this;
-  }
+  KINDLING_ARG(int, bar_width) = 10;
+
   /// Without a terminal: print a line every this many iterations of the epoch (default 100).
-  ProgressBarOptions& every(int64_t v) {
-    every_ = v;
-    return *this;
-  }
+  KINDLING_ARG(int64_t, every) = 100;
+
   /// Draw the bar with '#' instead of Unicode blocks (default: blocks when the locale is UTF-8).
-  ProgressBarOptions& ascii(bool v) {
-    ascii_ = v;
-    return *this;
-  }
+  KINDLING_ARG(std::optional<bool>, ascii);
+
   /// Where to write (default stderr).
-  ProgressBarOptions& stream(std::FILE* v) {
-    stream_ = v;
-    return *this;
-  }
+  KINDLING_ARG(std::FILE*, stream) = stderr;
+
   /// Treat the stream as a terminal or not (default: isatty on it, or the launcher says it
   /// relays the stream to a terminal: KINDLING_STDERR_TERMINAL / KINDLING_STDOUT_TERMINAL=1).
-  ProgressBarOptions& terminal(bool v) {
-    terminal_ = v;
-    return *this;
-  }
-  bool persist() const { return persist_; }
-  int bar_width() const { return bar_width_; }
-  int64_t every() const { return every_; }
-  std::optional<bool> ascii() const { return ascii_; }
-  std::FILE* stream() const { return stream_; }
-  std::optional<bool> terminal() const { return terminal_; }
-
- private:
-  bool persist_ = false;
-  int bar_width_ = 10;
-  int64_t every_ = 100;
-  std::optional<bool> ascii_;
-  std::FILE* stream_ = stderr;
-  std::optional<bool> terminal_;
+  KINDLING_ARG(std::optional<bool>, terminal);
 };
 
 class KINDLING_API ProgressBar : public std::enable_shared_from_this<ProgressBar> {

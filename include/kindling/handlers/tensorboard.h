@@ -56,9 +56,8 @@ namespace handlers {
 /// each logged as "<tag>/<name>" (ignite's output_transform returning a dict).
 using OutputScalarsTransform = std::function<std::map<std::string, double>(const engine::Value& output)>;
 
-/// The step a handler logs at, from the engine firing and the event fired (ignite's
-/// global_step_transform(engine, event_name)).
-using GlobalStepTransform = std::function<int64_t(engine::Engine& engine, const engine::Event& event)>;
+/// The step a handler logs at (kindling/engine/engine.h).
+using GlobalStepTransform = engine::GlobalStepTransform;
 
 /// ignite's global_step_from_engine: a GlobalStepTransform that reads `other`'s counters
 /// instead of those of the engine firing; typically an evaluator's handler logging at the

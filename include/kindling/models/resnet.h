@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "kindling/export.h"
+#include "kindling/options.h"
 #include "kindling/nn/batchnorm.h"
 
 namespace kindling {
@@ -40,42 +41,22 @@ namespace models {
 /// Setters and getters do not check or throw; the ResNet constructor checks the values.
 struct KINDLING_API ResNetOptions {
   /// Outputs of the final fully connected layer (default 1000).
-  ResNetOptions& num_classes(int64_t v) {
-    num_classes_ = v;
-    return *this;
-  }
+  KINDLING_ARG(int64_t, num_classes) = 1000;
+
   /// Channels of the input images (default 3); only conv1 changes.
-  ResNetOptions& in_channels(int64_t v) {
-    in_channels_ = v;
-    return *this;
-  }
+  KINDLING_ARG(int64_t, in_channels) = 3;
+
   /// Zero the weight of the last BatchNorm of every residual block (bn2 of a BasicBlock,
   /// bn3 of a Bottleneck), so that each block starts as the identity (torchvision's
   /// zero_init_residual, default false).
-  ResNetOptions& zero_init_residual(bool v) {
-    zero_init_residual_ = v;
-    return *this;
-  }
+  KINDLING_ARG(bool, zero_init_residual) = false;
+
   /// Small-input stem (default false): conv1 becomes a 3x3 convolution with stride 1 and
   /// padding 1 (still 64 output channels, no bias) and the max pooling is removed, so a
   /// 32x32 image reaches layer4 as 4x4 instead of 1x1. This is the common CIFAR variant of
   /// ResNet; it is not in torchvision. Parameter names do not change (conv1.weight is
   /// [64, in_channels, 3, 3] instead of [64, in_channels, 7, 7]).
-  ResNetOptions& cifar_stem(bool v) {
-    cifar_stem_ = v;
-    return *this;
-  }
-
-  int64_t num_classes() const { return num_classes_; }
-  int64_t in_channels() const { return in_channels_; }
-  bool zero_init_residual() const { return zero_init_residual_; }
-  bool cifar_stem() const { return cifar_stem_; }
-
- private:
-  int64_t num_classes_ = 1000;
-  int64_t in_channels_ = 3;
-  bool zero_init_residual_ = false;
-  bool cifar_stem_ = false;
+  KINDLING_ARG(bool, cifar_stem) = false;
 };
 
 /// The residual block type: BasicBlock (two 3x3 convolutions, expansion 1; ResNet-18/34)

@@ -41,6 +41,7 @@
 
 #include "kindling/dist/group.h"
 #include "kindling/export.h"
+#include "kindling/options.h"
 
 namespace kindling {
 namespace nn {
@@ -50,49 +51,25 @@ namespace nn {
 struct KINDLING_API DdpOptions {
   /// Bucket size in MiB (default 25, as PyTorch), positive. The first bucket is capped at
   /// 1 MiB so that communication starts early in backward.
-  DdpOptions& bucket_cap_mb(double v) {
-    bucket_cap_mb_ = v;
-    return *this;
-  }
+  KINDLING_ARG(double, bucket_cap_mb) = 25.0;
+
   /// Allow parameters that get no gradient in an iteration (PyTorch's
   /// find_unused_parameters). Costs one extra small all-reduce per iteration. Without it,
   /// a parameter that gets no gradient is an error naming it (kindling::UsageError at the
   /// end of backward, on the rank that did not use it).
-  DdpOptions& find_unused_parameters(bool v) {
-    find_unused_parameters_ = v;
-    return *this;
-  }
+  KINDLING_ARG(bool, find_unused_parameters) = false;
+
   /// Broadcast buffers (BatchNorm statistics...) from the group's first rank (rank 0 for the
   /// world) before each forward that has gradients enabled and sync on (default true).
-  DdpOptions& broadcast_buffers(bool v) {
-    broadcast_buffers_ = v;
-    return *this;
-  }
+  KINDLING_ARG(bool, broadcast_buffers) = true;
+
   /// The group whose ranks train together (default: the world).
-  DdpOptions& group(dist::Group v) {
-    group_ = std::move(v);
-    return *this;
-  }
+  KINDLING_ARG(dist::Group, group);
+
   /// idist's sync_bn: in a distributed run, switch every kindling::nn::BatchNorm2d of the
   /// model to batch statistics over the group (convert_sync_batchnorm, which also says
   /// why torch::nn::BatchNorm layers are refused). Default false.
-  DdpOptions& sync_batchnorm(bool v) {
-    sync_batchnorm_ = v;
-    return *this;
-  }
-
-  double bucket_cap_mb() const { return bucket_cap_mb_; }
-  bool find_unused_parameters() const { return find_unused_parameters_; }
-  bool broadcast_buffers() const { return broadcast_buffers_; }
-  const dist::Group& group() const { return group_; }
-  bool sync_batchnorm() const { return sync_batchnorm_; }
-
- private:
-  double bucket_cap_mb_ = 25.0;
-  bool find_unused_parameters_ = false;
-  bool broadcast_buffers_ = true;
-  bool sync_batchnorm_ = false;
-  dist::Group group_;
+  KINDLING_ARG(bool, sync_batchnorm) = false;
 };
 
 /// The gradient synchronisation engine of DistributedDataParallel, for any list of
