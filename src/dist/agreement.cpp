@@ -24,10 +24,10 @@ namespace {
 using ::kindling::detail::get_env;
 
 // kindling's own variables; KINDLING_RUN* and the relay flags are set by its launchers.
-const char* const kKnown[] = {"KINDLING_LOG_LEVEL",       "KINDLING_STALL_TIMEOUT",     "KINDLING_DISTRIBUTED_DEBUG",
-                              "KINDLING_MPI_NO_SHM",      "KINDLING_MPI_SHM_SEGMENT",   "KINDLING_MPI_SHM_MIN_BYTES",
-                              "KINDLING_MPI_SHM_HEAP_MB", "KINDLING_RUN",               "KINDLING_RUN_ID",
-                              "KINDLING_PARALLEL_CHILD",  "KINDLING_STDOUT_TERMINAL",   "KINDLING_STDERR_TERMINAL"};
+const char* const kKnown[] = {
+    "KINDLING_LOG_LEVEL",       "KINDLING_STALL_TIMEOUT",     "KINDLING_DISTRIBUTED_DEBUG", "KINDLING_MPI_NO_SHM",
+    "KINDLING_MPI_SHM_SEGMENT", "KINDLING_MPI_SHM_MIN_BYTES", "KINDLING_MPI_SHM_HEAP_MB",   "KINDLING_RUN",
+    "KINDLING_RUN_ID",          "KINDLING_PARALLEL_CHILD",    "KINDLING_STDOUT_TERMINAL",   "KINDLING_STDERR_TERMINAL"};
 
 // Edit distance, to tell a misspelt kindling variable from a program's own KINDLING_* names.
 std::size_t distance(const std::string& a, const std::string& b) {
@@ -55,16 +55,16 @@ void check_int64(const char* name, long long minimum) {
                  "' is not a whole number >= ", minimum, "; set it to such a number or unset it");
 }
 
-// (name, value) lines; the mpi shared-memory sizes only where they are used.
+// (name, value) lines; a backend's own variables (mpi's shared-memory sizes) where it uses them.
 std::string settings_text(const Runtime& rt) {
-  std::string text = "backend\t" + rt.backend_name + "\nkindling version\t" KINDLING_VERSION_STRING
-                     "\nLibTorch version\t" TORCH_VERSION "\ncollective fingerprints (KINDLING_DISTRIBUTED_DEBUG or "
+  std::string text = "backend\t" + rt.backend_name +
+                     "\nkindling version\t" KINDLING_VERSION_STRING "\nLibTorch version\t" TORCH_VERSION
+                     "\ncollective fingerprints (KINDLING_DISTRIBUTED_DEBUG or "
                      "TORCH_DISTRIBUTED_DEBUG)\t" +
                      std::string(fingerprints_enabled() ? "DETAIL" : "off") + "\n";
-  if (rt.backend_name == "mpi") {
-    for (const char* name : {"KINDLING_MPI_NO_SHM", "KINDLING_MPI_SHM_SEGMENT", "KINDLING_MPI_SHM_MIN_BYTES",
-                             "KINDLING_MPI_SHM_HEAP_MB"})
-      text += std::string(name) + "\t" + get_env(name).value_or("(unset)") + "\n";
+  if (rt.traits != nullptr) {
+    for (const std::string& name : rt.traits->agreed_variables)
+      text += name + "\t" + get_env(name).value_or("(unset)") + "\n";
   }
   return text;
 }
@@ -95,9 +95,9 @@ std::vector<std::optional<std::string>> gather_on_engine(Runtime& rt, const std:
   try {
     rt.world->comm->all_gather(outs, in)->wait(rt.world->timeout);
   } catch (const std::exception& e) {
-    throw CommunicationError(::kindling::detail::rank_prefix() +
-                             "kindling::dist::initialize: the ranks' settings could not be exchanged: " +
-                             engine_message(e));
+    throw CommunicationError(
+        ::kindling::detail::rank_prefix() +
+        "kindling::dist::initialize: the ranks' settings could not be exchanged: " + engine_message(e));
   }
   std::vector<std::optional<std::string>> out;
   for (int r = 0; r < rt.world_size; ++r) out.emplace_back(reinterpret_cast<const char*>(all[r].data_ptr<uint8_t>()));
@@ -131,8 +131,10 @@ void validate_kindling_environment() {
       if (d < best) best = d, closest = known;
     }
     if (closest != nullptr)
-      log(LogLevel::kWarning, "kindling::dist::initialize: warning: " + name + " is not a kindling variable and "
-                                  "has no effect; did you mean " + closest + "?");
+      log(LogLevel::kWarning, "kindling::dist::initialize: warning: " + name +
+                                  " is not a kindling variable and "
+                                  "has no effect; did you mean " +
+                                  closest + "?");
   }
 }
 
@@ -180,9 +182,11 @@ void check_settings_agree(Runtime& rt) {
       for (std::size_t i = 0; i < ranks.size(); ++i) differences += (i ? "," : "") + std::to_string(ranks[i]);
     }
   }
-  KINDLING_CHECK(differences.empty(), "kindling::dist::initialize: the ranks disagree on settings that must be the same "
+  KINDLING_CHECK(differences.empty(),
+                 "kindling::dist::initialize: the ranks disagree on settings that must be the same "
                  "on every rank (they would wait for each other at the first collective until the timeout): ",
-                 differences, ". Start every rank with the same program, backend and KINDLING_* / "
+                 differences,
+                 ". Start every rank with the same program, backend and KINDLING_* / "
                  "TORCH_DISTRIBUTED_DEBUG environment");
 }
 

@@ -11,14 +11,6 @@
 namespace kindling {
 namespace dist {
 namespace detail {
-namespace {
-
-bool looks_like_timeout(const std::string& msg) {
-  return msg.find("imed out") != std::string::npos || msg.find("imeout") != std::string::npos;
-}
-
-}  // namespace
-
 using ::kindling::detail::rank_prefix;
 
 namespace {
@@ -37,8 +29,7 @@ void check_usable(const char* name) {
   std::lock_guard<std::mutex> lock(rt.mu);
   throw CommunicationError(rank_prefix() + "kindling::dist::" + name +
                            ": an earlier collective failed, so the process group cannot be used any more (" +
-                           rt.broken_reason.substr(0, 300) +
-                           (rt.broken_reason.size() > 300 ? "..." : "") +
+                           rt.broken_reason.substr(0, 300) + (rt.broken_reason.size() > 300 ? "..." : "") +
                            "). Let the error end the process, or finalize() and initialize() again");
 }
 
@@ -47,17 +38,16 @@ void check_usable(const char* name) {
   const std::string engine_msg = engine_message(e);
   const std::string where = rank_prefix() + "kindling::dist::" + name + " on the " + g.label() + " (collective #" +
                             std::to_string(seq) + " of this rank on it)";
-  if (looks_like_timeout(engine_msg)) {
-    std::string diagnosis = rt.monitor ? rt.monitor->diagnose(g, seq, name)
-                                       : std::string("no progress information (the ") + rt.backend_name +
-                                             " backend has no shared store)";
+  if (dynamic_cast<const EngineTimeout*>(&e) != nullptr) {
+    std::string diagnosis =
+        rt.monitor ? rt.monitor->diagnose(g, seq, name)
+                   : std::string("no progress information (the ") + rt.backend_name + " backend has no shared store)";
     throw TimeoutError(mark_broken(where + " timed out after " + std::to_string(g.timeout.count()) + " ms; " +
                                    diagnosis +
                                    ". Every rank of the group must call the same collectives in the same order: look "
                                    "for a rank that skips this call or calls another one, or raise "
                                    "InitOptions::timeout if a rank is only slow. The " +
-                                   rt.backend_name + " engine said: " + engine_msg +
-                                   [&] {
+                                   rt.backend_name + " engine said: " + engine_msg + [&] {
                                      const std::string at = ranks_behind_addresses(engine_msg);
                                      return at.empty() ? std::string() : " (" + at + ")";
                                    }()));
@@ -68,8 +58,9 @@ void check_usable(const char* name) {
       where + " failed in the " + rt.backend_name + " engine: " + engine_msg +
       (lost.empty() ? " A peer process has probably exited or crashed: look at the other ranks' output for the "
                       "first error."
-                    : " (" + lost + "). That peer has probably exited, crashed, or lost its host or link: look at "
-                      "its output for the first error.")));
+                    : " (" + lost +
+                          "). That peer has probably exited, crashed, or lost its host or link: look at "
+                          "its output for the first error.")));
 }
 
 std::chrono::milliseconds wait_timeout(const GroupState& g, bool p2p) {
@@ -97,9 +88,8 @@ std::string stall_error(const StallMonitor& monitor, const GroupState& g, const 
   std::ostringstream period;
   period << monitor.stall_period().count() / 1000.0;
   return mark_broken(rank_prefix() + "kindling::dist::" + name + " on the " + g.label() + " (collective #" +
-                     std::to_string(seq) + " of this rank on it) gave up after " + std::to_string(waited) +
-                     " s: " + stalled + ". A rank that makes no collective progress for the stall period (" +
-                     period.str() +
+                     std::to_string(seq) + " of this rank on it) gave up after " + std::to_string(waited) + " s: " +
+                     stalled + ". A rank that makes no collective progress for the stall period (" + period.str() +
                      " s; InitOptions::stall_timeout or KINDLING_STALL_TIMEOUT) holds up the whole job, so "
                      "every waiting rank stops. If a rank is legitimately busy that long (a long evaluation or "
                      "checkpoint on one rank), raise the stall period; 0 turns the check off.");
@@ -172,10 +162,13 @@ void wait_op(PendingOp& op, GroupState& g, const char* name, int64_t seq, bool p
   check_usable(name);
   auto& rt = runtime();
   StallMonitor* monitor = rt.monitor.get();
-  if (monitor != nullptr && rt.backend_name == "gloo") return wait_in_slices(op, *monitor, g, name, seq, p2p, timeout);
-  // nccl's waits do not block the CPU; mpi's point-to-point waits are not watched (as
-  // gloo's, where a receive may legitimately wait long for its sender).
-  if (monitor != nullptr && rt.backend_name == "mpi" && !p2p) return wait_watched(op, *monitor, g, name, seq, timeout);
+  const StallWatch watch = rt.traits != nullptr ? rt.traits->stall_watch : StallWatch::kNone;
+  if (monitor != nullptr && watch == StallWatch::kSlices)
+    return wait_in_slices(op, *monitor, g, name, seq, p2p, timeout);
+  // Point-to-point waits in one piece are not watched (as in slices, where a receive may
+  // legitimately wait long for its sender).
+  if (monitor != nullptr && watch == StallWatch::kInside && !p2p)
+    return wait_watched(op, *monitor, g, name, seq, timeout);
   op.wait(timeout);
 }
 

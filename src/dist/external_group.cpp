@@ -5,7 +5,8 @@
 
 #include "common/env.h"
 #include "dist/backends/c10d/c10d_compat.h"
-#include "dist/backends/gloo/gloo_backend.h"
+#include "dist/backends/c10d/c10d_backend.h"
+#include "dist/backends/registry.h"
 #include "dist/runtime.h"
 #include "kindling/dist/c10d.h"
 #include "kindling/error.h"
@@ -28,8 +29,8 @@ void sync() {
   const int size = pg->getSize();
   std::optional<int> local = get_env_int("LOCAL_RANK");
   const auto timeout = rt.external_timeout;
-  detail::install_model(detail::make_external_c10d_backend(pg, store, rt.external_backend, timeout), rank, size,
-                        timeout, detail::default_stall_period(), local);
+  detail::install_model(detail::adopt_c10d_group(pg, store, rt.external_backend, timeout), rank, size, timeout,
+                        detail::default_stall_period(), local);
 }
 
 void use_process_group(c10::intrusive_ptr<::c10d::ProcessGroup> pg, c10::intrusive_ptr<::c10d::Store> store,
@@ -53,8 +54,12 @@ void use_process_group(c10::intrusive_ptr<::c10d::ProcessGroup> pg, c10::intrusi
 void use_process_group(c10::intrusive_ptr<::c10d::Backend> engine, c10::intrusive_ptr<::c10d::Store> store,
                        std::string backend, std::chrono::milliseconds timeout) {
   KINDLING_CHECK(engine, "kindling::dist::use_process_group: the backend is null");
-  const bool nccl = backend == "nccl";
-  auto pg = detail::as_process_group(engine, store, backend, detail::EngineDevices{!nccl, true}, "0");
+  // The devices the engine serves, as its backend's traits say (both for a name kindling
+  // does not know).
+  const detail::BackendTraits* traits = detail::find_backend(backend);
+  const detail::EngineDevices devices{traits == nullptr || traits->serves_cpu,
+                                      traits == nullptr || traits->serves_cuda};
+  auto pg = detail::as_process_group(engine, store, backend, devices, "0");
   use_process_group(std::move(pg), std::move(store), std::move(backend), timeout);
 }
 #endif

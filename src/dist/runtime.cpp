@@ -18,10 +18,9 @@
 #include "common/env.h"
 #include "common/identity.h"
 #include "common/strings.h"
-#include "dist/backends/gloo/gloo_backend.h"
-#include "dist/backends/mpi/mpi_backend.h"
-#include "dist/backends/nccl/nccl_backend.h"
 #include "dist/agreement.h"
+#include "dist/backends/registry.h"
+#include "dist/init_options.h"
 #include "dist/layout.h"
 #include "kindling/config.h"
 #include "kindling/dist/launch_env.h"
@@ -66,6 +65,7 @@ void install_model(std::unique_ptr<Backend> backend, int rank, int world_size, s
   world->comm = backend->world();
   world->timeout = timeout;
   rt.backend_name = backend->name();
+  rt.traits = find_backend(rt.backend_name);
   rt.rank = rank;
   rt.world_size = world_size;
   rt.world = world;
@@ -115,19 +115,7 @@ void refuse_serial_in_launched_world() {
 
 }  // namespace
 
-std::vector<std::string> available_backends() {
-  std::vector<std::string> out{"serial"};
-#if KINDLING_HAS_NCCL
-  out.push_back("nccl");
-#endif
-#if KINDLING_HAS_GLOO
-  out.push_back("gloo");
-#endif
-#if KINDLING_HAS_MPI
-  out.push_back("mpi");
-#endif
-  return out;
-}
+std::vector<std::string> available_backends() { return detail::built_backends(); }
 
 namespace {
 
@@ -140,59 +128,9 @@ void ignore_broken_pipes() {
   if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
 }
 
-void initialize_model(const std::string& backend, const InitOptions& options) {
-  auto& rt = runtime();
-  // ignite's check, first: on a machine without CUDA the build's nccl support is moot.
-  KINDLING_CHECK(backend != "nccl" || at::hasCUDA(),
-                 "kindling::dist::initialize(\"nccl\"): nccl backend is required but no cuda capable devices were "
-                 "found (this LibTorch has no CUDA, or no GPU is visible); use the gloo backend on CPU");
-  auto backends = available_backends();
-  if (std::find(backends.begin(), backends.end(), backend) == backends.end()) {
-    std::string hint;
-    if (backend == "nccl")
-      hint = " (this kindling was built without nccl: configure a CUDA LibTorch with -DKINDLING_WITH_NCCL=ON)";
-    if (backend == "mpi") hint = " (mpi needs Open MPI and -DKINDLING_WITH_MPI=ON)";
-    if (backend == "gloo") hint = " (gloo needs -DKINDLING_WITH_GLOO=ON)";
-    KINDLING_CHECK(false, "kindling::dist::initialize: unknown or unavailable backend '", backend, "'", hint,
-                   ". Available backends: ", ::kindling::detail::join(backends));
-  }
-  KINDLING_CHECK(rt.world == nullptr, "kindling::dist::initialize: already initialized with backend '", rt.backend_name,
-                 "'; call kindling::dist::finalize() before initializing again");
-  KINDLING_CHECK(options.timeout().count() > 0, "kindling::dist::initialize: timeout must be positive, got ",
-                 options.timeout().count(), " ms");
-  KINDLING_CHECK(!options.stall_timeout() || options.stall_timeout()->count() >= 0,
-                 "kindling::dist::initialize: stall_timeout must be >= 0 (0 turns stall detection off), got ",
-                 options.stall_timeout() ? options.stall_timeout()->count() : 0, " ms");
-  const auto stall_period = options.stall_timeout() ? *options.stall_timeout() : detail::default_stall_period();
-  detail::validate_kindling_environment();
-  if (backend == "serial") {
-    refuse_serial_in_launched_world();
-    return;
-  }
-  detail::record_uncaught_errors();
-  ignore_broken_pipes();
-  {
-    const std::string& m = options.init_method();
-    KINDLING_CHECK(m.rfind("env://", 0) == 0 || m.rfind("tcp://", 0) == 0 || m.rfind("file://", 0) == 0,
-                   "kindling::dist::initialize: unsupported init_method '", m,
-                   "'; use 'env://', 'tcp://host:port' or 'file:///path'");
-  }
-
-  KINDLING_CHECK(backend != "mpi" || options.init_method().rfind("env://", 0) == 0,
-                 "kindling::dist::initialize(\"mpi\"): init_method '", options.init_method(),
-                 "' does not apply: MPI's launcher (mpirun, srun --mpi=pmix) connects the ranks; leave it at env://");
-  auto snapshot = ::kindling::detail::snapshot_env();
-  const std::string& method = options.init_method();
-  detail::WorldConfig cfg;
-  cfg.init_method = method;
-  cfg.timeout = options.timeout();
-  cfg.stall_period = stall_period;
-  cfg.gloo_threads = options.gloo_threads();
-  // Who started us (launch_env.h): Slurm, torchrun / kindling-run, horovodrun, mpirun, PMIx
-  // or nobody. A launcher's values win over InitOptions::rank/world_size.
-  const LaunchEnvironment launch = detect_launch_environment();
-  for (const auto& w : launch.warnings) log(LogLevel::kWarning, "kindling::dist::initialize: warning: " + w);
-  const bool env_method = method.rfind("env://", 0) == 0;
+// This rank's place in the world: the launcher's environment wins over InitOptions.
+void resolve_ranks(const InitOptions& options, const LaunchEnvironment& launch, detail::WorldConfig& cfg) {
+  const bool env_method = cfg.init_method.rfind("env://", 0) == 0;
   KINDLING_CHECK(launch.launcher != "slurm" || (!options.rank() && !options.world_size()),
                  "kindling::dist::initialize: InitOptions rank/world_size must not be given under Slurm (SLURM_JOB_ID=",
                  get_env("SLURM_JOB_ID").value_or(""), "): Slurm sets them through SLURM_PROCID and SLURM_NTASKS");
@@ -221,15 +159,21 @@ void initialize_model(const std::string& backend, const InitOptions& options) {
   KINDLING_CHECK(cfg.rank >= 0 && cfg.rank < cfg.world_size, "kindling::dist::initialize: rank ", cfg.rank,
                  " is out of range for world size ", cfg.world_size, "; ranks are 0..", cfg.world_size - 1,
                  ". Check RANK and WORLD_SIZE");
-  std::optional<int> local_rank = launch.local_rank;
-  if (local_rank) {
-    KINDLING_CHECK(*local_rank >= 0 && *local_rank <= cfg.rank, "kindling::dist::initialize: LOCAL_RANK=", *local_rank,
-                   " must be between 0 and the rank (", cfg.rank, ")");
-  }
+  cfg.local_rank = launch.local_rank;
+  KINDLING_CHECK(!cfg.local_rank || (*cfg.local_rank >= 0 && *cfg.local_rank <= cfg.rank),
+                 "kindling::dist::initialize: LOCAL_RANK=", cfg.local_rank.value_or(0),
+                 " must be between 0 and the rank (", cfg.rank, ")");
+}
 
+// Where the ranks meet, for backends that meet through a rendezvous.
+void resolve_rendezvous(const detail::BackendTraits& traits, const LaunchEnvironment& launch,
+                        detail::WorldConfig& cfg) {
+  const std::string& method = cfg.init_method;
+  const bool env_method = method.rfind("env://", 0) == 0;
   if (env_method && !launch.master_addr_missing.empty()) {
-    // Several nodes and no rendezvous address: only the mpi backend can do without one.
-    KINDLING_CHECK(backend == "mpi", launch.master_addr_missing);
+    // Several nodes and no rendezvous address: only a backend whose launcher connects the
+    // ranks can do without one.
+    KINDLING_CHECK(!traits.own_launcher.empty(), launch.master_addr_missing);
   } else if (env_method) {
     cfg.master_addr = launch.master_addr ? *launch.master_addr : get_env("MASTER_ADDR").value_or("127.0.0.1");
     auto port = launch.master_port ? launch.master_port : get_env_int("MASTER_PORT");
@@ -241,45 +185,72 @@ void initialize_model(const std::string& backend, const InitOptions& options) {
     KINDLING_CHECK(cfg.master_port > 0 && cfg.master_port < 65536, "kindling::dist::initialize: port ", cfg.master_port,
                    " is out of range; use a free TCP port between 1 and 65535");
   }
-  // Write what the process now is into the environment (restored by finalize()).
+}
+
+// Writes what the process now is into the environment (restored by finalize()).
+void publish_environment(const detail::WorldConfig& cfg, const LaunchEnvironment& launch) {
   set_env("RANK", std::to_string(cfg.rank));
   set_env("WORLD_SIZE", std::to_string(cfg.world_size));
-  if (local_rank) set_env("LOCAL_RANK", std::to_string(*local_rank));
+  if (cfg.local_rank) set_env("LOCAL_RANK", std::to_string(*cfg.local_rank));
   if (launch.local_world_size) set_env("LOCAL_WORLD_SIZE", std::to_string(*launch.local_world_size));
   if (launch.node_rank) set_env("GROUP_RANK", std::to_string(*launch.node_rank));
   if (!cfg.master_addr.empty()) {
     set_env("MASTER_ADDR", cfg.master_addr);
     set_env("MASTER_PORT", std::to_string(cfg.master_port));
   }
+}
 
-  cfg.local_rank = local_rank;
-  std::unique_ptr<detail::Backend> impl;
+// Starts the engine and installs the distributed model; on failure the environment is
+// restored and every exception leaves as a kindling::Error.
+void start_engine(const detail::BackendTraits& traits, const detail::WorldConfig& cfg,
+                  std::vector<std::string> snapshot) {
   try {
-#if KINDLING_HAS_NCCL
-    if (backend == "nccl") impl = detail::make_nccl_backend(cfg);
-#endif
-#if KINDLING_HAS_GLOO
-    if (backend == "gloo") impl = detail::make_gloo_backend(cfg);
-#endif
-#if KINDLING_HAS_MPI
-    if (backend == "mpi") impl = detail::make_mpi_backend(cfg, launch.launcher);
-#endif
-    KINDLING_INTERNAL_ASSERT(impl != nullptr, "backend '", backend, "' is listed but has no factory");
-    detail::install_model(std::move(impl), cfg.rank, cfg.world_size, cfg.timeout, stall_period, local_rank);
+    detail::install_model(traits.make(cfg), cfg.rank, cfg.world_size, cfg.timeout, cfg.stall_period, cfg.local_rank);
   } catch (const kindling::Error&) {
     ::kindling::detail::restore_env(snapshot);
     throw;
   } catch (const std::exception& e) {
-    // Every failure leaves the API as a kindling::Error.
     ::kindling::detail::restore_env(snapshot);
-    throw CommunicationError(::kindling::detail::rank_prefix() + "kindling::dist::initialize(\"" + backend +
+    throw CommunicationError(::kindling::detail::rank_prefix() + "kindling::dist::initialize(\"" + traits.name +
                              "\"): the engine failed to start: " + detail::engine_message(e) +
                              ". Check that every rank uses the same MASTER_ADDR/MASTER_PORT and world size.");
   }
+  auto& rt = runtime();
   rt.env_snapshot = std::move(snapshot);
   set_env("LOCAL_RANK", std::to_string(rt.local_rank));
   // As idist does for every backend: this rank's GPU becomes the current CUDA device.
   if (at::hasCUDA()) c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->setDevice(device());
+}
+
+void initialize_model(const std::string& backend, const InitOptions& options) {
+  const char* caller = "kindling::dist::initialize";
+  const detail::BackendTraits& traits = detail::usable_backend(backend, caller);
+  auto& rt = runtime();
+  KINDLING_CHECK(rt.world == nullptr, caller, ": already initialized with backend '", rt.backend_name,
+                 "'; call kindling::dist::finalize() before initializing again");
+  detail::check_init_options(traits, options, caller);
+  detail::validate_kindling_environment();
+  if (!traits.joins_ranks) {
+    refuse_serial_in_launched_world();
+    return;
+  }
+  detail::record_uncaught_errors();
+  ignore_broken_pipes();
+  auto snapshot = ::kindling::detail::snapshot_env();
+  detail::WorldConfig cfg;
+  cfg.init_method = options.init_method();
+  cfg.timeout = options.timeout();
+  cfg.stall_period = options.stall_timeout() ? *options.stall_timeout() : detail::default_stall_period();
+  cfg.gloo_threads = options.gloo_threads();
+  // Who started us (launch_env.h): Slurm, torchrun / kindling-run, horovodrun, mpirun, PMIx
+  // or nobody. A launcher's values win over InitOptions::rank/world_size.
+  const LaunchEnvironment launch = detect_launch_environment();
+  for (const auto& w : launch.warnings) log(LogLevel::kWarning, "kindling::dist::initialize: warning: " + w);
+  cfg.launcher = launch.launcher;
+  resolve_ranks(options, launch, cfg);
+  resolve_rendezvous(traits, launch, cfg);
+  publish_environment(cfg, launch);
+  start_engine(traits, cfg, std::move(snapshot));
 }
 
 }  // namespace
@@ -299,7 +270,7 @@ void finalize() {
   auto& rt = runtime();
   rt.monitor.reset();
   // (The mpi backend's own shared-memory path gives up cleanly, and MPI must be finalized.)
-  const bool broken = rt.broken.exchange(false) && rt.backend_name != "mpi";
+  const bool broken = rt.broken.exchange(false) && (rt.traits == nullptr || rt.traits->abandon_engine_after_failure);
   for (auto& weak : rt.groups) {
     if (auto g = weak.lock()) {
       g->valid = false;
@@ -318,6 +289,7 @@ void finalize() {
   rt.external_pg.reset();
   rt.external_store.reset();
   rt.backend_name = "serial";
+  rt.traits = nullptr;
   rt.rank = 0;
   rt.world_size = 1;
   rt.local_rank = 0;

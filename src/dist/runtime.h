@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dist/backends/backend.h"
+#include "dist/backends/registry.h"
 #include "dist/stall_monitor.h"
 
 namespace c10d {
@@ -26,6 +27,9 @@ struct Runtime {
   std::vector<std::weak_ptr<GroupState>> groups;
   std::unique_ptr<StallMonitor> monitor;
   std::string backend_name = "serial";
+  // What generic code asks about the backend; null in the serial model and for an adopted
+  // c10d group of an engine kindling does not know.
+  const BackendTraits* traits = nullptr;
   int rank = 0, world_size = 1, local_rank = 0, nproc_per_node = 1, nnodes = 1, node_rank = 0;
   int next_group_index = 1;
   std::optional<std::vector<std::string>> env_snapshot;

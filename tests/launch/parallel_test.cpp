@@ -48,7 +48,7 @@ TEST(ParallelOptionsCheck, EveryInvalidCombinationIsRejected) {
     {O("gloo").nnodes(2).node_rank(1), "only apply when this program starts the processes"},
     {O("gloo").nproc_per_node(2).timeout(std::chrono::milliseconds(0)), "timeout must be positive"},
 #if KINDLING_HAS_MPI
-    {O("mpi").nproc_per_node(2), "MPI programs are started by MPI's launcher. Run `mpirun -np 2"},
+    {O("mpi").nproc_per_node(2), "started and connected by MPI's launcher (mpirun, srun --mpi=pmix). Run `mpirun -np 2"},
 #endif
   };
   for (const auto& c : cases) {

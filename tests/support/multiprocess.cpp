@@ -16,7 +16,7 @@
 #include <iostream>
 #include <thread>
 
-#include "launch/supervisor.h"
+#include "supervisor/supervisor.h"
 
 namespace kindling {
 namespace testing {

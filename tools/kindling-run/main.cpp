@@ -13,14 +13,15 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "launch/elastic.h"
-#include "launch/supervisor.h"
+#include "supervisor/elastic.h"
+#include "supervisor/supervisor.h"
 
 namespace {
 
@@ -84,6 +85,82 @@ struct Options {
   std::vector<std::string> program;
 };
 
+// One option of the command line: `take()` gives its value (from "=value" or the next
+// argument), `flag_only()` refuses one. Throws UsageError for an unknown option.
+void set_option(Options& o, const std::string& arg, const std::string& name, const std::function<std::string()>& take,
+                const std::function<void()>& flag_only) {
+  if (name == "--nproc_per_node") {
+    o.nproc_per_node = parse_number(name, take());
+  } else if (name == "--nnodes") {
+    o.nnodes = parse_number(name, take());
+  } else if (name == "--node_rank") {
+    o.node_rank = parse_number(name, take());
+  } else if (name == "--master_addr") {
+    o.master_addr = take();
+    o.addr_given = true;
+  } else if (name == "--master_port") {
+    o.master_port = parse_number(name, take());
+    o.port_given = true;
+  } else if (name == "--grace_period") {
+    const std::string v = take();
+    char* end = nullptr;
+    o.grace_seconds = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0' || o.grace_seconds < 0) {
+      throw UsageError{"kindling-run: --grace_period expects seconds (a non-negative number), got '" + v + "'"};
+    }
+  } else if (name == "--max_restarts") {
+    o.max_restarts = parse_number(name, take());
+  } else if (name == "--rdzv_id") {
+    o.run_id = take();
+    if (o.run_id.empty() || o.run_id == "none")
+      throw UsageError{"kindling-run: --rdzv_id needs a non-empty identity other than 'none', got '" + o.run_id + "'"};
+  } else if (name == "--standalone") {
+    flag_only();
+    o.standalone = true;
+  } else if (name == "--no_prefix") {
+    flag_only();
+    o.prefix = false;
+  } else if (name == "--no_python") {
+    flag_only();
+  } else {
+    throw UsageError{"kindling-run: unknown option '" + arg + "'"};
+  }
+}
+
+// The options together: ranges and combinations. Throws UsageError.
+void check(const Options& o) {
+  if (o.program.empty()) throw UsageError{"kindling-run: no program given; put it after the options"};
+  if (o.nproc_per_node < 1) throw UsageError{"kindling-run: --nproc_per_node must be at least 1"};
+  if (o.nproc_per_node > kMaxProcPerNode) {
+    throw UsageError{"kindling-run: --nproc_per_node " + std::to_string(o.nproc_per_node) + " is more than " +
+                     std::to_string(kMaxProcPerNode) + " processes on one node; use at most one per core or GPU"};
+  }
+  if (o.nnodes < 1) throw UsageError{"kindling-run: --nnodes must be at least 1"};
+  if (o.node_rank >= o.nnodes) {
+    throw UsageError{"kindling-run: --node_rank " + std::to_string(o.node_rank) + " is out of range for --nnodes " +
+                     std::to_string(o.nnodes) + " (use 0.." + std::to_string(o.nnodes - 1) + ")"};
+  }
+  if (o.master_port < 1 || o.master_port > 65535) {
+    throw UsageError{"kindling-run: --master_port must be between 1 and 65535, got " + std::to_string(o.master_port)};
+  }
+  if (o.standalone) {
+    if (o.nnodes != 1)
+      throw UsageError{"kindling-run: --standalone runs one node; it cannot be combined with --nnodes " +
+                       std::to_string(o.nnodes)};
+    if (o.addr_given || o.port_given) {
+      throw UsageError{
+          "kindling-run: --standalone picks the rendezvous address itself; drop --master_addr/--master_port"};
+    }
+  }
+  if (o.nnodes > 1 && !o.addr_given) {
+    throw UsageError{"kindling-run: --nnodes " + std::to_string(o.nnodes) +
+                     " needs --master_addr, the address of node 0 that every node can reach (the default "
+                     "127.0.0.1 only works on one node)"};
+  }
+}
+
+// torchrun's spellings: "--name value" or "--name=value", dashes or underscores inside the
+// name; the program and its arguments follow the options (or "--").
 Options parse(int argc, char** argv) {
   Options o;
   int i = 1;
@@ -114,72 +191,10 @@ Options parse(int argc, char** argv) {
     auto flag_only = [&]() {
       if (has_value) throw UsageError{"kindling-run: " + name + " takes no value"};
     };
-    if (name == "--nproc_per_node") {
-      o.nproc_per_node = parse_number(name, take());
-    } else if (name == "--nnodes") {
-      o.nnodes = parse_number(name, take());
-    } else if (name == "--node_rank") {
-      o.node_rank = parse_number(name, take());
-    } else if (name == "--master_addr") {
-      o.master_addr = take();
-      o.addr_given = true;
-    } else if (name == "--master_port") {
-      o.master_port = parse_number(name, take());
-      o.port_given = true;
-    } else if (name == "--grace_period") {
-      const std::string v = take();
-      char* end = nullptr;
-      o.grace_seconds = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0' || o.grace_seconds < 0) {
-        throw UsageError{"kindling-run: --grace_period expects seconds (a non-negative number), got '" + v + "'"};
-      }
-    } else if (name == "--max_restarts") {
-      o.max_restarts = parse_number(name, take());
-    } else if (name == "--rdzv_id") {
-      o.run_id = take();
-      if (o.run_id.empty() || o.run_id == "none")
-        throw UsageError{"kindling-run: --rdzv_id needs a non-empty identity other than 'none', got '" + o.run_id + "'"};
-    } else if (name == "--standalone") {
-      flag_only();
-      o.standalone = true;
-    } else if (name == "--no_prefix") {
-      flag_only();
-      o.prefix = false;
-    } else if (name == "--no_python") {
-      flag_only();
-    } else {
-      throw UsageError{"kindling-run: unknown option '" + arg + "'"};
-    }
+    set_option(o, arg, name, take, flag_only);
   }
   for (; i < argc; ++i) o.program.push_back(argv[i]);
-  if (o.program.empty()) throw UsageError{"kindling-run: no program given; put it after the options"};
-  if (o.nproc_per_node < 1) throw UsageError{"kindling-run: --nproc_per_node must be at least 1"};
-  if (o.nproc_per_node > kMaxProcPerNode) {
-    throw UsageError{"kindling-run: --nproc_per_node " + std::to_string(o.nproc_per_node) + " is more than " +
-                     std::to_string(kMaxProcPerNode) + " processes on one node; use at most one per core or GPU"};
-  }
-  if (o.nnodes < 1) throw UsageError{"kindling-run: --nnodes must be at least 1"};
-  if (o.node_rank >= o.nnodes) {
-    throw UsageError{"kindling-run: --node_rank " + std::to_string(o.node_rank) + " is out of range for --nnodes " +
-                     std::to_string(o.nnodes) + " (use 0.." + std::to_string(o.nnodes - 1) + ")"};
-  }
-  if (o.master_port < 1 || o.master_port > 65535) {
-    throw UsageError{"kindling-run: --master_port must be between 1 and 65535, got " + std::to_string(o.master_port)};
-  }
-  if (o.standalone) {
-    if (o.nnodes != 1)
-      throw UsageError{"kindling-run: --standalone runs one node; it cannot be combined with --nnodes " +
-                       std::to_string(o.nnodes)};
-    if (o.addr_given || o.port_given) {
-      throw UsageError{
-          "kindling-run: --standalone picks the rendezvous address itself; drop --master_addr/--master_port"};
-    }
-  }
-  if (o.nnodes > 1 && !o.addr_given) {
-    throw UsageError{"kindling-run: --nnodes " + std::to_string(o.nnodes) +
-                     " needs --master_addr, the address of node 0 that every node can reach (the default "
-                     "127.0.0.1 only works on one node)"};
-  }
+  check(o);
   return o;
 }
 

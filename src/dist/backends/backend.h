@@ -2,9 +2,18 @@
 // Internal backend interface of kindling::dist. Each backend (gloo and nccl through c10d,
 // mpi on Open MPI) implements Communicator for one group of ranks and Backend to create
 // the world and its sub-groups. Ranks in this interface are group-local.
+//
+// The files a backend <name> provides, in src/dist/backends/<name>/:
+//   <name>_backend.h    declares <name>_traits() and the factory make_<name>_backend(WorldConfig)
+//   <name>_traits.cpp   defines <name>_traits() (registry.h's BackendTraits); compiled in every
+//                       build, it sets `make` only where KINDLING_HAS_<NAME> says the engine is built
+//   <name>_backend.cpp  the Backend and its factory (and more files as the engine needs), compiled
+//                       only with KINDLING_WITH_<NAME>
+// and one line in registry.cpp lists it. A wait that ends because the engine's own timeout
+// passed throws EngineTimeout (dist/base/engine_error.h); generic code asks the traits,
+// never the name.
 
 #include <ATen/core/Tensor.h>
-#include <c10/util/Exception.h>
 #include <c10/util/intrusive_ptr.h>
 
 #include <atomic>
@@ -15,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "dist/base/engine_error.h"
+#include "dist/base/world_config.h"
 #include "kindling/dist/dist.h"
 
 namespace c10d {
@@ -24,12 +35,6 @@ class Store;
 namespace kindling {
 namespace dist {
 namespace detail {
-
-/// The message of an engine exception, without LibTorch's C++ backtrace.
-inline std::string engine_message(const std::exception& e) {
-  if (auto* ce = dynamic_cast<const c10::Error*>(&e)) return ce->what_without_backtrace();
-  return e.what();
-}
 
 /// Asked during a wait whether to give up because a peer stalled: empty to go on, else the
 /// complete error message (built by the stall monitor's caller, dist/call.cpp).
@@ -117,17 +122,6 @@ struct NodeLayout {
   int nnodes = 1;
 };
 
-/// The store the stall monitor talks to (its own connection where the engine's store is a
-/// TCP client, so that a stuck read blocks nobody else) and who hosts it, for messages.
-struct MonitorTarget {
-  c10::intrusive_ptr<c10d::Store> store;
-  /// Global rank that hosts the store server; -1 when no rank does (torchrun's agent,
-  /// a file store, a store handed over by the user).
-  int host_rank = -1;
-  /// Who hosts it when host_rank is -1 ("torchrun's agent", "the file /x/y").
-  std::string host;
-};
-
 /// Creates the world communicator and sub-groups of one backend.
 class Backend {
  public:
@@ -144,18 +138,6 @@ class Backend {
   virtual MonitorTarget monitor_target();
   /// The node layout, when the engine provides it (else it comes from the environment).
   virtual std::optional<NodeLayout> layout() { return std::nullopt; }
-};
-
-struct WorldConfig {
-  int rank = 0;
-  int world_size = 1;
-  std::optional<int> local_rank;  // from the launcher's environment, when it says
-  std::string init_method;        // env://, tcp://..., file://...
-  std::string master_addr;
-  int master_port = 0;
-  std::chrono::milliseconds timeout{0};
-  std::chrono::milliseconds stall_period{0};  // 0: stall detection off
-  int gloo_threads = 2;
 };
 
 }  // namespace detail

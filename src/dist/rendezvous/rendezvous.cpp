@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/env.h"
+#include "dist/base/engine_error.h"
 #include "dist/rendezvous/probe.h"
 #include "dist/rendezvous/store_client.h"
 #include "kindling/error.h"

@@ -4,7 +4,7 @@
 // and Python ranks can share one job.
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
-#include "dist/backends/backend.h"
+#include "dist/base/world_config.h"
 
 namespace kindling {
 namespace dist {

@@ -34,6 +34,28 @@ void C10dBackend::adopt_world(c10::intrusive_ptr<c10d::ProcessGroup> pg) {
   world_ = std::make_shared<C10dCommunicator>(std::move(pg), /*owned=*/false);
 }
 
+std::unique_ptr<Backend> adopt_c10d_group(c10::intrusive_ptr<c10d::ProcessGroup> pg,
+                                          c10::intrusive_ptr<c10d::Store> store, const std::string& name,
+                                          std::chrono::milliseconds timeout) {
+  const int rank = pg->getRank();
+  const int size = pg->getSize();
+  const BackendTraits* traits = find_backend(name);
+  ProcessGroupFactory factory;
+  if (traits != nullptr && traits->adopted_groups) {
+    factory = traits->adopted_groups(timeout);
+  } else {
+    factory = [name](c10::intrusive_ptr<c10d::Store>, int, int,
+                     const std::string&) -> c10::intrusive_ptr<c10d::ProcessGroup> {
+      KINDLING_CHECK(false, "kindling::dist::new_group: cannot create groups for an external '", name,
+                     "' process group");
+      return {};
+    };
+  }
+  auto backend = std::make_unique<C10dBackend>(name, std::move(store), rank, size, timeout, std::move(factory));
+  backend->adopt_world(std::move(pg));
+  return backend;
+}
+
 std::shared_ptr<Communicator> C10dBackend::create_group(int group_index, const std::vector<int>& ranks,
                                                         int group_rank) {
   KINDLING_CHECK(store_,
@@ -49,8 +71,8 @@ std::shared_ptr<Communicator> C10dBackend::create_group(int group_index, const s
   } catch (const std::exception& e) {
     // The store itself failed: its host (rank 0, or torchrun's agent) closed or reset the
     // connection, most often because it exited.
-    throw CommunicationError(::kindling::detail::rank_prefix() + what + ": the rendezvous store failed: " +
-                             engine_message(e) +
+    throw CommunicationError(::kindling::detail::rank_prefix() + what +
+                             ": the rendezvous store failed: " + engine_message(e) +
                              ". The process that hosts it (rank 0, or the launcher's agent) has probably exited or "
                              "failed: check its output.");
   }
@@ -118,7 +140,8 @@ std::shared_ptr<Communicator> C10dBackend::join_group(int group_index, int size,
       const std::string message = engine_message(e);
       if (group_index == 0) record_world_places(*store_, world_size_);
       const std::string at = ranks_behind_addresses(message);
-      throw TimeoutError(::kindling::detail::rank_prefix() + what + ": connecting to the other ranks failed (rendezvous timeout " +
+      throw TimeoutError(::kindling::detail::rank_prefix() + what +
+                         ": connecting to the other ranks failed (rendezvous timeout " +
                          std::to_string(timeout_.count()) + " ms): " + message + (at.empty() ? "" : " (" + at + ")") +
                          ". Ranks that have not joined yet: " + missing_joiners(*store_, group_index, world_size_) +
                          ". Start every rank with the same WORLD_SIZE and rendezvous address, and check that the "
@@ -164,14 +187,14 @@ void store_based_barrier(c10d::Store& store, int group_index, int rank, int worl
   int64_t count = 0;
   while ((count = store.add(key, 0)) < world_size) {
     if (std::chrono::steady_clock::now() - start > timeout) {
-      throw TimeoutError(::kindling::detail::rank_prefix() + what + ": timed out after " +
-                         std::to_string(timeout.count()) + " ms waiting for all ranks: " + std::to_string(count) +
-                         " of " + std::to_string(world_size) +
-                         " arrived; kindling ranks that did not arrive: " +
-                         ranks_without(store, world_size, [group_index](int r) { return arrived_key(group_index, r); }) +
-                         " (not joined at all: " + missing_joiners(store, group_index, world_size) +
-                         "; a rank that joined but did not arrive could not connect to the others). Start every "
-                         "rank with the same WORLD_SIZE and rendezvous address, or raise the timeout.");
+      throw TimeoutError(
+          ::kindling::detail::rank_prefix() + what + ": timed out after " + std::to_string(timeout.count()) +
+          " ms waiting for all ranks: " + std::to_string(count) + " of " + std::to_string(world_size) +
+          " arrived; kindling ranks that did not arrive: " +
+          ranks_without(store, world_size, [group_index](int r) { return arrived_key(group_index, r); }) +
+          " (not joined at all: " + missing_joiners(store, group_index, world_size) +
+          "; a rank that joined but did not arrive could not connect to the others). Start every "
+          "rank with the same WORLD_SIZE and rendezvous address, or raise the timeout.");
     }
     std::this_thread::sleep_for(delay);
     if (delay < std::chrono::milliseconds(10)) delay *= 2;

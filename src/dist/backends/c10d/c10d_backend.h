@@ -12,16 +12,11 @@
 #include <vector>
 
 #include "dist/backends/backend.h"
+#include "dist/backends/registry.h"
 
 namespace kindling {
 namespace dist {
 namespace detail {
-
-/// Makes the process group of one group from its store (c10d_compat.h's group_store),
-/// the member's group rank, the group size and the group's name ("0" world, "<k>" k-th
-/// new_group).
-using ProcessGroupFactory = std::function<c10::intrusive_ptr<c10d::ProcessGroup>(
-    c10::intrusive_ptr<c10d::Store> store, int group_rank, int group_size, const std::string& group_name)>;
 
 /// Group creation mirrors torch.distributed: the world's process group lives under the
 /// store prefix "0", the k-th new_group under "<k>"; after each creation every rank of the
@@ -61,6 +56,14 @@ class C10dBackend : public Backend {
   ProcessGroupFactory factory_;
   std::shared_ptr<Communicator> world_;
 };
+
+/// Wraps a process group a user made with c10d (kindling/dist/c10d.h) as the world of a
+/// backend called `name`: new_group makes groups with the traits' adopted_groups of that
+/// name (refused with a kindling::UsageError where it has none, or without a store).
+/// Called by sync() on every rank; never throws itself.
+std::unique_ptr<Backend> adopt_c10d_group(c10::intrusive_ptr<c10d::ProcessGroup> pg,
+                                          c10::intrusive_ptr<c10d::Store> store, const std::string& name,
+                                          std::chrono::milliseconds timeout);
 
 /// Python torch.distributed's store-based barrier after creating group `group_index`
 /// (0 = world): every rank adds 1 to the version's barrier key (c10d_compat.h), the rank

@@ -60,6 +60,14 @@ at::Tensor reducible_form(const at::Tensor& t, bool gloo, std::function<void()>&
   return wide;
 }
 
+// c10d raises a plain c10::Error both when gloo or NCCL's watchdog gave up waiting and when
+// a peer failed (LibTorch 1.13 has no timeout type; 2.x's DistError subtypes do not single
+// out timeouts): their messages are the only signal ("Timed out waiting 1000ms for recv",
+// "Watchdog caught collective operation timeout").
+bool says_timed_out(const std::string& said) {
+  return said.find("imed out") != std::string::npos || said.find("imeout") != std::string::npos;
+}
+
 // Holds the c10d work and keeps the tensor lists it references alive until it is done.
 class C10dOp : public PendingOp {
  public:
@@ -70,7 +78,13 @@ class C10dOp : public PendingOp {
         keep_lists_(std::move(keep_lists)),
         on_done_(std::move(on_done)) {}
   void wait(std::chrono::milliseconds timeout) override {
-    work_->wait(timeout);
+    try {
+      work_->wait(timeout);
+    } catch (const std::exception& e) {
+      const std::string said = engine_message(e);
+      if (says_timed_out(said)) throw EngineTimeout(said);
+      throw;
+    }
     if (on_done_) {
       on_done_();
       on_done_ = nullptr;

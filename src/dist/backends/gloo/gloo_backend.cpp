@@ -58,7 +58,8 @@ bool spans_several_nodes() {
 
 c10::intrusive_ptr<c10d::ProcessGroup> make_gloo(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
                                                  const std::string& group_name, std::chrono::milliseconds timeout,
-                                                 int threads, const std::shared_ptr<::gloo::transport::Device>& device) {
+                                                 int threads,
+                                                 const std::shared_ptr<::gloo::transport::Device>& device) {
   auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
   opts->devices.push_back(device);
   if (threads > 0) opts->threads = threads;
@@ -87,27 +88,10 @@ std::unique_ptr<Backend> make_gloo_backend(const WorldConfig& config) {
   return backend;
 }
 
-std::unique_ptr<Backend> make_external_c10d_backend(c10::intrusive_ptr<c10d::ProcessGroup> pg,
-                                                    c10::intrusive_ptr<c10d::Store> store, std::string name,
-                                                    std::chrono::milliseconds timeout) {
-  const int rank = pg->getRank();
-  const int size = pg->getSize();
-  ProcessGroupFactory factory;
-  if (name == "gloo") {
-    factory = [timeout](c10::intrusive_ptr<c10d::Store> s, int r, int n, const std::string& group_name) {
-      return make_gloo(std::move(s), r, n, group_name, timeout, 0, gloo_device(false, "", false));
-    };
-  } else {
-    factory = [name](c10::intrusive_ptr<c10d::Store>, int, int,
-                     const std::string&) -> c10::intrusive_ptr<c10d::ProcessGroup> {
-      KINDLING_CHECK(false, "kindling::dist::new_group: cannot create groups for an external '", name,
-                     "' process group");
-      return {};
-    };
-  }
-  auto backend = std::make_unique<C10dBackend>(name, std::move(store), rank, size, timeout, std::move(factory));
-  backend->adopt_world(std::move(pg));
-  return backend;
+ProcessGroupFactory adopted_gloo_groups(std::chrono::milliseconds timeout) {
+  return [timeout](c10::intrusive_ptr<c10d::Store> s, int r, int n, const std::string& group_name) {
+    return make_gloo(std::move(s), r, n, group_name, timeout, 0, gloo_device(false, "", false));
+  };
 }
 
 }  // namespace detail

@@ -249,7 +249,7 @@ class MpiBackend : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_mpi_backend(const WorldConfig& config, const std::string& launcher) {
+std::unique_ptr<Backend> make_mpi_backend(const WorldConfig& config) {
   // MPI_Init and the first collectives wait, without a timeout, for every rank of the job to
   // start MPI. A rank that never will would leave the others waiting silently for ever: the
   // stall period (the timeout when stall detection is off) bounds that wait; the rank then ends
@@ -291,7 +291,7 @@ std::unique_ptr<Backend> make_mpi_backend(const WorldConfig& config, const std::
   if (size != config.world_size || rank != config.rank) {
     MPI_Comm_free(&world);
     KINDLING_CHECK(false, "kindling::dist::initialize(\"mpi\"): MPI says rank ", rank, " of ", size, " but the ",
-                   launcher, " environment says rank ", config.rank, " of ", config.world_size,
+                   config.launcher, " environment says rank ", config.rank, " of ", config.world_size,
                    ". MPI programs are started by mpirun or srun --mpi=pmix, e.g. `mpirun -np ", config.world_size,
                    " ./program`; kindling-run, torchrun and Parallel's spawn start processes MPI does not know about");
   }

@@ -178,8 +178,8 @@ void MpiOp::wait_for(std::chrono::milliseconds timeout, const StallCheck* stalle
   for (long spins = 0; !test(); ++spins) {
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
-      throw std::runtime_error(std::string(call_) + " timed out after " + std::to_string(timeout.count()) +
-                               " ms (the MPI operation is still pending; this process should exit)");
+      throw EngineTimeout(std::string(call_) + " timed out after " + std::to_string(timeout.count()) +
+                          " ms (the MPI operation is still pending; this process should exit)");
     }
     // Busy-poll first (shared-memory latency is in microseconds), then give the core away.
     if (spins > 20000) {

@@ -250,9 +250,9 @@ void ShmAllreduce::wait_for(int q, int which, std::int64_t value, const char* ph
       const auto now = std::chrono::steady_clock::now();
       if (now >= deadline) {
         broken_ = true;
-        throw std::runtime_error("timed out: group rank " + std::to_string(q) + " did not " + phase +
-                                 " within the timeout (shared-memory all_reduce, group rank " + std::to_string(rank_) +
-                                 " waiting)");
+        throw EngineTimeout("timed out: group rank " + std::to_string(q) + " did not " + phase +
+                            " within the timeout (shared-memory all_reduce, group rank " + std::to_string(rank_) +
+                            " waiting)");
       }
       if (stalled_ != nullptr && now >= next_check_) {
         next_check_ = now + std::chrono::milliseconds(250);
@@ -264,6 +264,120 @@ void ShmAllreduce::wait_for(int q, int which, std::int64_t value, const char* ph
   }
 }
 
+// What one run() call reduces, for its phases.
+struct ShmAllreduce::Call {
+  at::ScalarType dtype;
+  ReduceOp op;
+  std::int64_t elem;   // bytes per element
+  std::int64_t numel;  // of the whole tensor
+  std::int64_t tag;    // dtype and op, compared across ranks
+  char* data;          // this rank's tensor
+  bool direct;         // the tensor lies in this rank's heap: peers read and write it where it is
+  std::chrono::steady_clock::time_point deadline;
+  std::chrono::milliseconds timeout;
+};
+
+// One segment of the tensor: its sequence number s, and rank q's block of it, elements
+// [lo(q), hi(q)), 64-byte aligned.
+struct ShmAllreduce::Segment {
+  std::int64_t s;
+  std::int64_t start;  // first element
+  std::int64_t m;      // elements
+  std::int64_t block;
+  char* seg;   // this rank's tensor at `start`
+  char* mine;  // this rank's slot for s
+  std::int64_t elem;
+  std::int64_t lo(int q) const { return std::min(m, q * block); }
+  std::int64_t hi(int q) const { return std::min(m, (q + 1) * block); }
+  std::size_t bytes_of(int q) const { return static_cast<std::size_t>((hi(q) - lo(q)) * elem); }
+};
+
+// 1. My slot is free once every rank finished the segment that used it last. Staged ranks
+//    copy the blocks others reduce into it; direct ones are read where they are.
+void ShmAllreduce::announce(const Call& call, const Segment& g) {
+  if (g.s > kSlots) wait_all(kFinished, g.s - kSlots, "finish an earlier all_reduce", call.deadline, call.timeout);
+  if (!call.direct) {
+    for (int q = 0; q < size_; ++q) {
+      if (q != rank_ && g.hi(q) > g.lo(q))
+        copy_bytes(g.mine + g.lo(q) * g.elem, g.seg + g.lo(q) * g.elem, g.bytes_of(q));
+    }
+  }
+  Control* me = control(rank_);
+  me->numel.value.store(call.numel, std::memory_order_relaxed);
+  me->dtype_op.value.store(call.tag, std::memory_order_relaxed);
+  me->counter[kArrived].value.store(g.s, std::memory_order_release);
+}
+
+// 2a. Once every rank arrived: checks that they reduce the same thing and finds each rank's
+//     tensor (null for a staged one). Returns whether any rank is staged.
+bool ShmAllreduce::locate_peers(const Call& call, const Segment& g, std::vector<char*>& where) {
+  wait_all(kArrived, g.s, "enter the same all_reduce", call.deadline, call.timeout);
+  bool any_staged = !call.direct;
+  for (int q = 0; q < size_; ++q) {
+    Control* c = control(q);
+    if (c->numel.value.load(std::memory_order_relaxed) != call.numel ||
+        c->dtype_op.value.load(std::memory_order_relaxed) != call.tag) {
+      broken_ = true;
+      throw UsageError(::kindling::detail::rank_prefix() +
+                       "kindling::dist::all_reduce (mpi backend, shared memory): group rank " + std::to_string(rank_) +
+                       " reduces " + std::to_string(call.numel) + " elements of " + c10::toString(call.dtype) +
+                       " with " + to_string(call.op) + " but group rank " + std::to_string(q) +
+                       " passed a different number of elements, dtype or op. Every rank must pass a tensor of the "
+                       "same shape and dtype and the same op; this group's shared-memory path is now unusable");
+    }
+    const std::int64_t loc = c->location.value.load(std::memory_order_relaxed);
+    where[static_cast<std::size_t>(q)] =
+        loc == 0 ? nullptr : base_[static_cast<std::size_t>(q)] + (loc - 1) + g.start * g.elem;
+    any_staged = any_staged || loc == 0;
+  }
+  return any_staged;
+}
+
+// 2b. Reduces my block from everyone's data, in rank order; writes it to my tensor, to every
+//     direct peer's tensor, and (for staged peers to collect) to my slot.
+void ShmAllreduce::reduce_block(const Call& call, const Segment& g, const std::vector<char*>& where) {
+  if (g.hi(rank_) > g.lo(rank_)) {
+    const std::int64_t off = g.lo(rank_) * g.elem;
+    std::vector<const void*> src(static_cast<std::size_t>(size_));
+    for (int q = 0; q < size_; ++q) {
+      char* w = where[static_cast<std::size_t>(q)];
+      src[static_cast<std::size_t>(q)] = q == rank_ ? g.seg + off : (w ? w : slot(q, g.s)) + off;
+    }
+    // The first output is my tensor; the second my slot when I am staged (peers collect
+    // from there), else the first direct peer's tensor. Other direct peers get a copy.
+    char* second = g.mine + off;
+    if (call.direct) {
+      for (int q = 0; q < size_; ++q) {
+        if (q != rank_ && where[static_cast<std::size_t>(q)]) {
+          second = where[static_cast<std::size_t>(q)] + off;
+          break;
+        }
+      }
+    }
+    fold_any(call.dtype, call.op, g.seg + off, second, src, g.hi(rank_) - g.lo(rank_));
+    for (int q = 0; q < size_; ++q) {
+      char* w = where[static_cast<std::size_t>(q)];
+      if (q == rank_ || !w || w + off == second) continue;
+      copy_bytes(w + off, g.seg + off, g.bytes_of(rank_));
+    }
+  }
+  control(rank_)->counter[kReduced].value.store(g.s, std::memory_order_release);
+}
+
+// 3. Collects the other blocks (staged) or waits until every peer wrote its block into my
+//    tensor (direct). Block q of a staged reducer is in its slot, of a direct one in its
+//    tensor.
+void ShmAllreduce::collect(const Call& call, const Segment& g, const std::vector<char*>& where) {
+  for (int k = 1; k < size_; ++k) {
+    const int q = (rank_ + k) % size_;
+    wait_for(q, kReduced, g.s, "reduce its block", call.deadline, call.timeout);
+    if (call.direct || g.hi(q) <= g.lo(q)) continue;
+    char* w = where[static_cast<std::size_t>(q)];
+    copy_bytes(g.seg + g.lo(q) * g.elem, (w ? w : slot(q, g.s)) + g.lo(q) * g.elem, g.bytes_of(q));
+  }
+  control(rank_)->counter[kFinished].value.store(g.s, std::memory_order_release);
+}
+
 void ShmAllreduce::run(at::Tensor& t, ReduceOp op, std::chrono::milliseconds timeout, const StallCheck* stalled) {
   if (broken_) {
     throw CommunicationError(::kindling::detail::rank_prefix() +
@@ -271,108 +385,40 @@ void ShmAllreduce::run(at::Tensor& t, ReduceOp op, std::chrono::milliseconds tim
                              "ranks are out of step after an earlier timeout or mismatch on group rank " +
                              std::to_string(rank_) + "; end the job and fix the first error");
   }
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  Call call;
+  call.deadline = std::chrono::steady_clock::now() + timeout;
+  call.timeout = timeout;
   stalled_ = stalled;
   next_check_ = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  const auto dtype = t.scalar_type();
-  const std::int64_t elem = static_cast<std::int64_t>(t.element_size());
-  const std::int64_t numel = t.numel();
-  const std::int64_t seg_elems = segment_bytes() / elem;
-  const std::int64_t align = std::max<std::int64_t>(1, 64 / elem);
-  char* data = static_cast<char*>(t.data_ptr());
-  const std::int64_t tag = (static_cast<std::int64_t>(dtype) << 8) | static_cast<std::int64_t>(op);
+  call.dtype = t.scalar_type();
+  call.op = op;
+  call.elem = static_cast<std::int64_t>(t.element_size());
+  call.numel = t.numel();
+  call.tag = (static_cast<std::int64_t>(call.dtype) << 8) | static_cast<std::int64_t>(op);
+  call.data = static_cast<char*>(t.data_ptr());
   // A tensor inside my heap can be read and written by the peers where it is.
+  call.direct = call.data >= heap_->base && call.data + call.numel * call.elem <= heap_->base + heap_->capacity;
   char* my_base = base_[static_cast<std::size_t>(rank_)];
-  const bool direct = data >= heap_->base && data + numel * elem <= heap_->base + heap_->capacity;
-  Control* me = control(rank_);
-  me->location.value.store(direct ? 1 + (data - my_base) : 0, std::memory_order_relaxed);
-  std::vector<const void*> src(static_cast<std::size_t>(size_));
+  control(rank_)->location.value.store(call.direct ? 1 + (call.data - my_base) : 0, std::memory_order_relaxed);
+  const std::int64_t seg_elems = segment_bytes() / call.elem;
+  const std::int64_t align = std::max<std::int64_t>(1, 64 / call.elem);
   std::vector<char*> where(static_cast<std::size_t>(size_));  // each rank's tensor, if direct, else null
-
-  for (std::int64_t start = 0; start < numel; start += seg_elems) {
-    const std::int64_t m = std::min(seg_elems, numel - start);
-    const std::int64_t s = ++seq_;
-    char* seg = data + start * elem;
-    // Rank q's block of this segment: [lo(q), hi(q)) elements, 64-byte aligned.
-    const std::int64_t block = ((m + size_ - 1) / size_ + align - 1) / align * align;
-    auto lo = [&](int q) { return std::min(m, q * block); };
-    auto hi = [&](int q) { return std::min(m, (q + 1) * block); };
-    auto bytes_of = [&](int q) { return static_cast<std::size_t>((hi(q) - lo(q)) * elem); };
-
-    // 1. My slot is free once every rank finished the segment that used it last. Staged
-    //    ranks copy the blocks others reduce into it; direct ones are read where they are.
-    if (s > kSlots) wait_all(kFinished, s - kSlots, "finish an earlier all_reduce", deadline, timeout);
-    char* mine = slot(rank_, s);
-    if (!direct) {
-      for (int q = 0; q < size_; ++q) {
-        if (q != rank_ && hi(q) > lo(q)) copy_bytes(mine + lo(q) * elem, seg + lo(q) * elem, bytes_of(q));
-      }
-    }
-    me->numel.value.store(numel, std::memory_order_relaxed);
-    me->dtype_op.value.store(tag, std::memory_order_relaxed);
-    me->counter[kArrived].value.store(s, std::memory_order_release);
-
-    // 2. Reduce my block from everyone's data, in rank order; write it to my tensor, to
-    //    every direct peer's tensor, and (for staged peers to collect) to my slot.
-    wait_all(kArrived, s, "enter the same all_reduce", deadline, timeout);
-    bool any_staged = !direct;
-    for (int q = 0; q < size_; ++q) {
-      Control* c = control(q);
-      if (c->numel.value.load(std::memory_order_relaxed) != numel ||
-          c->dtype_op.value.load(std::memory_order_relaxed) != tag) {
-        broken_ = true;
-        throw UsageError(::kindling::detail::rank_prefix() +
-                         "kindling::dist::all_reduce (mpi backend, shared memory): group rank " +
-                         std::to_string(rank_) + " reduces " + std::to_string(numel) + " elements of " +
-                         c10::toString(dtype) + " with " + to_string(op) + " but group rank " + std::to_string(q) +
-                         " passed a different number of elements, dtype or op. Every rank must pass a tensor of the "
-                         "same shape and dtype and the same op; this group's shared-memory path is now unusable");
-      }
-      const std::int64_t loc = c->location.value.load(std::memory_order_relaxed);
-      where[static_cast<std::size_t>(q)] =
-          loc == 0 ? nullptr : base_[static_cast<std::size_t>(q)] + (loc - 1) + start * elem;
-      any_staged = any_staged || loc == 0;
-    }
-    if (hi(rank_) > lo(rank_)) {
-      const std::int64_t off = lo(rank_) * elem;
-      for (int q = 0; q < size_; ++q) {
-        char* w = where[static_cast<std::size_t>(q)];
-        src[static_cast<std::size_t>(q)] = q == rank_ ? seg + off : (w ? w : slot(q, s)) + off;
-      }
-      // The first output is my tensor; the second my slot when I am staged (peers collect
-      // from there), else the first direct peer's tensor. Other direct peers get a copy.
-      char* second = mine + off;
-      if (direct) {
-        for (int q = 0; q < size_; ++q) {
-          if (q != rank_ && where[static_cast<std::size_t>(q)]) {
-            second = where[static_cast<std::size_t>(q)] + off;
-            break;
-          }
-        }
-      }
-      fold_any(dtype, op, seg + off, second, src, hi(rank_) - lo(rank_));
-      for (int q = 0; q < size_; ++q) {
-        char* w = where[static_cast<std::size_t>(q)];
-        if (q == rank_ || !w || w + off == second) continue;
-        copy_bytes(w + off, seg + off, bytes_of(rank_));
-      }
-    }
-    me->counter[kReduced].value.store(s, std::memory_order_release);
-
-    // 3. Collect the other blocks (staged) or wait until every peer wrote its block into
-    //    my tensor (direct). Block q of a staged reducer is in its slot, of a direct one in
-    //    its tensor.
-    for (int k = 1; k < size_; ++k) {
-      const int q = (rank_ + k) % size_;
-      wait_for(q, kReduced, s, "reduce its block", deadline, timeout);
-      if (direct || hi(q) <= lo(q)) continue;
-      char* w = where[static_cast<std::size_t>(q)];
-      copy_bytes(seg + lo(q) * elem, (w ? w : slot(q, s)) + lo(q) * elem, bytes_of(q));
-    }
-    me->counter[kFinished].value.store(s, std::memory_order_release);
+  for (std::int64_t start = 0; start < call.numel; start += seg_elems) {
+    Segment g;
+    g.s = ++seq_;
+    g.start = start;
+    g.m = std::min(seg_elems, call.numel - start);
+    g.block = ((g.m + size_ - 1) / size_ + align - 1) / align * align;
+    g.seg = call.data + start * call.elem;
+    g.mine = slot(rank_, g.s);
+    g.elem = call.elem;
+    announce(call, g);
+    const bool any_staged = locate_peers(call, g, where);
+    reduce_block(call, g, where);
+    collect(call, g, where);
     // A direct rank's tensor is read by staged peers in their step 3: it may change only
     // after they finished.
-    if (direct && any_staged) wait_all(kFinished, s, "finish reading my tensor", deadline, timeout);
+    if (call.direct && any_staged) wait_all(kFinished, g.s, "finish reading my tensor", call.deadline, call.timeout);
   }
 }
 

@@ -63,6 +63,14 @@ class ShmAllreduce {
                 std::chrono::milliseconds timeout);
   void wait_for(int rank, int which, std::int64_t value, const char* phase,
                 std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds timeout);
+  // The phases of one segment of run() (shm_allreduce.cpp): announce it, reduce this rank's
+  // block, collect the others'.
+  struct Call;
+  struct Segment;
+  void announce(const Call& call, const Segment& seg);
+  bool locate_peers(const Call& call, const Segment& seg, std::vector<char*>& where);
+  void reduce_block(const Call& call, const Segment& seg, const std::vector<char*>& where);
+  void collect(const Call& call, const Segment& seg, const std::vector<char*>& where);
 
   // The stall check of the run in progress and when to ask it next.
   const StallCheck* stalled_ = nullptr;

@@ -1,5 +1,5 @@
 // Restarts and root-cause reporting around supervise() (see elastic.h).
-#include "launch/elastic.h"
+#include "supervisor/elastic.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -14,7 +14,7 @@
 #include <string>
 #include <utility>
 
-#include "launch/supervisor.h"
+#include "supervisor/supervisor.h"
 
 namespace kindling {
 namespace launch {

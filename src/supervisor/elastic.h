@@ -8,7 +8,7 @@
 // restart. Used by kindling-run and Parallel's spawn mode. Plain POSIX; no LibTorch.
 #include <vector>
 
-#include "launch/supervisor.h"
+#include "supervisor/supervisor.h"
 
 namespace kindling {
 namespace launch {

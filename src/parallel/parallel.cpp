@@ -1,0 +1,339 @@
+// kindling::dist::Parallel: launcher mode (initialize + run + finalize) and spawn mode
+// (start nproc_per_node children by re-executing this program or by fork).
+#include "kindling/dist/parallel.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+
+#include "common/env.h"
+#include "common/strings.h"
+#include "dist/backends/registry.h"
+#include "dist/init_options.h"
+#include "kindling/dist/dist.h"
+#include "kindling/dist/launch_env.h"
+#include "kindling/error.h"
+#include "kindling/log.h"
+#include "supervisor/elastic.h"
+#include "supervisor/supervisor.h"
+
+namespace kindling {
+namespace dist {
+
+namespace {
+
+using ::kindling::detail::get_env;
+
+// Parallel objects constructed so far in this process. A re-executed child is told which
+// one started it (KINDLING_PARALLEL_CHILD) and leaves the others inert.
+std::atomic<int> g_parallel_count{0};
+
+std::vector<std::string> own_command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> args;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (all[i] == '\0') {
+      args.push_back(all.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  char exe[4096];
+  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  KINDLING_CHECK_T(LaunchError, n > 0 && !args.empty(),
+                   "kindling::dist::Parallel: cannot find this program's path and arguments in /proc/self; use "
+                   "StartMethod::kFork or start the program with kindling-run");
+  args[0] = std::string(exe, static_cast<std::size_t>(n));
+  return args;
+}
+
+int self_index_from_env() {
+  auto v = get_env("KINDLING_PARALLEL_CHILD");
+  if (!v) return -1;
+  return ::kindling::detail::parse_int(*v, "environment variable KINDLING_PARALLEL_CHILD");
+}
+
+InitOptions init_options(const ParallelOptions& o) {
+  InitOptions init;
+  if (o.init_method()) init.init_method(*o.init_method());
+  if (o.timeout()) init.timeout(*o.timeout());
+  if (o.stall_timeout()) init.stall_timeout(*o.stall_timeout());
+  return init;
+}
+
+const std::string kWhere = "kindling::dist::Parallel: ";
+
+std::string text_of(const std::optional<int>& v) { return v ? std::to_string(*v) : std::string(); }
+std::string text_of(const std::optional<std::string>& v) { return v.value_or(""); }
+
+// Checks the options on their own (not against a launcher) and returns the backend's traits.
+const detail::BackendTraits& check_parallel_options(const ParallelOptions& o) {
+  const auto& traits = detail::usable_backend(o.backend().value_or("serial"), "kindling::dist::Parallel");
+  auto forbid_serial = [&](const char* name, const std::string& value, bool given) {
+    KINDLING_CHECK(traits.joins_ranks || !given, kWhere, "backend is ", o.backend() ? "'serial'" : "not given",
+                   ", so argument '", name, "' should not be given either (got ", value,
+                   "); choose a backend such as 'gloo' to run several processes");
+  };
+  forbid_serial("nproc_per_node", text_of(o.nproc_per_node()), o.nproc_per_node().has_value());
+  forbid_serial("nnodes", text_of(o.nnodes()), o.nnodes().has_value());
+  forbid_serial("node_rank", text_of(o.node_rank()), o.node_rank().has_value());
+  forbid_serial("master_addr", text_of(o.master_addr()), o.master_addr().has_value());
+  forbid_serial("master_port", text_of(o.master_port()), o.master_port().has_value());
+  forbid_serial("init_method", text_of(o.init_method()), o.init_method().has_value());
+
+  KINDLING_CHECK(!o.nproc_per_node() || *o.nproc_per_node() >= 1, kWhere, "nproc_per_node must be positive, got ",
+                 *o.nproc_per_node());
+  KINDLING_CHECK(!o.nnodes() || *o.nnodes() >= 1, kWhere, "nnodes must be positive, got ", *o.nnodes());
+  const int nnodes = o.nnodes().value_or(1);
+  KINDLING_CHECK(nnodes == 1 || o.node_rank(), kWhere, "nnodes is ", nnodes,
+                 ", so node_rank must be given too (the index of this node, 0..", nnodes - 1, ")");
+  KINDLING_CHECK(!o.node_rank() || (*o.node_rank() >= 0 && *o.node_rank() < nnodes), kWhere,
+                 "node_rank must be between 0 and ", nnodes - 1, " for nnodes=", nnodes, ", got ", *o.node_rank());
+  KINDLING_CHECK(!o.master_port() || (*o.master_port() > 0 && *o.master_port() < 65536), kWhere,
+                 "master_port must be a TCP port between 1 and 65535, got ", *o.master_port());
+  KINDLING_CHECK(o.grace_period().count() >= 0, kWhere, "grace_period must not be negative");
+  KINDLING_CHECK(o.max_restarts() >= 0, kWhere, "max_restarts must not be negative, got ", o.max_restarts());
+  KINDLING_CHECK(!o.init_method() || (!o.master_addr() && !o.master_port()), kWhere, "init_method '", *o.init_method(),
+                 "' and master_addr/master_port both say where ranks meet; give one or the other");
+  detail::check_init_options(traits, init_options(o), "kindling::dist::Parallel");
+  return traits;
+}
+
+// Started by a launcher (or by our own parent): the layout asked for must agree with it.
+void check_agrees_with_launcher(const ParallelOptions& o, const LaunchEnvironment& launch) {
+  const std::string who = launch.launcher == "parallel" ? "a Parallel parent" : launch.launcher;
+  const int nnodes = o.nnodes().value_or(1);
+  // A launcher of several processes per node says how many (LOCAL_WORLD_SIZE); RANK and
+  // WORLD_SIZE alone beside nproc_per_node are most likely left in a shell.
+  KINDLING_CHECK(launch.launcher != "env" || !o.nproc_per_node() || launch.local_world_size, kWhere,
+                 "nproc_per_node=", text_of(o.nproc_per_node()),
+                 " asks this program to start its processes, but RANK=", launch.rank,
+                 " and WORLD_SIZE=", launch.world_size,
+                 " are set in the environment without LOCAL_WORLD_SIZE or any launcher's other variables (left over "
+                 "in this shell?), which say that someone else started this process as rank ",
+                 launch.rank, " of ", launch.world_size,
+                 ". Unset RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT to start the processes here, or "
+                 "drop nproc_per_node when a launcher starts them");
+  if (o.nproc_per_node() && launch.local_world_size) {
+    KINDLING_CHECK(*launch.local_world_size == *o.nproc_per_node(), kWhere, "started by ", who, " with ",
+                   *launch.local_world_size, " processes on this node, but nproc_per_node=", *o.nproc_per_node(),
+                   "; drop nproc_per_node when using a launcher, or make them agree");
+  }
+  if (o.nproc_per_node()) {
+    KINDLING_CHECK(launch.world_size == nnodes * *o.nproc_per_node(), kWhere, "started by ", who, " with world size ",
+                   launch.world_size, ", but nnodes=", nnodes, " x nproc_per_node=", *o.nproc_per_node(), " = ",
+                   nnodes * *o.nproc_per_node(), "; drop these options when using a launcher, or make them agree");
+  }
+  if (o.node_rank() && launch.node_rank) {
+    KINDLING_CHECK(*launch.node_rank == *o.node_rank(), kWhere, "started by ", who, " as node ", *launch.node_rank,
+                   ", but node_rank=", *o.node_rank());
+  }
+  if (o.master_addr() && launch.master_addr) {
+    KINDLING_CHECK(*launch.master_addr == *o.master_addr(), kWhere, "started by ", who,
+                   " with MASTER_ADDR=", *launch.master_addr, ", but master_addr=", *o.master_addr());
+  }
+  if (o.master_port() && launch.master_port) {
+    KINDLING_CHECK(*launch.master_port == *o.master_port(), kWhere, "started by ", who,
+                   " with MASTER_PORT=", *launch.master_port, ", but master_port=", *o.master_port());
+  }
+}
+
+// No launcher and nproc_per_node given: this program starts the processes itself.
+void check_can_spawn(const detail::BackendTraits& traits, const ParallelOptions& o) {
+  const int nnodes = o.nnodes().value_or(1);
+  const int processes = nnodes * *o.nproc_per_node();
+  KINDLING_CHECK(traits.own_launcher.empty(), kWhere, "the ", traits.name,
+                 " backend cannot start its own processes: its ranks are started and connected by ",
+                 traits.own_launcher, ". Run ", traits.launch_command ? traits.launch_command(processes) : "it",
+                 "; under it this Parallel only initializes");
+  KINDLING_CHECK(nnodes == 1 || o.init_method() || (o.master_addr() && o.master_port()), kWhere, "nnodes is ", nnodes,
+                 ", so master_addr and master_port (the address of node 0, the same on every node) or init_method "
+                 "must be given");
+}
+
+}  // namespace
+
+Parallel::Parallel(ParallelOptions options) : options_(std::move(options)), index_(g_parallel_count++) {
+  const ParallelOptions& o = options_;
+  const detail::BackendTraits& traits = check_parallel_options(o);
+  const int child_of = self_index_from_env();
+  if (!traits.joins_ranks) {
+    // One process: refused when a launcher started several (initialize says why).
+    if (child_of < 0 || child_of == index_) initialize("serial");
+    return;
+  }
+  if (child_of >= 0 && child_of != index_) {
+    inert_ = true;  // a re-executed child passing a Parallel its parent did not spawn from
+    return;
+  }
+  const LaunchEnvironment launch = detect_launch_environment();
+  if (launch.detected()) {
+    check_agrees_with_launcher(o, launch);
+  } else if (o.nproc_per_node()) {
+    check_can_spawn(traits, o);
+    spawn_mode_ = true;
+    return;
+  } else {
+    KINDLING_CHECK(
+        !o.nnodes() && !o.node_rank() && !o.master_addr() && !o.master_port(), kWhere,
+        "nnodes / node_rank / master_addr / master_port only apply when this program starts the processes: "
+        "give nproc_per_node too, or start the program with a launcher (kindling-run, torchrun, mpirun, srun)");
+  }
+  if (o.master_addr() && !get_env("MASTER_ADDR")) ::kindling::detail::set_env("MASTER_ADDR", *o.master_addr());
+  if (o.master_port() && !get_env("MASTER_PORT"))
+    ::kindling::detail::set_env("MASTER_PORT", std::to_string(*o.master_port()));
+  initialize(*o.backend(), init_options(o));
+  initialized_here_ = true;
+  if (get_rank() == 0) {
+    log(LogLevel::kInfo, kWhere + "initialized process group with backend '" + *o.backend() + "' (" +
+                             std::to_string(get_world_size()) + " processes, launcher: " + launch.launcher + ")");
+  }
+}
+
+Parallel::~Parallel() {
+  if (initialized_here_) {
+    try {
+      finalize();
+    } catch (const std::exception& e) {
+      log(LogLevel::kError, std::string("kindling::dist::Parallel: finalize failed: ") + e.what());
+    }
+  }
+}
+
+std::string Parallel::mode() const {
+  if (spawn_mode_) return "spawn";
+  if (initialized_here_) return "launcher";
+  return inert_ ? "inert" : "serial";
+}
+
+namespace {
+
+// Launcher mode: fn runs here. A re-executed child then ends the process (its parent goes on
+// after run()); `finalize_child` finalizes before that.
+void run_here(const std::function<void(int)>& fn, bool child, const std::function<void()>& finalize_child) {
+  if (!child) {
+    try {
+      fn(get_local_rank());
+    } catch (const std::exception& e) {
+      record_error(e);  // for the launcher's report (TORCHELASTIC_ERROR_FILE)
+      throw;
+    }
+    return;
+  }
+  int rc = 0;
+  try {
+    fn(get_local_rank());
+  } catch (const std::exception& e) {
+    record_error(e);
+    log(LogLevel::kError, std::string("kindling::dist::Parallel: the function failed: ") + e.what());
+    rc = 1;
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  if (rc != 0) ::_exit(rc);
+  finalize_child();
+  std::fflush(stdout);
+  std::exit(0);
+}
+
+// Where the spawned ranks meet.
+struct Meeting {
+  std::string addr;
+  int port = 0;
+};
+
+// One WorkerSpec per local rank: the launcher's variables, and either this program's command
+// line (exec) or a forked entry that initializes, runs fn and finalizes.
+std::vector<launch::WorkerSpec> worker_specs(const ParallelOptions& o, int index, const Meeting& at,
+                                             const std::function<void(int)>& fn) {
+  const int nproc = *o.nproc_per_node();
+  const int nnodes = o.nnodes().value_or(1);
+  const int node_rank = o.node_rank().value_or(0);
+  std::vector<std::string> argv;
+  if (o.start_method() == StartMethod::kExec) argv = own_command_line();
+  std::vector<launch::WorkerSpec> specs;
+  for (int local = 0; local < nproc; ++local) {
+    launch::WorkerSpec spec;
+    spec.rank = node_rank * nproc + local;
+    spec.local_rank = local;
+    spec.env = {{"RANK", std::to_string(spec.rank)},
+                {"LOCAL_RANK", std::to_string(local)},
+                {"WORLD_SIZE", std::to_string(nnodes * nproc)},
+                {"LOCAL_WORLD_SIZE", std::to_string(nproc)},
+                {"GROUP_RANK", std::to_string(node_rank)},
+                {"GROUP_WORLD_SIZE", std::to_string(nnodes)},
+                {"MASTER_ADDR", at.addr},
+                {"MASTER_PORT", std::to_string(at.port)},
+                {"KINDLING_PARALLEL_CHILD", std::to_string(index)}};
+    if (o.start_method() == StartMethod::kExec) {
+      spec.argv = argv;
+    } else {
+      spec.entry = [&o, &fn, local]() -> int {
+        try {
+          initialize(*o.backend(), init_options(o));
+          fn(local);
+          finalize();
+        } catch (const std::exception& e) {
+          record_error(e);
+          log(LogLevel::kError, std::string("kindling::dist::Parallel: the function failed: ") + e.what());
+          return 1;
+        }
+        return 0;
+      };
+    }
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+// Spawn mode: starts this node's ranks under the supervisor (restarts included) and waits.
+void spawn(const ParallelOptions& o, int index, const std::function<void(int)>& fn) {
+  const int nproc = *o.nproc_per_node();
+  const int node_rank = o.node_rank().value_or(0);
+  const int world = o.nnodes().value_or(1) * nproc;
+  Meeting at;
+  at.addr = o.master_addr().value_or("127.0.0.1");
+  // One node and no port given: pick a free one, so that concurrent jobs do not collide.
+  at.port = o.master_port() ? *o.master_port() : (o.init_method() ? 15000 : launch::find_free_port());
+  const auto specs = worker_specs(o, index, at, fn);
+  log(LogLevel::kInfo, "kindling::dist::Parallel: starting " + std::to_string(nproc) + " processes (backend '" +
+                           *o.backend() + "', ranks " + std::to_string(node_rank * nproc) + ".." +
+                           std::to_string(node_rank * nproc + nproc - 1) + " of " + std::to_string(world) + ", " +
+                           (o.start_method() == StartMethod::kExec ? "exec" : "fork") + ", rendezvous " +
+                           (o.init_method() ? *o.init_method() : at.addr + ":" + std::to_string(at.port)) + ")");
+  launch::SupervisorOptions sup;
+  sup.prefix_output = false;
+  sup.grace_period = o.grace_period();
+  sup.name = "kindling::dist::Parallel";
+  launch::ElasticOptions elastic;
+  elastic.max_restarts = o.max_restarts();
+  elastic.fresh_port = !o.master_port() && !o.init_method();  // the failed attempt's port may linger
+  launch::SupervisorResult result;
+  try {
+    result = launch::supervise_elastic(specs, sup, elastic);
+  } catch (const std::runtime_error& e) {
+    throw LaunchError(e.what());
+  }
+  if (result.exit_code != 0) throw LaunchError(result.summary, result.exit_code);
+  if (!result.summary.empty()) log(LogLevel::kInfo, result.summary);
+}
+
+}  // namespace
+
+void Parallel::run_impl(const std::function<void(int)>& fn) {
+  if (inert_) return;
+  if (spawn_mode_) return spawn(options_, index_, fn);
+  run_here(fn, self_index_from_env() >= 0, [this] {
+    finalize();
+    initialized_here_ = false;
+  });
+}
+
+}  // namespace dist
+}  // namespace kindling
