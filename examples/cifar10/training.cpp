@@ -88,8 +88,7 @@ kh::RunFolder make_run_folder(const kh::Logger& logger, const Config& config) {
   return run;
 }
 
-kindling::nn::DistributedDataParallel<kindling::models::ResNetImpl> get_model(const Config& config,
-                                                                             int64_t channels) {
+kindling::nn::DistributedDataParallel<kindling::models::ResNetImpl> get_model(const Config& config, int64_t channels) {
   const auto options = kindling::models::ResNetOptions().num_classes(10).in_channels(channels);
   if (config.model == "resnet34") return kd::auto_model(kindling::models::resnet34(options));
   if (config.model == "resnet50") return kd::auto_model(kindling::models::resnet50(options));
@@ -126,215 +125,282 @@ int share_the_cores() {
   return at::get_num_threads();
 }
 
+using Model = kindling::nn::DistributedDataParallel<kindling::models::ResNetImpl>;
+
+// Everything one run holds, built by the phases below in the tutorial's order. It is never
+// moved: the handlers attached to its engines refer to its members.
+struct Job {
+  Job(Config& c, const kh::Logger& l, kh::RunFolder& r) : config(c), logger(l), run(r) {}
+  Config& config;
+  const kh::Logger& logger;
+  kh::RunFolder& run;
+  std::optional<DataChoice> data;
+  std::optional<kindling::StateDict> resume_state;
+  std::string resume_from;
+  std::optional<Dataflow> flow;
+  std::optional<Model> model;
+  std::unique_ptr<torch::optim::SGD> optimizer;
+  std::shared_ptr<IterationSplit> split;  // --profile, rank 0
+  kindling::engine::LossFunction criterion;
+  std::shared_ptr<kh::PiecewiseLinear> lr_scheduler;
+  std::shared_ptr<kindling::engine::GradScaler> scaler;
+  std::optional<Engine> trainer, train_evaluator, test_evaluator;
+  kh::Objects to_save;
+  std::shared_ptr<kh::CommonHandlers> common;
+  std::optional<kh::TensorboardLogger> tb;
+  std::optional<kh::JsonLogger> json;
+  std::optional<kh::HtmlReport> report;
+  Results results;
+};
+
+// The data, the information the tutorial logs, --resume_from (read before the run folder is
+// made: a wrong file leaves no folder), then the run folder.
+void prepare(Job& job, int threads) {
+  Config& config = job.config;
+  job.data = choose_data(config);  // every rank: a wrong path fails everywhere
+  const std::string why = apply_dataset_defaults(config, job.data->dataset);
+  log_basic_info(job.logger, config, *job.data, why);
+  job.logger.info("- intra-op threads per rank: " + std::to_string(threads));
+  if (!config.resume_from.empty()) {
+    KINDLING_CHECK(std::filesystem::is_regular_file(path_status("--resume_from", config.resume_from)),
+                   "cifar10: --resume_from '", config.resume_from,
+                   "' is not a file; give a training_checkpoint_<iteration>.pt of an earlier run");
+    job.resume_state = kh::Checkpoint::load_file(config.resume_from);  // every rank reads the file
+  }
+  job.run = make_run_folder(job.logger, config);
+}
+
+// The loaders, the model, SGD with Nesterov, the criterion, the schedule, and the trainer
+// with the tutorial's output {"batch loss": loss.item()}.
+void make_trainer(Job& job) {
+  const Config& config = job.config;
+  job.flow = get_dataflow(*job.data, config);
+  const int64_t iters_per_epoch = job.flow->train.size();
+  KINDLING_CHECK(iters_per_epoch > 0, "cifar10: the training split gives no batch of ", config.batch_size,
+                 " samples over ", kd::get_world_size(), " rank(s) (drop_last); use a smaller --batch_size");
+  job.model = get_model(config, job.data->channels);
+  auto& model = *job.model;
+  const auto sgd_options = torch::optim::SGDOptions(*config.learning_rate)
+                               .momentum(config.momentum)
+                               .weight_decay(config.weight_decay)
+                               .nesterov(true);
+  // --profile: an SGD that marks its step, a criterion that marks the forward's end.
+  job.split = config.profile && kd::get_rank() == 0 ? std::make_shared<IterationSplit>() : nullptr;
+  job.optimizer = job.split ? std::make_unique<TimedSGD>(model->parameters(), sgd_options, job.split)
+                            : std::make_unique<torch::optim::SGD>(model->parameters(), sgd_options);
+  kd::auto_optim(*job.optimizer);
+  job.criterion = [](const at::Tensor& y_pred, const at::Tensor& y) { return at::cross_entropy_loss(y_pred, y); };
+  if (job.split) job.criterion = job.split->timed(job.criterion);
+  job.lr_scheduler = get_lr_scheduler(config, *job.optimizer, iters_per_epoch);
+  job.scaler = config.with_amp ? std::make_shared<kindling::engine::GradScaler>() : nullptr;
+  job.trainer.emplace(kindling::engine::create_supervised_trainer(
+      model, *job.optimizer, job.criterion,
+      kindling::engine::SupervisedTrainerOptions()
+          .device(kd::device())
+          .non_blocking(true)
+          .amp(config.with_amp)
+          .scaler(job.scaler)
+          .output_transform([](const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor& loss) {
+            return Value(loss.item<double>());  // named "batch loss" by the common handlers
+          })));
+  job.trainer->name = "trainer";
+  if (job.split) job.split->attach(*job.trainer, model.reducer());
+}
+
+// The common training handlers (checkpoints of to_save, the schedule, the progress bar);
+// then the state to resume from: --resume_from, or after a restart the newest checkpoint in
+// this job's own run folder, as rank 0 finds it, with its list of kept files so that n_saved
+// spans the attempts.
+void attach_common_and_resume(Job& job) {
+  const Config& config = job.config;
+  job.to_save = {{"trainer", kh::stateful(*job.trainer)},
+                 {"model", kh::stateful(*job.model)},
+                 {"optimizer", kh::stateful(*job.optimizer)},
+                 {"lr_scheduler", kh::stateful(*job.lr_scheduler)}};
+  if (job.scaler) job.to_save.push_back({"scaler", kh::stateful(*job.scaler)});
+  job.common = kh::setup_common_training_handlers(
+      *job.trainer, kh::CommonTrainingOptions()
+                        .to_save(job.to_save)
+                        .save_every_iters(config.checkpoint_every)
+                        .checkpoint_include_self(true)  // n_saved across restarts
+                        .output_path(job.run.path)
+                        .lr_scheduler(job.lr_scheduler)
+                        .output_names(config.log_every_iters > 0 ? std::vector<std::string>{"batch loss"}
+                                                                 : std::vector<std::string>{})
+                        .with_pbars(config.log_every_iters > 0)
+                        .log_every_iters(std::max<int64_t>(1, config.log_every_iters)));
+  job.resume_from = config.resume_from;
+  if (job.resume_from.empty() && job.run.continued) {
+    auto last = kd::get_rank() == 0 ? kh::Checkpoint::find_latest(job.run.path, "training") : std::nullopt;
+    job.resume_from = kd::get_world_size() > 1 ? kd::broadcast(last.value_or(""), 0) : last.value_or("");
+    if (!job.resume_from.empty()) job.resume_state = kh::Checkpoint::load_file(job.resume_from);
+  }
+  if (!job.resume_state) return;
+  kh::Objects to_load = job.to_save;
+  if (job.run.continued && job.resume_state->contains("checkpointer"))
+    to_load.push_back({"checkpointer", kh::stateful(*job.common->checkpoint)});
+  kh::Checkpoint::load_objects(to_load, *job.resume_state, true, job.resume_from);
+  job.logger.info("Resumed from " + job.resume_from + " at iteration " +
+                  std::to_string(job.trainer->state().iteration));
+}
+
+// Evaluators on the train and test sets (metrics reduced over the ranks), and the logs:
+// TensorBoard as the tutorial, the same scalars as JSON lines and an HTML report.
+void attach_evaluators_and_logs(Job& job) {
+  const Config& config = job.config;
+  auto make_evaluator = [&](const std::string& name) {
+    Engine e = kindling::engine::create_supervised_evaluator(
+        *job.model,
+        {{"Accuracy", std::make_shared<km::Accuracy>()}, {"Loss", std::make_shared<km::Loss>(job.criterion)}},
+        kindling::engine::SupervisedEvaluatorOptions().device(kd::device()).non_blocking(true).amp(config.with_amp));
+    e.name = name;
+    return e;
+  };
+  job.train_evaluator.emplace(make_evaluator("train_evaluator"));
+  job.test_evaluator.emplace(make_evaluator("test_evaluator"));
+  const std::string& folder = job.run.path;
+  job.tb.emplace(folder);
+  job.json.emplace(folder + "/scalars.jsonl");
+  job.report.emplace(folder + "/report.html",
+                     config.model + " on " + job.data->dataset + ", " +
+                         (kd::get_world_size() > 1 ? kd::backend() : std::string("one process")) + " x " +
+                         std::to_string(kd::get_world_size()));
+  job.report->set_config(describe(config));
+  Engine& trainer = *job.trainer;
+  for (kh::BaseLogger* sink : std::initializer_list<kh::BaseLogger*>{&*job.tb, &*job.json, &*job.report}) {
+    if (config.log_every_iters > 0) {
+      sink->attach_output_handler(trainer, Events::ITERATION_COMPLETED.every(config.log_every_iters), "training", {},
+                                  [](const Value& out) {
+                                    return std::map<std::string, double>{{"batch loss", out.number()}};
+                                  });
+    }
+    sink->attach_opt_params_handler(
+        trainer, Events::ITERATION_STARTED.every(std::max<int64_t>(1, config.log_every_iters)), *job.optimizer);
+    sink->attach_output_handler(*job.train_evaluator, Events::COMPLETED, "train", {"Accuracy", "Loss"}, {},
+                                kh::global_step_from_engine(trainer));
+    sink->attach_output_handler(*job.test_evaluator, Events::COMPLETED, "test", {"Accuracy", "Loss"}, {},
+                                kh::global_step_from_engine(trainer));
+  }
+}
+
+// Both sets evaluated every validate_every epochs and at the end, logged and kept for the
+// table; the report redrawn after each validation.
+void attach_validation(Job& job) {
+  job.trainer->on(Events::EPOCH_COMPLETED.every(job.config.validate_every) | Events::COMPLETED, [&job](Engine& t) {
+    const int64_t epoch = t.state().epoch;
+    // At the end of a run whose last epoch was just validated (num_epochs a multiple of
+    // validate_every), the tutorial evaluates the same weights again; once is enough.
+    if (!job.results.validations.empty() && job.results.validations.back().epoch == epoch) return;
+    Validation v{epoch};
+    for (Engine* e : {&*job.train_evaluator, &*job.test_evaluator}) {
+      const bool train = e == &*job.train_evaluator;
+      const auto start = Clock::now();
+      e->run(train ? job.flow->train : job.flow->test);
+      const auto& m = e->state().metrics;
+      const double acc = m.at("Accuracy").number(), loss = m.at("Loss").number();
+      (train ? v.train_accuracy : v.test_accuracy) = acc;
+      (train ? v.train_loss : v.test_loss) = loss;
+      job.logger.info("Epoch " + std::to_string(epoch) + " - Evaluation time (seconds): " +
+                      fixed(std::chrono::duration<double>(Clock::now() - start).count(), 2) + " - " +
+                      (train ? "train" : "test") + " metrics:\n\tAccuracy: " + fixed(acc, 4) +
+                      "\n\tLoss: " + fixed(loss, 4));
+    }
+    job.results.validations.push_back(v);
+    job.report->render("updated after the validation of epoch " + std::to_string(epoch));
+  });
+}
+
+// Training throughput and epoch times for the table and summary.json.
+void attach_timing(Job& job) {
+  Results& results = job.results;
+  results.dataset = job.data->dataset;
+  results.backend = kd::get_world_size() > 1 ? kd::backend() : "none";
+  results.world_size = kd::get_world_size();
+  results.batch_size = job.config.batch_size;
+  results.output_path = job.run.path;
+  struct Epoch {
+    Clock::time_point start, train_end;
+    int64_t iterations = 0;
+  };
+  auto epoch = std::make_shared<Epoch>();
+  job.trainer->on(Events::EPOCH_STARTED, [epoch](Engine&) {
+    epoch->start = Clock::now();
+    epoch->iterations = 0;
+  });
+  job.trainer->on(Events::ITERATION_COMPLETED, [epoch](Engine&) {
+    ++epoch->iterations;
+    epoch->train_end = Clock::now();
+  });
+  const int64_t batch = job.config.batch_size;
+  job.trainer->on(Events::EPOCH_COMPLETED, [&job, epoch, batch](Engine& t) {
+    Results& r = job.results;
+    if (epoch->iterations > 0) {
+      const double train_s = std::chrono::duration<double>(epoch->train_end - epoch->start).count();
+      r.train_samples_per_s.push_back(static_cast<double>(epoch->iterations * batch) / train_s);
+    }
+    r.epoch_seconds.push_back(std::chrono::duration<double>(Clock::now() - epoch->start).count());
+    job.logger.info("Epoch[" + std::to_string(t.state().epoch) +
+                    "] Complete. Time taken: " + fixed(r.epoch_seconds.back(), 1) + " s");
+  });
+}
+
+// The two best models by test accuracy; --stop_iteration.
+void attach_best_models_and_stop(Job& job) {
+  std::make_shared<kh::Checkpoint>(
+      kh::Objects{{"model", kh::stateful(*job.model)}},
+      std::make_shared<kh::DiskSaver>(job.run.path, kh::DiskSaverOptions().require_empty(false)),
+      kh::CheckpointOptions()
+          .filename_prefix("best")
+          .n_saved(2)
+          .global_step_transform(kh::global_step_from_engine(*job.trainer))
+          .score_name("test_accuracy")
+          .score_function([](Engine& e) { return e.state().metrics.at("Accuracy").number(); }))
+      ->attach(*job.test_evaluator, Events::COMPLETED);
+  if (job.config.stop_iteration) {
+    job.trainer->on(Events::ITERATION_COMPLETED.once(*job.config.stop_iteration), [&job](Engine& t) {
+      job.logger.info("Stop training on iteration " + std::to_string(t.state().iteration));
+      t.terminate();
+    });
+  }
+}
+
+// After the run: peak memory of every rank, the logs closed, the table and summary.json.
+void finish(Job& job) {
+  Results& results = job.results;
+  const double rss = peak_rss_mb();
+  results.peak_rss_mb = kd::get_world_size() > 1 ? kd::all_gather(rss) : std::vector<double>{rss};
+  job.tb->close();
+  job.json->close();
+  job.report->render("run complete");
+  job.report->close();
+  if (job.split) results.iteration_split_ms = job.split->medians();
+  if (kd::get_rank() != 0) return;
+  write_summary(results);
+  std::fprintf(stdout, "%s", table(results).c_str());
+  if (job.common->checkpoint && job.common->checkpoint->last_checkpoint()) {
+    std::fprintf(stdout, "Last training checkpoint: %s\n", job.common->checkpoint->last_checkpoint()->c_str());
+  }
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 void training(int /*local_rank*/, Config config) {
-  const int rank = kd::get_rank();
-  at::manual_seed(static_cast<uint64_t>(config.seed + rank));
+  at::manual_seed(static_cast<uint64_t>(config.seed + kd::get_rank()));
   const int threads = share_the_cores();
   const kh::Logger logger = kh::setup_logger("CIFAR10-Training");
   kh::RunFolder run;
   try {
-    const DataChoice data = choose_data(config);  // every rank: a wrong path fails everywhere
-    const std::string why = apply_dataset_defaults(config, data.dataset);
-    log_basic_info(logger, config, data, why);
-    logger.info("- intra-op threads per rank: " + std::to_string(threads));
-    // --resume_from is read before the run folder is made: a wrong file leaves no folder.
-    std::optional<kindling::StateDict> resume_state;
-    if (!config.resume_from.empty()) {
-      KINDLING_CHECK(std::filesystem::is_regular_file(path_status("--resume_from", config.resume_from)),
-                     "cifar10: --resume_from '",
-                     config.resume_from, "' is not a file; give a training_checkpoint_<iteration>.pt of an earlier run");
-      resume_state = kh::Checkpoint::load_file(config.resume_from);  // every rank reads the file
-    }
-    run = make_run_folder(logger, config);
-    const std::string& run_folder = run.path;
-
-    Dataflow flow = get_dataflow(data, config);
-    const int64_t iters_per_epoch = flow.train.size();
-    KINDLING_CHECK(iters_per_epoch > 0, "cifar10: the training split gives no batch of ", config.batch_size,
-                   " samples over ", kd::get_world_size(), " rank(s) (drop_last); use a smaller --batch_size");
-    auto model = get_model(config, data.channels);
-    const auto sgd_options =
-        torch::optim::SGDOptions(*config.learning_rate).momentum(config.momentum).weight_decay(config.weight_decay).nesterov(true);
-    // --profile: an SGD that marks its step, a criterion that marks the forward's end.
-    auto split = config.profile && rank == 0 ? std::make_shared<IterationSplit>() : nullptr;
-    auto sgd = split ? std::make_unique<TimedSGD>(model->parameters(), sgd_options, split)
-                     : std::make_unique<torch::optim::SGD>(model->parameters(), sgd_options);
-    torch::optim::SGD& optimizer = *sgd;
-    kd::auto_optim(optimizer);
-    kindling::engine::LossFunction criterion = [](const at::Tensor& y_pred, const at::Tensor& y) {
-      return at::cross_entropy_loss(y_pred, y);
-    };
-    if (split) criterion = split->timed(criterion);
-    auto lr_scheduler = get_lr_scheduler(config, optimizer, iters_per_epoch);
-
-    // The trainer, with the tutorial's output {"batch loss": loss.item()}.
-    auto scaler = config.with_amp ? std::make_shared<kindling::engine::GradScaler>() : nullptr;
-    Engine trainer = kindling::engine::create_supervised_trainer(
-        model, optimizer, criterion,
-        kindling::engine::SupervisedTrainerOptions()
-            .device(kd::device())
-            .non_blocking(true)
-            .amp(config.with_amp)
-            .scaler(scaler)
-            .output_transform([](const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor& loss) {
-              return Value(loss.item<double>());  // named "batch loss" by the common handlers
-            }));
-    trainer.name = "trainer";
-    if (split) split->attach(trainer, model.reducer());
-    kh::Objects to_save{{"trainer", kh::stateful(trainer)},
-                        {"model", kh::stateful(model)},
-                        {"optimizer", kh::stateful(optimizer)},
-                        {"lr_scheduler", kh::stateful(*lr_scheduler)}};
-    if (scaler) to_save.push_back({"scaler", kh::stateful(*scaler)});
-    auto common = kh::setup_common_training_handlers(
-        trainer, kh::CommonTrainingOptions()
-                     .to_save(to_save)
-                     .save_every_iters(config.checkpoint_every)
-                     .checkpoint_include_self(true)  // n_saved across restarts
-                     .output_path(run_folder)
-                     .lr_scheduler(lr_scheduler)
-                     .output_names(config.log_every_iters > 0 ? std::vector<std::string>{"batch loss"}
-                                                              : std::vector<std::string>{})
-                     .with_pbars(config.log_every_iters > 0)
-                     .log_every_iters(std::max<int64_t>(1, config.log_every_iters)));
-    std::string resume_from = config.resume_from;
-    if (resume_from.empty() && run.continued) {
-      // After a restart: the newest checkpoint in this job's own run folder, as rank 0 finds
-      // it; with it the checkpoint's list of kept files, so that n_saved spans the attempts.
-      auto last = kd::get_rank() == 0 ? kh::Checkpoint::find_latest(run_folder, "training") : std::nullopt;
-      resume_from = kd::get_world_size() > 1 ? kd::broadcast(last.value_or(""), 0) : last.value_or("");
-      if (!resume_from.empty()) resume_state = kh::Checkpoint::load_file(resume_from);
-    }
-    if (resume_state) {
-      kh::Objects to_load = to_save;
-      if (run.continued && resume_state->contains("checkpointer"))
-        to_load.push_back({"checkpointer", kh::stateful(*common->checkpoint)});
-      kh::Checkpoint::load_objects(to_load, *resume_state, true, resume_from);
-      logger.info("Resumed from " + resume_from + " at iteration " + std::to_string(trainer.state().iteration));
-    }
-
-    // Evaluators on the train and test sets; metrics reduced over the ranks.
-    auto make_evaluator = [&](const std::string& name) {
-      Engine e = kindling::engine::create_supervised_evaluator(
-          model, {{"Accuracy", std::make_shared<km::Accuracy>()}, {"Loss", std::make_shared<km::Loss>(criterion)}},
-          kindling::engine::SupervisedEvaluatorOptions().device(kd::device()).non_blocking(true).amp(config.with_amp));
-      e.name = name;
-      return e;
-    };
-    Engine train_evaluator = make_evaluator("train_evaluator");
-    Engine test_evaluator = make_evaluator("test_evaluator");
-
-    // Logs: TensorBoard as the tutorial, the same scalars as JSON lines and an HTML report.
-    kh::TensorboardLogger tb(run_folder);
-    kh::JsonLogger json(run_folder + "/scalars.jsonl");
-    kh::HtmlReport report(run_folder + "/report.html",
-                          config.model + " on " + data.dataset + ", " +
-                              (kd::get_world_size() > 1 ? kd::backend() : std::string("one process")) + " x " +
-                              std::to_string(kd::get_world_size()));
-    report.set_config(describe(config));
-    for (kh::BaseLogger* sink : std::initializer_list<kh::BaseLogger*>{&tb, &json, &report}) {
-      if (config.log_every_iters > 0) {
-        sink->attach_output_handler(trainer, Events::ITERATION_COMPLETED.every(config.log_every_iters), "training",
-                                    {}, [](const Value& out) {
-                                      return std::map<std::string, double>{{"batch loss", out.number()}};
-                                    });
-      }
-      sink->attach_opt_params_handler(trainer, Events::ITERATION_STARTED.every(std::max<int64_t>(1, config.log_every_iters)),
-                                      optimizer);
-      sink->attach_output_handler(train_evaluator, Events::COMPLETED, "train", {"Accuracy", "Loss"}, {},
-                                  kh::global_step_from_engine(trainer));
-      sink->attach_output_handler(test_evaluator, Events::COMPLETED, "test", {"Accuracy", "Loss"}, {},
-                                  kh::global_step_from_engine(trainer));
-    }
-
-    // Measurements for the table and summary.json.
-    Results results;
-    results.dataset = data.dataset;
-    results.backend = kd::get_world_size() > 1 ? kd::backend() : "none";
-    results.world_size = kd::get_world_size();
-    results.batch_size = config.batch_size;
-    results.output_path = run_folder;
-    Clock::time_point epoch_start, train_end;
-    int64_t epoch_iterations = 0;
-    trainer.on(Events::EPOCH_STARTED, [&](Engine&) {
-      epoch_start = Clock::now();
-      epoch_iterations = 0;
-    });
-    trainer.on(Events::ITERATION_COMPLETED, [&](Engine&) {
-      ++epoch_iterations;
-      train_end = Clock::now();
-    });
-
-    auto run_validation = [&](Engine& t) {
-      const int64_t epoch = t.state().epoch;
-      // At the end of a run whose last epoch was just validated (num_epochs a multiple of
-      // validate_every), the tutorial evaluates the same weights again; once is enough.
-      if (!results.validations.empty() && results.validations.back().epoch == epoch) return;
-      Validation v{epoch};
-      for (Engine* e : {&train_evaluator, &test_evaluator}) {
-        const auto start = Clock::now();
-        e->run(e == &train_evaluator ? flow.train : flow.test);
-        const auto& m = e->state().metrics;
-        const double acc = m.at("Accuracy").number(), loss = m.at("Loss").number();
-        (e == &train_evaluator ? v.train_accuracy : v.test_accuracy) = acc;
-        (e == &train_evaluator ? v.train_loss : v.test_loss) = loss;
-        logger.info("Epoch " + std::to_string(epoch) + " - Evaluation time (seconds): " +
-                    fixed(std::chrono::duration<double>(Clock::now() - start).count(), 2) + " - " +
-                    (e == &train_evaluator ? "train" : "test") + " metrics:\n\tAccuracy: " + fixed(acc, 4) +
-                    "\n\tLoss: " + fixed(loss, 4));
-      }
-      results.validations.push_back(v);
-      report.render("updated after the validation of epoch " + std::to_string(epoch));
-    };
-    trainer.on(Events::EPOCH_COMPLETED.every(config.validate_every) | Events::COMPLETED, run_validation);
-    trainer.on(Events::EPOCH_COMPLETED, [&](Engine& t) {
-      if (epoch_iterations > 0) {
-        const double train_s = std::chrono::duration<double>(train_end - epoch_start).count();
-        results.train_samples_per_s.push_back(static_cast<double>(epoch_iterations * config.batch_size) / train_s);
-      }
-      results.epoch_seconds.push_back(std::chrono::duration<double>(Clock::now() - epoch_start).count());
-      logger.info("Epoch[" + std::to_string(t.state().epoch) + "] Complete. Time taken: " +
-                  fixed(results.epoch_seconds.back(), 1) + " s");
-    });
-
-    // The two best models by test accuracy.
-    std::make_shared<kh::Checkpoint>(
-        kh::Objects{{"model", kh::stateful(model)}},
-        std::make_shared<kh::DiskSaver>(run_folder, kh::DiskSaverOptions().require_empty(false)),
-        kh::CheckpointOptions()
-            .filename_prefix("best")
-            .n_saved(2)
-            .global_step_transform(kh::global_step_from_engine(trainer))
-            .score_name("test_accuracy")
-            .score_function([](Engine& e) { return e.state().metrics.at("Accuracy").number(); }))
-        ->attach(test_evaluator, Events::COMPLETED);
-
-    if (config.stop_iteration) {
-      trainer.on(Events::ITERATION_COMPLETED.once(*config.stop_iteration), [&](Engine& t) {
-        logger.info("Stop training on iteration " + std::to_string(t.state().iteration));
-        t.terminate();
-      });
-    }
-
-    trainer.run(flow.train, *config.num_epochs);
-
-    const double rss = peak_rss_mb();
-    results.peak_rss_mb = kd::get_world_size() > 1 ? kd::all_gather(rss) : std::vector<double>{rss};
-    tb.close();
-    json.close();
-    report.render("run complete");
-    report.close();
-    if (split) results.iteration_split_ms = split->medians();
-    if (rank == 0) {
-      write_summary(results);
-      std::fprintf(stdout, "%s", table(results).c_str());
-      if (common->checkpoint && common->checkpoint->last_checkpoint()) {
-        std::fprintf(stdout, "Last training checkpoint: %s\n", common->checkpoint->last_checkpoint()->c_str());
-      }
-      std::fflush(stdout);
-    }
+    Job job(config, logger, run);
+    prepare(job, threads);
+    make_trainer(job);
+    attach_common_and_resume(job);
+    attach_evaluators_and_logs(job);
+    attach_validation(job);
+    attach_timing(job);
+    attach_best_models_and_stop(job);
+    job.trainer->run(job.flow->train, *config.num_epochs);
+    finish(job);
   } catch (const std::exception& e) {
     if (run.remove_if_unused()) logger.info("Removed the unused run folder " + run.path);
     logger.error(std::string("training failed: ") + e.what());

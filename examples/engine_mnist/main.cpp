@@ -77,6 +77,16 @@ torch::nn::Sequential make_model() {
 
 at::Tensor loss_fn(const at::Tensor& y_pred, const at::Tensor& y) { return at::cross_entropy_loss(y_pred, y); }
 
+// Linear warm-up over the first quarter epoch to lr, then linear decay to 0 at the end.
+std::shared_ptr<kindling::handlers::PiecewiseLinear> make_scheduler(torch::optim::Optimizer& optimizer,
+                                                                    const Options& o, int64_t per_epoch) {
+  const int64_t warmup = std::max<int64_t>(1, per_epoch / 4);
+  return std::make_shared<kindling::handlers::PiecewiseLinear>(
+      optimizer, "lr",
+      std::vector<std::pair<int64_t, double>>{
+          {0, 0.0}, {warmup, o.lr}, {std::max<int64_t>(warmup + 1, o.epochs * per_epoch), 0.0}});
+}
+
 void training(int /*local_rank*/, const Options& o) {
   at::manual_seed(543 + kd::get_rank());
   auto train_loader = kd::auto_dataloader(
@@ -94,13 +104,7 @@ void training(int /*local_rank*/, const Options& o) {
   auto epoch_loss = std::make_shared<km::Average>();
   epoch_loss->attach(trainer, "train_loss");
 
-  // Linear warm-up over the first quarter epoch to lr, then linear decay to 0 at the end.
-  const int64_t per_epoch = train_loader.size();
-  const int64_t warmup = std::max<int64_t>(1, per_epoch / 4);
-  auto scheduler = std::make_shared<kindling::handlers::PiecewiseLinear>(
-      optimizer, "lr",
-      std::vector<std::pair<int64_t, double>>{
-          {0, 0.0}, {warmup, o.lr}, {std::max<int64_t>(warmup + 1, o.epochs * per_epoch), 0.0}});
+  auto scheduler = make_scheduler(optimizer, o, train_loader.size());
   namespace kh = kindling::handlers;
   const kh::Objects to_save{{"trainer", kh::stateful(trainer)},
                             {"model", kh::stateful(model)},

@@ -178,19 +178,20 @@ struct Drawn {
   bool smooth = false;
 };
 
-}  // namespace
+// The plot area: axes, the drawing box, and value -> pixel.
+struct PlotFrame {
+  Axis x, y;
+  std::vector<std::string> x_labels, y_labels;
+  double left = 0, right = 0, top = 10, bottom = 0;
+  double px(double v) const { return place(v, x.lo, x.hi, left + kInset, right - kInset); }
+  double py(double v) const { return place(v, y.lo, y.hi, bottom - kInset, top + kInset); }
+};
 
-std::string display_number(double value, int significant) {
-  if (std::isnan(value)) return "NaN";
-  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
-  char buffer[64];
-  const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value, std::chars_format::general, significant);
-  return tidy_exponent(std::string(buffer, result.ptr));
-}
-
-std::string render_chart_card(const Chart& chart) {
+// Each series sorted by step, its finite points apart from the NaN / inf counts; the ranges
+// of steps and finite values of all of them.
+std::vector<Drawn> prepare_series(const Chart& chart, double& x_lo, double& x_hi, double& y_lo, double& y_hi) {
   std::vector<Drawn> drawn;
-  double x_lo = std::numeric_limits<double>::infinity(), x_hi = -x_lo, y_lo = x_lo, y_hi = -x_lo;
+  x_lo = std::numeric_limits<double>::infinity(), x_hi = -x_lo, y_lo = x_lo, y_hi = -x_lo;
   for (const Series& series : chart.series) {
     Drawn d;
     d.series = &series;
@@ -210,17 +211,27 @@ std::string render_chart_card(const Chart& chart) {
     d.smooth = noisy(d.points);
     drawn.push_back(std::move(d));
   }
+  return drawn;
+}
+
+PlotFrame make_plot_frame(double x_lo, double x_hi, double y_lo, double y_hi) {
   if (x_lo > x_hi) x_lo = x_hi = 0;
   if (y_lo > y_hi) y_lo = 0, y_hi = 1;  // nothing finite: an empty frame
-  const Axis x_axis = nice_axis(x_lo, x_hi, 7, true), y_axis = nice_axis(y_lo, y_hi, 6, false);
-  const std::vector<std::string> x_labels = tick_labels(x_axis, true), y_labels = tick_labels(y_axis, false);
+  PlotFrame f;
+  f.x = nice_axis(x_lo, x_hi, 7, true);
+  f.y = nice_axis(y_lo, y_hi, 6, false);
+  f.x_labels = tick_labels(f.x, true);
+  f.y_labels = tick_labels(f.y, false);
   std::size_t widest = 1;
-  for (const std::string& label : y_labels) widest = std::max(widest, label.size());
-  const double left = std::clamp(16.0 + 6.6 * static_cast<double>(widest), 40.0, 160.0), right = kWidth - 14;
-  const double top = 10, bottom = kHeight - 40;
-  auto px = [&](double x) { return place(x, x_axis.lo, x_axis.hi, left + kInset, right - kInset); };
-  auto py = [&](double y) { return place(y, y_axis.lo, y_axis.hi, bottom - kInset, top + kInset); };
+  for (const std::string& label : f.y_labels) widest = std::max(widest, label.size());
+  f.left = std::clamp(16.0 + 6.6 * static_cast<double>(widest), 40.0, 160.0);
+  f.right = kWidth - 14;
+  f.bottom = kHeight - 40;
+  return f;
+}
 
+// The <svg> element's opening, the grid, the axes, their ticks and the x axis' label.
+std::string render_frame(const Chart& chart, const PlotFrame& f, const std::vector<Drawn>& drawn) {
   std::string colours;
   for (const Drawn& d : drawn) {
     if (d.points.empty()) continue;
@@ -230,42 +241,45 @@ std::string render_chart_card(const Chart& chart) {
   std::string svg = "<svg class=\"plot\" viewBox=\"0 0 " + coordinate(kWidth) + " " + coordinate(kHeight) +
                     "\" role=\"img\" aria-label=\"" + escape(chart.title) + "\" data-series-colors=\"" + colours +
                     "\">\n<g class=\"grid\">";
-  for (const double t : y_axis.ticks) {
-    const std::string y = coordinate(py(t));
-    svg += "<line x1=\"" + coordinate(left) + "\" x2=\"" + coordinate(right) + "\" y1=\"" + y + "\" y2=\"" + y + "\"/>";
+  for (const double t : f.y.ticks) {
+    const std::string y = coordinate(f.py(t));
+    svg += "<line x1=\"" + coordinate(f.left) + "\" x2=\"" + coordinate(f.right) + "\" y1=\"" + y + "\" y2=\"" + y +
+           "\"/>";
   }
-  for (const double t : x_axis.ticks) {
-    const std::string x = coordinate(px(t));
-    svg += "<line x1=\"" + x + "\" x2=\"" + x + "\" y1=\"" + coordinate(top) + "\" y2=\"" + coordinate(bottom) + "\"/>";
+  for (const double t : f.x.ticks) {
+    const std::string x = coordinate(f.px(t));
+    svg += "<line x1=\"" + x + "\" x2=\"" + x + "\" y1=\"" + coordinate(f.top) + "\" y2=\"" + coordinate(f.bottom) +
+           "\"/>";
   }
-  svg += "</g>\n<g class=\"axis\"><path d=\"M" + coordinate(left) + " " + coordinate(top) + "V" + coordinate(bottom) +
-         "H" + coordinate(right) + "\"/>";
-  for (const double t : y_axis.ticks) {
-    svg += "<path d=\"M" + coordinate(left - 4) + " " + coordinate(py(t)) + "h4\"/>";
-  }
-  for (const double t : x_axis.ticks) {
-    svg += "<path d=\"M" + coordinate(px(t)) + " " + coordinate(bottom) + "v4\"/>";
-  }
+  svg += "</g>\n<g class=\"axis\"><path d=\"M" + coordinate(f.left) + " " + coordinate(f.top) + "V" +
+         coordinate(f.bottom) + "H" + coordinate(f.right) + "\"/>";
+  for (const double t : f.y.ticks) svg += "<path d=\"M" + coordinate(f.left - 4) + " " + coordinate(f.py(t)) + "h4\"/>";
+  for (const double t : f.x.ticks) svg += "<path d=\"M" + coordinate(f.px(t)) + " " + coordinate(f.bottom) + "v4\"/>";
   svg += "</g>\n<g class=\"ticks\">";
-  for (std::size_t i = 0; i < y_axis.ticks.size(); ++i) {
-    svg += "<text x=\"" + coordinate(left - 7) + "\" y=\"" + coordinate(py(y_axis.ticks[i]) + 4) +
-           "\" text-anchor=\"end\">" + escape(y_labels[i]) + "</text>";
+  for (std::size_t i = 0; i < f.y.ticks.size(); ++i) {
+    svg += "<text x=\"" + coordinate(f.left - 7) + "\" y=\"" + coordinate(f.py(f.y.ticks[i]) + 4) +
+           "\" text-anchor=\"end\">" + escape(f.y_labels[i]) + "</text>";
   }
-  for (std::size_t i = 0; i < x_axis.ticks.size(); ++i) {
-    svg += "<text x=\"" + coordinate(px(x_axis.ticks[i])) + "\" y=\"" + coordinate(bottom + 17) +
-           "\" text-anchor=\"middle\">" + escape(x_labels[i]) + "</text>";
+  for (std::size_t i = 0; i < f.x.ticks.size(); ++i) {
+    svg += "<text x=\"" + coordinate(f.px(f.x.ticks[i])) + "\" y=\"" + coordinate(f.bottom + 17) +
+           "\" text-anchor=\"middle\">" + escape(f.x_labels[i]) + "</text>";
   }
-  svg += "</g>\n<text class=\"axis-label\" x=\"" + coordinate((left + right) / 2) + "\" y=\"" +
+  svg += "</g>\n<text class=\"axis-label\" x=\"" + coordinate((f.left + f.right) / 2) + "\" y=\"" +
          coordinate(kHeight - 5) + "\" text-anchor=\"middle\">" + escape(chart.x_label) + "</text>\n";
+  return svg;
+}
 
-  std::string notes;
-  for (const Drawn& d : drawn) {  // lines first, markers over every line
+// The series' lines (a faint line and its moving average where noisy), then the markers over
+// every line; `notes` gets what was thinned or left out.
+std::string render_series(const Chart& chart, const PlotFrame& f, const std::vector<Drawn>& drawn, std::string& notes) {
+  std::string svg;
+  for (const Drawn& d : drawn) {
     const std::string dash = d.series->dashed ? "\" stroke-dasharray=\"7 4" : "";
     auto polyline = [&](const std::vector<XY>& points, const char* extra) {
       if (points.size() < 2) return;
       svg += "<polyline class=\"line\" stroke=\"" + d.series->colour + dash + "\"" + extra + " points=\"";
       for (const XY& p : min_max_buckets(points, kMaxDrawn))
-        svg += coordinate(px(p.first)) + "," + coordinate(py(p.second)) + " ";
+        svg += coordinate(f.px(p.first)) + "," + coordinate(f.py(p.second)) + " ";
       svg.back() = '"';
       svg += "/>\n";
     };
@@ -288,17 +302,20 @@ std::string render_chart_card(const Chart& chart) {
   for (const Drawn& d : drawn) {
     if (d.points.size() > kMarkerLimit) continue;
     for (const XY& p : d.points) {
-      svg += "<circle class=\"marker\" cx=\"" + coordinate(px(p.first)) + "\" cy=\"" + coordinate(py(p.second)) +
+      svg += "<circle class=\"marker\" cx=\"" + coordinate(f.px(p.first)) + "\" cy=\"" + coordinate(f.py(p.second)) +
              "\" r=\"3.6\" fill=\"" + d.series->colour + "\"><title>" + escape(d.series->label) + ", " +
              escape(chart.x_label) + " " + shortest_number(p.first) + ": " + shortest_number(p.second) +
              "</title></circle>";
     }
   }
-  svg += "</svg>\n";
   if (std::any_of(drawn.begin(), drawn.end(), [](const Drawn& d) { return d.smooth; })) {
     notes += "<p class=\"note\">Noisy series: the faint line is every value, the bold one a moving average.</p>";
   }
+  return svg;
+}
 
+// Each series' swatch, label and latest value.
+std::string render_legend(const Chart& chart, const std::vector<Drawn>& drawn) {
   std::string legend = "<ul class=\"legend\">";
   for (const Drawn& d : drawn) {
     legend += "<li><span class=\"swatch" + std::string(d.series->dashed ? " dashed" : "") +
@@ -312,9 +329,27 @@ std::string render_chart_card(const Chart& chart) {
               shortest_number(last.first) + ": " + shortest_number(last.second) + "\">" +
               escape(display_number(last.second, 4)) + "</span></li>";
   }
-  legend += "</ul>\n";
-  return "<section class=\"card chart\">\n<h2>" + escape(chart.title) + "</h2>\n" + legend + svg + notes +
-         "</section>\n";
+  return legend + "</ul>\n";
+}
+
+}  // namespace
+
+std::string display_number(double value, int significant) {
+  if (std::isnan(value)) return "NaN";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  char buffer[64];
+  const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value, std::chars_format::general, significant);
+  return tidy_exponent(std::string(buffer, result.ptr));
+}
+
+std::string render_chart_card(const Chart& chart) {
+  double x_lo, x_hi, y_lo, y_hi;
+  const std::vector<Drawn> drawn = prepare_series(chart, x_lo, x_hi, y_lo, y_hi);
+  const PlotFrame frame = make_plot_frame(x_lo, x_hi, y_lo, y_hi);
+  std::string notes;
+  const std::string svg = render_frame(chart, frame, drawn) + render_series(chart, frame, drawn, notes) + "</svg>\n";
+  return "<section class=\"card chart\">\n<h2>" + escape(chart.title) + "</h2>\n" + render_legend(chart, drawn) + svg +
+         notes + "</section>\n";
 }
 
 }  // namespace html

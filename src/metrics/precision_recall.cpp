@@ -54,6 +54,53 @@ void PrecisionRecallBase::reset() {
   width_ = 0;
 }
 
+namespace {
+
+// ignite's dtype warnings, once per metric.
+void warn_about_dtypes(const std::string& who, InputType type, PrecisionRecallBase::Average average,
+                       const at::Tensor& y_pred, const at::Tensor& y, bool& warned) {
+  if (warned) return;
+  if (type == InputType::kMulticlass && y.scalar_type() != at::kLong) {
+    warned = true;
+    kindling::log(LogLevel::kWarning, who + ": `y` should be of dtype long when entry type is multiclass");
+  } else if (type == InputType::kBinary && average != PrecisionRecallBase::Average::kFalse &&
+             (y.scalar_type() != at::kLong || y_pred.scalar_type() != at::kLong)) {
+    warned = true;
+    kindling::log(LogLevel::kWarning, who +
+                                          ": `y` and `y_pred` should be of dtype long when entry type is "
+                                          "binary and average is not Average::kFalse");
+  }
+}
+
+// ignite's _prepare_output: 2-D (M, K) indicator matrices, or 1-D for binary + kFalse; the
+// predictions first.
+std::pair<at::Tensor, at::Tensor> indicators(const std::string& who, InputType type,
+                                             PrecisionRecallBase::Average average, const at::Tensor& y_pred,
+                                             const at::Tensor& y) {
+  if (type == InputType::kMultilabel) {
+    const int64_t c = y_pred.size(1);
+    return {at::movedim(y_pred, 1, -1).reshape({-1, c}), at::movedim(y, 1, -1).reshape({-1, c})};
+  }
+  const int64_t k = type == InputType::kBinary ? 2 : y_pred.size(1);
+  at::Tensor t = y.reshape({-1});
+  if (type == InputType::kMulticlass && t.numel() > 0) {
+    const int64_t max = t.max().item<int64_t>();
+    KINDLING_CHECK(max + 1 <= k, who,
+                   ": y_pred contains fewer classes than y. Number of classes in the "
+                   "prediction is ",
+                   k, " and an element in y has invalid class = ", max + 1, "; y must hold class indices in [0, ", k,
+                   ")");
+    const int64_t min = t.min().item<int64_t>();
+    KINDLING_CHECK(min >= 0, who, ": y holds the negative class ", min, "; y must hold class indices in [0, ", k, ")");
+  }
+  if (type == InputType::kBinary && average == PrecisionRecallBase::Average::kFalse) return {y_pred.reshape({-1}), t};
+  at::Tensor p =
+      type == InputType::kMulticlass ? at::argmax(y_pred, 1).reshape({-1}) : y_pred.to(at::kLong).reshape({-1});
+  return {at::one_hot(p, k), at::one_hot(t.to(at::kLong), k)};
+}
+
+}  // namespace
+
 void PrecisionRecallBase::update(const Value& output) {
   auto [y_pred, y] = y_pred_and_y(output);
   y_pred = y_pred.detach();
@@ -65,47 +112,8 @@ void PrecisionRecallBase::update(const Value& output) {
                  who,
                  ": argument average='samples' is incompatible with binary and multiclass input data; use it "
                  "with is_multilabel=true, or choose another average");
-  if (!warned_) {
-    if (type == InputType::kMulticlass && y.scalar_type() != at::kLong) {
-      warned_ = true;
-      kindling::log(LogLevel::kWarning, who + ": `y` should be of dtype long when entry type is multiclass");
-    } else if (type == InputType::kBinary && average_ != Average::kFalse &&
-               (y.scalar_type() != at::kLong || y_pred.scalar_type() != at::kLong)) {
-      warned_ = true;
-      kindling::log(LogLevel::kWarning, who +
-                                            ": `y` and `y_pred` should be of dtype long when entry type is "
-                                            "binary and average is not Average::kFalse");
-    }
-  }
-
-  // ignite's _prepare_output: 2-D (M, K) indicator matrices, or 1-D for binary + kFalse.
-  at::Tensor p, t;
-  if (type == InputType::kMultilabel) {
-    const int64_t c = y_pred.size(1);
-    p = at::movedim(y_pred, 1, -1).reshape({-1, c});
-    t = at::movedim(y, 1, -1).reshape({-1, c});
-  } else {
-    const int64_t k = type == InputType::kBinary ? 2 : y_pred.size(1);
-    t = y.reshape({-1});
-    if (type == InputType::kMulticlass && t.numel() > 0) {
-      const int64_t max = t.max().item<int64_t>();
-      KINDLING_CHECK(max + 1 <= k, who,
-                     ": y_pred contains fewer classes than y. Number of classes in the "
-                     "prediction is ",
-                     k, " and an element in y has invalid class = ", max + 1, "; y must hold class indices in [0, ", k,
-                     ")");
-      const int64_t min = t.min().item<int64_t>();
-      KINDLING_CHECK(min >= 0, who, ": y holds the negative class ", min, "; y must hold class indices in [0, ", k,
-                     ")");
-    }
-    if (type == InputType::kBinary && average_ == Average::kFalse) {
-      p = y_pred.reshape({-1});
-    } else {
-      p = type == InputType::kMulticlass ? at::argmax(y_pred, 1).reshape({-1}) : y_pred.to(at::kLong).reshape({-1});
-      p = at::one_hot(p, k);
-      t = at::one_hot(t.to(at::kLong), k);
-    }
-  }
+  warn_about_dtypes(who, type, average_, y_pred, y, warned_);
+  auto [p, t] = indicators(who, type, average_, y_pred, y);
   const auto options = at::TensorOptions().dtype(at::kDouble).device(device());
   p = p.to(options);
   t = t.to(options);
