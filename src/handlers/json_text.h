@@ -1,7 +1,10 @@
 // Internal to kindling's handlers: text for the JSON-lines logger and the HTML report's
-// embedded data, written without a JSON library (the project has none): UTF-8 checking,
-// RFC 8259 string quoting, and numbers in the shortest form that reads back exactly.
-// Standard library only, so that the report's renderer stays free of LibTorch.
+// embedded data: UTF-8 checking, RFC 8259 string quoting, and numbers in the shortest form
+// that reads back exactly. The handlers write their records value by value and need only
+// these two pieces, so they do not build nlohmann-json documents (the library the launchers'
+// error files use, src/launch/error_file.cpp): its dump() throws on ill-formed UTF-8 unless
+// told otherwise, where a metric name or log line must still come out (as U+FFFD), and it
+// writes a whole double as "3.0" where these files have always had "3". Standard library only.
 #pragma once
 
 #include <cstddef>
