@@ -59,6 +59,9 @@ def main():
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--bucket-cap-mb", type=float, default=25)
+    p.add_argument("--comm-hook", choices=["none", "fp16", "bf16", "powersgd"], default="none")
+    p.add_argument("--powersgd-rank", type=int, default=1)
+    p.add_argument("--powersgd-start", type=int, default=2)
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
@@ -91,6 +94,8 @@ def main():
     torch.manual_seed(0)
     net = models.MLP() if a.model == "mlp" else models.resnet18(num_classes=10, in_channels=1)
     model = torch.nn.parallel.DistributedDataParallel(net, bucket_cap_mb=a.bucket_cap_mb) if world > 1 else net
+    if world > 1 and a.comm_hook != "none":
+        register_hook(model, a)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     n = x_all.shape[0]
 
@@ -119,8 +124,20 @@ def main():
     if rank == 0:
         samples = a.steps * a.batch * world
         print(f"RESULT impl=python mode=step model={a.model} ranks={world} batch={a.batch} threads={a.threads} "
-              f"steps={a.steps} seconds={secs:.4f} samples_per_s={samples / secs:.1f}", flush=True)
+              f"steps={a.steps} hook={a.comm_hook} seconds={secs:.4f} samples_per_s={samples / secs:.1f}", flush=True)
     finish(world)
+
+
+def register_hook(model, a):
+    """torch's own hooks, as bench_ddp's --comm-hook selects kindling's."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+    if a.comm_hook == "powersgd":
+        state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=a.powersgd_rank,
+                                            start_powerSGD_iter=a.powersgd_start)
+        model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+    else:
+        hook = default_hooks.fp16_compress_hook if a.comm_hook == "fp16" else default_hooks.bf16_compress_hook
+        model.register_comm_hook(None, hook)
 
 
 def finish(world):

@@ -14,10 +14,6 @@
 // padding 2) and Normalize, `workers` threads, for `epochs` epochs.
 #include <ATen/ATen.h>
 #include <torch/nn/functional/loss.h>
-#include <torch/nn/modules/activation.h>
-#include <torch/nn/modules/container/functional.h>
-#include <torch/nn/modules/container/sequential.h>
-#include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 
 #include <kindling/dist/auto.h>
@@ -25,10 +21,11 @@
 #include <kindling/data/loader.h>
 #include <kindling/data/transforms.h>
 #include <kindling/kindling.h>
-#include <kindling/models/resnet.h>
 #include <kindling/nn/ddp.h>
+#include <kindling/nn/powersgd.h>
 
 #include "cli/cli.h"
+#include "workload.h"
 
 #include <chrono>
 #include <cstdio>
@@ -53,6 +50,9 @@ struct Options {
   int64_t workers = 2;
   int epochs = 1;
   double bucket_cap_mb = 25;
+  std::string comm_hook = "none";
+  int64_t powersgd_rank = 1;
+  int64_t powersgd_start = 2;
 };
 
 // Binds every option to `o` (tools/cli/cli.h gives --help and the errors).
@@ -74,6 +74,15 @@ void describe_options(CLI::App& app, Options& o) {
   app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "DDP bucket size")
       ->check(CLI::Range(0.001, 1e6))
       ->capture_default_str();
+  app.add_option("--comm-hook", o.comm_hook, "DDP communication hook: none, fp16, bf16 or powersgd")
+      ->check(CLI::IsMember({"none", "fp16", "bf16", "powersgd"}))
+      ->capture_default_str();
+  app.add_option("--powersgd-rank", o.powersgd_rank, "PowerSGD's matrix approximation rank")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--powersgd-start", o.powersgd_start, "PowerSGD's start_powerSGD_iter (keep it below --warmup)")
+      ->check(CLI::Range(0, 1 << 30))
+      ->capture_default_str();
   app.add_option("--workers", o.workers, "loader: worker threads")->check(CLI::Range(0, 1024))->capture_default_str();
   app.add_option("--epochs", o.epochs, "loader: epochs")->check(CLI::Range(1, 100000))->capture_default_str();
 }
@@ -82,16 +91,24 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+std::shared_ptr<kindling::nn::CommHook> comm_hook(const Options& o) {
+  if (o.comm_hook == "fp16") return kindling::nn::fp16_compress_hook();
+  if (o.comm_hook == "bf16") return kindling::nn::bf16_compress_hook();
+  if (o.comm_hook == "powersgd") {
+    return kindling::nn::powerSGD_hook(kindling::nn::PowerSgdOptions()
+                                           .matrix_approximation_rank(o.powersgd_rank)
+                                           .start_powerSGD_iter(o.powersgd_start));
+  }
+  return nullptr;
+}
+
 template <class Module>
-double train(Module net, const Options& o, const at::Tensor& images, const at::Tensor& labels) {
-  auto model = kd::auto_model(net, kindling::nn::DdpOptions().bucket_cap_mb(o.bucket_cap_mb));
+double train(Module net, const Options& o, const std::pair<at::Tensor, at::Tensor>& data) {
+  auto model = kd::auto_model(net, kindling::nn::DdpOptions().bucket_cap_mb(o.bucket_cap_mb).comm_hook(comm_hook(o)));
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
-  const int64_t n = images.size(0);
   const int rank = kd::get_rank(), world = kd::get_world_size();
   auto step = [&](int s) {
-    const int64_t start = ((static_cast<int64_t>(s) * world + rank) * o.batch) % (n - o.batch);
-    auto x = images.narrow(0, start, o.batch);
-    auto y = labels.narrow(0, start, o.batch);
+    auto [x, y] = bench::step_batch(data, s, rank, world, o.batch);
     opt.zero_grad();
     auto loss = torch::nn::functional::cross_entropy(model(x), y);
     loss.backward();
@@ -143,25 +160,17 @@ int main(int argc, char** argv) {
       kd::finalize();
       return 0;
     }
-    const at::Tensor images = (train_set.images().to(at::kFloat) / 255.0 - 0.2860) / 0.3530;
-    const at::Tensor labels = train_set.targets();
-    at::manual_seed(0);
+    const auto data = bench::training_data(o.data_dir);
     double secs = 0;
-    if (o.model == "mlp") {
-      torch::nn::Sequential net(torch::nn::Flatten(), torch::nn::Linear(784, 1024), torch::nn::ReLU(),
-                                torch::nn::Linear(1024, 1024), torch::nn::ReLU(), torch::nn::Linear(1024, 10));
-      secs = train(net, o, images, labels);
-    } else {
-      auto net = kindling::models::resnet18(kindling::models::ResNetOptions().num_classes(10).in_channels(1));
-      secs = train(net, o, images, labels);
-    }
+    bench::with_model(o.model, [&](auto net) { secs = train(net, o, data); });
     secs = kd::all_reduce(secs, kd::ReduceOp::kMax);
     if (kd::get_rank() == 0) {
       const double samples = static_cast<double>(o.steps) * o.batch * world;
       std::printf(
-          "RESULT impl=kindling mode=step model=%s ranks=%d batch=%lld threads=%d steps=%d seconds=%.4f "
+          "RESULT impl=kindling mode=step model=%s ranks=%d batch=%lld threads=%d steps=%d hook=%s seconds=%.4f "
           "samples_per_s=%.1f\n",
-          o.model.c_str(), world, static_cast<long long>(o.batch), o.threads, o.steps, secs, samples / secs);
+          o.model.c_str(), world, static_cast<long long>(o.batch), o.threads, o.steps, o.comm_hook.c_str(), secs,
+          samples / secs);
     }
     kd::finalize();
   } catch (const std::exception& e) {

@@ -17,7 +17,8 @@ int parse_command_line(int argc, char** argv, Config& c) {
       "The PyTorch-Ignite CIFAR10 tutorial in C++: ResNet18 trained data-parallel with kindling, on CIFAR-10 "
       "(binary version, in --data_path) or, by default, Debian's Fashion-MNIST",
       "cifar10"};
-  app.set_config("--config", "", "Read options from a TOML or INI file (name = value per line; unknown names are refused)");
+  app.set_config("--config", "",
+                 "Read options from a TOML or INI file (name = value per line; unknown names are refused)");
   app.allow_config_extras(false);  // a misspelt key is an error, not silently ignored
   const auto count = [](int64_t lo) { return CLI::Range(lo, int64_t{1} << 40); };
   app.add_option("--seed", c.seed, "Random seed (each rank adds its rank)")->capture_default_str();
@@ -31,14 +32,19 @@ int parse_command_line(int argc, char** argv, Config& c) {
   app.add_option("--batch_size", c.batch_size, "Training batch over all ranks (the test batch is twice it)")
       ->check(count(1))
       ->capture_default_str();
-  app.add_option("--momentum", c.momentum, "SGD momentum (Nesterov)")->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  app.add_option("--weight_decay", c.weight_decay, "SGD weight decay")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--momentum", c.momentum, "SGD momentum (Nesterov)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--weight_decay", c.weight_decay, "SGD weight decay")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--num_workers", c.num_workers, "Loader worker threads per rank")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
   app.add_option("--num_epochs", c.num_epochs, "Epochs (default: 24 on CIFAR-10, 3 on Fashion-MNIST)")
       ->check(CLI::Range(1, 100000));
-  app.add_option("--learning_rate", c.learning_rate, "Peak learning rate (default: 0.4 on CIFAR-10, 0.1 on Fashion-MNIST)")
+  app.add_option("--learning_rate", c.learning_rate,
+                 "Peak learning rate (default: 0.4 on CIFAR-10, 0.1 on Fashion-MNIST)")
       ->check(CLI::PositiveNumber);
   app.add_option("--num_warmup_epochs", c.num_warmup_epochs,
                  "Epochs of linear warm-up from 0, then linear decay to 0 (default: 4 on CIFAR-10, 1 on Fashion-MNIST)")
@@ -51,15 +57,27 @@ int parse_command_line(int argc, char** argv, Config& c) {
       ->capture_default_str();
   app.add_option("--backend", c.backend, "gloo, mpi, nccl or none (default: gloo when several processes run)")
       ->check(CLI::IsMember({"", "none", "gloo", "mpi", "nccl"}));
-  app.add_option("--resume_from", c.resume_from, "A training checkpoint (training_checkpoint_<iteration>.pt) to continue");
+  app.add_option("--resume_from", c.resume_from,
+                 "A training checkpoint (training_checkpoint_<iteration>.pt) to continue");
   app.add_option("--log_every_iters", c.log_every_iters, "Iterations between progress and loss logs (0: none)")
       ->check(count(0))
       ->capture_default_str();
-  app.add_option("--nproc_per_node", c.nproc_per_node, "Processes to start on this machine (under a launcher: leave it out, or give the launcher's count)")
+  app.add_option("--nproc_per_node", c.nproc_per_node,
+                 "Processes to start on this machine (under a launcher: leave it out, or give the launcher's count)")
       ->check(CLI::Range(1, 1024));
   app.add_option("--stop_iteration", c.stop_iteration, "End the run after this iteration, as a crash would")
       ->check(count(1));
   app.add_flag("--with_amp", c.with_amp, "Automatic mixed precision (float16 on CUDA, bfloat16 on CPU)");
+  app.add_option("--comm_hook", c.comm_hook,
+                 "How DDP averages gradients: none (float32 all-reduce), fp16, bf16 or powersgd")
+      ->check(CLI::IsMember({"none", "fp16", "bf16", "powersgd"}))
+      ->capture_default_str();
+  app.add_option("--powersgd_rank", c.powersgd_rank, "PowerSGD's matrix approximation rank")
+      ->check(count(1))
+      ->capture_default_str();
+  app.add_option("--powersgd_start_iter", c.powersgd_start_iter, "The first iteration PowerSGD compresses")
+      ->check(count(0))
+      ->capture_default_str();
   app.add_option("--train_subset", c.train_subset, "Use only the first N training samples (0: all)")->check(count(0));
   app.add_option("--test_subset", c.test_subset, "Use only the first N test samples (0: all)")->check(count(0));
   app.add_option("--collective_timeout", c.collective_timeout_s, "Seconds a collective may wait for a peer")
@@ -115,6 +133,9 @@ std::vector<std::pair<std::string, std::string>> describe(const Config& c) {
           {"nproc_per_node", optional(c.nproc_per_node)},
           {"stop_iteration", optional(c.stop_iteration)},
           {"with_amp", c.with_amp ? "True" : "False"},
+          {"comm_hook", c.comm_hook},
+          {"powersgd_rank", text(c.powersgd_rank)},
+          {"powersgd_start_iter", text(c.powersgd_start_iter)},
           {"train_subset", text(c.train_subset)},
           {"test_subset", text(c.test_subset)},
           {"max_restarts", text(c.max_restarts)},

@@ -32,6 +32,9 @@ struct Config {
   std::optional<int> nproc_per_node;
   std::optional<int64_t> stop_iteration;  // end the run after this iteration (simulates a crash)
   bool with_amp = false;
+  std::string comm_hook = "none";  // DDP communication hook: none, fp16, bf16 or powersgd
+  int64_t powersgd_rank = 1;        // PowerSGD's matrix_approximation_rank
+  int64_t powersgd_start_iter = 1000;
   // Beyond the tutorial: small runs for tests and benchmarks.
   int64_t train_subset = 0;  // 0: the whole training split
   int64_t test_subset = 0;

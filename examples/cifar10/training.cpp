@@ -88,11 +88,25 @@ kh::RunFolder make_run_folder(const kh::Logger& logger, const Config& config) {
   return run;
 }
 
-kindling::nn::DistributedDataParallel<kindling::models::ResNetImpl> get_model(const Config& config, int64_t channels) {
+// --comm_hook's hook (null for none).
+std::shared_ptr<kindling::nn::CommHook> get_comm_hook(const Config& config) {
+  if (config.comm_hook == "fp16") return kindling::nn::fp16_compress_hook();
+  if (config.comm_hook == "bf16") return kindling::nn::bf16_compress_hook();
+  if (config.comm_hook == "powersgd") {
+    return kindling::nn::powerSGD_hook(kindling::nn::PowerSgdOptions()
+                                           .matrix_approximation_rank(config.powersgd_rank)
+                                           .start_powerSGD_iter(config.powersgd_start_iter));
+  }
+  return nullptr;
+}
+
+kindling::nn::DistributedDataParallel<kindling::models::ResNetImpl> get_model(
+    const Config& config, int64_t channels, const std::shared_ptr<kindling::nn::CommHook>& hook) {
   const auto options = kindling::models::ResNetOptions().num_classes(10).in_channels(channels);
-  if (config.model == "resnet34") return kd::auto_model(kindling::models::resnet34(options));
-  if (config.model == "resnet50") return kd::auto_model(kindling::models::resnet50(options));
-  return kd::auto_model(kindling::models::resnet18(options));
+  const auto ddp = kindling::nn::DdpOptions().comm_hook(hook);
+  if (config.model == "resnet34") return kd::auto_model(kindling::models::resnet34(options), ddp);
+  if (config.model == "resnet50") return kd::auto_model(kindling::models::resnet50(options), ddp);
+  return kd::auto_model(kindling::models::resnet18(options), ddp);
 }
 
 std::shared_ptr<kh::PiecewiseLinear> get_lr_scheduler(const Config& config, torch::optim::Optimizer& optimizer,
@@ -138,6 +152,7 @@ struct Job {
   std::optional<kindling::StateDict> resume_state;
   std::string resume_from;
   std::optional<Dataflow> flow;
+  std::shared_ptr<kindling::nn::CommHook> comm_hook;  // --comm_hook (its state is checkpointed)
   std::optional<Model> model;
   std::unique_ptr<torch::optim::SGD> optimizer;
   std::shared_ptr<IterationSplit> split;  // --profile, rank 0
@@ -178,7 +193,8 @@ void make_trainer(Job& job) {
   const int64_t iters_per_epoch = job.flow->train.size();
   KINDLING_CHECK(iters_per_epoch > 0, "cifar10: the training split gives no batch of ", config.batch_size,
                  " samples over ", kd::get_world_size(), " rank(s) (drop_last); use a smaller --batch_size");
-  job.model = get_model(config, job.data->channels);
+  job.comm_hook = get_comm_hook(config);
+  job.model = get_model(config, job.data->channels, job.comm_hook);
   auto& model = *job.model;
   const auto sgd_options = torch::optim::SGDOptions(*config.learning_rate)
                                .momentum(config.momentum)
@@ -218,6 +234,7 @@ void attach_common_and_resume(Job& job) {
                  {"optimizer", kh::stateful(*job.optimizer)},
                  {"lr_scheduler", kh::stateful(*job.lr_scheduler)}};
   if (job.scaler) job.to_save.push_back({"scaler", kh::stateful(*job.scaler)});
+  if (job.comm_hook) job.to_save.push_back({"comm_hook", kh::stateful(job.comm_hook)});
   job.common = kh::setup_common_training_handlers(
       *job.trainer, kh::CommonTrainingOptions()
                         .to_save(job.to_save)

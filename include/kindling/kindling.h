@@ -5,6 +5,7 @@
 /// - kindling/dist/auto.h      auto_model, auto_optim, auto_dataloader
 /// - kindling/dist/parallel.h  Parallel: start or join a distributed run from main()
 /// - kindling/nn/ddp.h         DistributedDataParallel (what auto_model returns)
+/// - kindling/nn/comm_hook.h   its communication hooks (fp16 / bf16 compression); powersgd.h
 /// - kindling/data/*.h         datasets, transforms, samplers, DataLoader
 /// - kindling/log.h, error.h   the log and the exceptions kindling throws
 /// Narrower includes compile faster; this one pulls in LibTorch's nn and c10d headers.
@@ -43,4 +44,6 @@
 #include "kindling/metrics/metrics.h"
 #include "kindling/models/resnet.h"
 #include "kindling/nn/batchnorm.h"
+#include "kindling/nn/comm_hook.h"
 #include "kindling/nn/ddp.h"
+#include "kindling/nn/powersgd.h"

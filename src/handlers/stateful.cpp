@@ -130,9 +130,10 @@ class OptimizerState : public Stateful {
     if (state.contains("torch_archive")) {
       // LibTorch's archive reader is its TorchScript loader, which can run code a crafted
       // file holds: it is reached only for the optimizer kinds kindling cannot save itself.
-      KINDLING_CHECK(!known(), "the checkpoint holds a LibTorch optimizer archive (saved from an optimizer other "
-                               "than SGD/Adam/AdamW), but this optimizer is SGD, Adam or AdamW; load it into the "
-                               "kind of optimizer that saved it");
+      KINDLING_CHECK(!known(),
+                     "the checkpoint holds a LibTorch optimizer archive (saved from an optimizer other "
+                     "than SGD/Adam/AdamW), but this optimizer is SGD, Adam or AdamW; load it into the "
+                     "kind of optimizer that saved it");
       const at::Tensor bytes = state.at("torch_archive").toTensor().contiguous();
       KINDLING_CHECK(bytes.scalar_type() == at::kByte && bytes.dim() == 1,
                      "the optimizer's 'torch_archive' entry must be a 1-D uint8 tensor, got ",
@@ -342,6 +343,16 @@ std::shared_ptr<Stateful> stateful(engine::Engine& engine) { return std::make_sh
 std::shared_ptr<Stateful> stateful(std::shared_ptr<metrics::Metric> metric) {
   KINDLING_CHECK(metric != nullptr, "kindling::handlers::stateful: the metric is null");
   return std::make_shared<MetricState>(std::move(metric));
+}
+std::shared_ptr<Stateful> stateful(std::shared_ptr<nn::CommHook> hook) {
+  KINDLING_CHECK(hook != nullptr, "kindling::handlers::stateful: the communication hook is null");
+  struct HookState : Stateful {
+    explicit HookState(std::shared_ptr<nn::CommHook> h) : hook(std::move(h)) {}
+    StateDict state_dict() const override { return hook->state_dict(); }
+    void load_state_dict(const StateDict& state, bool) override { hook->load_state_dict(state); }
+    std::shared_ptr<nn::CommHook> hook;
+  };
+  return std::make_shared<HookState>(std::move(hook));
 }
 std::shared_ptr<Stateful> rng_states() { return std::make_shared<RngStates>(); }
 

@@ -22,10 +22,19 @@ namespace nn {
 
 struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::State> {
   struct Bucket {
-    std::vector<std::size_t> members;  // parameter indices
-    at::Tensor flat;                   // one buffer for all members' gradients
-    std::size_t pending = 0;           // members whose gradient is not in yet
-    dist::Work work;
+    std::vector<std::size_t> members;       // parameter indices
+    at::Tensor flat;                        // one buffer for all members' gradients
+    std::size_t pending = 0;                // members whose gradient is not in yet
+    dist::Work work;                        // without a hook
+    std::unique_ptr<PendingBucket> hooked;  // with DdpOptions::comm_hook
+    void wait() {
+      if (hooked) {
+        hooked->wait();
+        hooked.reset();
+      } else {
+        work.wait();
+      }
+    }
   };
 
   DdpOptions options;
@@ -54,6 +63,7 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
     for (auto& b : buckets) {
       b.pending = b.members.size();
       b.work = dist::Work();
+      b.hooked.reset();
     }
     next_launch = 0;
     callback_queued = false;
@@ -62,8 +72,21 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
   // Buckets start in index order on every rank, so the all-reduces always pair up.
   void launch_in_order() {
     while (next_launch < buckets.size() && buckets[next_launch].pending == 0) {
-      auto& b = buckets[next_launch++];
-      b.work = dist::all_reduce_async(b.flat, dist::ReduceOp::kSum, options.group());
+      const std::size_t index = next_launch++;
+      auto& b = buckets[index];
+      if (options.comm_hook()) {
+        GradBucket view;
+        view.index = static_cast<int64_t>(index);
+        view.is_last = index + 1 == buckets.size();
+        view.buffer = b.flat;
+        for (std::size_t i : b.members) {
+          view.gradients.push_back(slot(i).view_as(params[i]));
+          view.parameters.push_back(params[i]);
+        }
+        b.hooked = options.comm_hook()->run(view, options.group());
+      } else {
+        b.work = dist::all_reduce_async(b.flat, dist::ReduceOp::kSum, options.group());
+      }
     }
   }
 
@@ -101,7 +124,7 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
         for (std::size_t k = 0; k < missing.size() && k < 10; ++k) list << (k ? ", " : "") << names[missing[k]];
         if (missing.size() > 10) list << ", ... (" << missing.size() << " in all)";
         // Finish what was started so that this rank's engine is left in a clean state.
-        for (std::size_t k = 0; k < next_launch; ++k) buckets[k].work.wait();
+        for (std::size_t k = 0; k < next_launch; ++k) buckets[k].wait();
         reset_iteration();
         KINDLING_CHECK(false, "kindling::nn::DistributedDataParallel: ", missing.size(),
                        " parameter(s) got no gradient in this backward: ", list.str(),
@@ -127,13 +150,15 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
       used_work = dist::all_reduce_async(used, dist::ReduceOp::kSum, options.group());
     }
     const auto wait_start = std::chrono::steady_clock::now();
-    for (auto& b : buckets) b.work.wait();
+    for (auto& b : buckets) b.wait();
     if (used.defined()) {
       used_work.wait();
       used = used.cpu();
     }
     last_wait_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
-    for (auto& b : buckets) b.flat.div_(world);
+    if (!options.comm_hook()) {  // a hook leaves the average itself
+      for (auto& b : buckets) b.flat.div_(world);
+    }
     for (std::size_t i = 0; i < params.size(); ++i) {
       at::Tensor averaged = slot(i).view_as(params[i]);
       at::Tensor& grad = params[i].mutable_grad();

@@ -160,26 +160,34 @@ TEST(FailureTest, MpiCollectiveCalledBySomeRanksEndsTheJobWithAMessage) {
       << describe(results);
 }
 
-KINDLING_WORKER(mpi_unsupported_dtype) {
+// MPI has no 16-bit floats: kindling reduces them with its own MPI ops (sum, product, min,
+// max, in float32 and rounded back); bitwise ops on them are refused before any engine.
+KINDLING_WORKER(mpi_half_precision) {
   kd::initialize("mpi");
+  const int rank = kd::get_rank();
+  auto sum = kd::all_reduce(at::full({5}, 1.5, at::kHalf));
+  WCHECK(sum.scalar_type() == at::kHalf && sum.to(at::kFloat).eq(3.0f).all().item<bool>(), << sum);
+  auto top = kd::all_reduce(at::full({3}, static_cast<double>(rank) + 0.5, at::kBFloat16), kd::ReduceOp::kMax);
+  WCHECK(top.to(at::kFloat).eq(1.5f).all().item<bool>(), << top);
   std::string what;
   try {
-    kd::all_reduce(at::ones({4}, at::kHalf));
+    kd::all_reduce(at::ones({4}, at::kHalf), kd::ReduceOp::kAnd);
   } catch (const kindling::UsageError& e) {
     what = e.what();
   }
-  WCHECK(what.find("cannot reduce tensors of dtype Half; convert to float32") != std::string::npos, << what);
-  auto h = at::full({4}, static_cast<double>(kd::get_rank() + 1), at::kHalf);
-  kd::broadcast(h, 1);  // moved as 16-bit words: fine
+  WCHECK(what.find("AND is a bitwise reduction and needs an integral or bool tensor, got Half") != std::string::npos,
+         << what);
+  auto h = at::full({4}, static_cast<double>(rank + 1), at::kHalf);
+  kd::broadcast(h, 1);  // moved as 16-bit words
   WCHECK(h.to(at::kFloat).eq(2.0f).all().item<bool>(), << h);
   kd::finalize();
 }
 
-TEST(FailureTest, MpiRejectsDtypesItCannotReduce) {
+TEST(FailureTest, MpiReducesHalfPrecisionAndRefusesBitwiseOpsOnFloats) {
   LaunchOptions opts;
   opts.backend = "mpi";
   opts.world_size = 2;
-  auto results = run_workers("mpi_unsupported_dtype", opts);
+  auto results = run_workers("mpi_half_precision", opts);
   for (const auto& r : results) EXPECT_TRUE(r.ok()) << describe(results);
 }
 #endif

@@ -10,6 +10,8 @@
 #include <torch/optim/sgd.h>
 
 #include <chrono>
+#include <map>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -223,6 +225,54 @@ KINDLING_WORKER(ddp_no_grad_forward_is_local) {
   kd::finalize();
 }
 
+// Each built-in hook gives the compressed-then-averaged reference: every rank's own gradient
+// (computed here by one process), cast to the hook's dtype, divided by the world size, summed
+// (in that dtype: exact for 2 ranks up to the order of 3), cast back; compression really
+// happens (some value differs from the float32 average).
+KINDLING_WORKER(ddp_comm_hooks) {
+  initialize();
+  const int rank = kd::get_rank(), world = kd::get_world_size();
+  struct Case {
+    std::shared_ptr<kindling::nn::CommHook> hook;
+    std::optional<at::ScalarType> dtype;
+    double eps;  // the dtype's machine epsilon
+  };
+  const std::vector<Case> cases = {{kindling::nn::allreduce_hook(), std::nullopt, 1.2e-7},
+                                   {kindling::nn::fp16_compress_hook(), at::kHalf, 9.8e-4},
+                                   {kindling::nn::bf16_compress_hook(), at::kBFloat16, 7.9e-3}};
+  for (const auto& c : cases) {
+    auto model = kd::auto_model(seeded_model(false), kindling::nn::DdpOptions().bucket_cap_mb(0.001).comm_hook(c.hook));
+    Mlp reference = seeded_model(false);
+    auto [x, y] = global_batch(world, 300);
+    torch::mse_loss(model(rows(x, rank)), rows(y, rank)).backward();
+    std::map<std::string, torch::Tensor> expected, exact, magnitude;
+    for (int r = 0; r < world; ++r) {
+      reference->zero_grad();
+      torch::mse_loss(reference(rows(x, r)), rows(y, r)).backward();
+      for (const auto& item : reference->named_parameters()) {
+        const auto g = item.value().grad().detach();
+        const auto part = c.dtype ? (g.to(*c.dtype) / world).to(at::kFloat) : g / world;
+        expected[item.key()] = expected.count(item.key()) ? expected[item.key()] + part : part;
+        exact[item.key()] = exact.count(item.key()) ? exact[item.key()] + g / world : g / world;
+        magnitude[item.key()] = magnitude.count(item.key()) ? magnitude[item.key()] + part.abs() : part.abs();
+      }
+    }
+    bool compressed = false;
+    for (const auto& item : model->named_parameters()) {
+      const auto got = item.value().grad();
+      const auto want = c.dtype ? expected[item.key()].to(*c.dtype).to(at::kFloat) : expected[item.key()];
+      // The engine may sum in another order: one rounding per addition, each within an
+      // epsilon of the running magnitude.
+      const auto bound = magnitude[item.key()] * (world * c.eps) + 1e-7;
+      WCHECK(((got - want).abs() <= bound).all().item<bool>(),
+             << c.hook->name() << " " << item.key() << ": max difference " << (got - want).abs().max().item<double>());
+      compressed = compressed || !torch::equal(got, exact[item.key()]);
+    }
+    WCHECK(!c.dtype || compressed, << c.hook->name() << ": every gradient equals the float32 average");
+  }
+  kd::finalize();
+}
+
 class DdpTest : public ::testing::TestWithParam<std::tuple<std::string, int>> {
  protected:
   void expect_ok(const std::string& worker) {
@@ -240,6 +290,7 @@ TEST_P(DdpTest, UnusedParameterIsNamedWithoutFindUnused) { expect_ok("ddp_unused
 TEST_P(DdpTest, FindUnusedParameters) { expect_ok("ddp_find_unused"); }
 TEST_P(DdpTest, NoSyncAccumulates) { expect_ok("ddp_no_sync"); }
 TEST_P(DdpTest, NoGradForwardDoesNotCommunicate) { expect_ok("ddp_no_grad_forward_is_local"); }
+TEST_P(DdpTest, CommHooksGiveTheCompressedAverage) { expect_ok("ddp_comm_hooks"); }
 
 INSTANTIATE_TEST_SUITE_P(Backends, DdpTest, ::testing::ValuesIn(kindling::testing::cpu_backend_world_sizes({2, 3})),
                          [](const auto& info) { return kindling::testing::backend_world_size_name(info.param); });

@@ -12,7 +12,7 @@
 ///
 /// The adapters refer to their objects (modules are shared, the others by reference): the
 /// objects must outlive the adapters. Everything here is local (no communication) except a
-/// metric's state_dict, which gathers every rank's accumulators.
+/// metric's and a comm hook's state_dict, which gather every rank's state.
 
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
@@ -65,6 +65,9 @@ std::shared_ptr<Stateful> stateful(const nn::DistributedDataParallel<M>& ddp) {
 /// [{options..., "params": [indices]}]} for SGD, Adam and AdamW; other optimizers are saved
 /// as LibTorch's own archive bytes under "torch_archive" (a uint8 tensor).
 KINDLING_API std::shared_ptr<Stateful> stateful(torch::optim::Optimizer& optimizer);
+/// A DDP communication hook's state (PowerSgdHook: its error feedback, warm start and random
+/// state; saving gathers every rank's, so it is called on every rank). Keeps the hook alive.
+KINDLING_API std::shared_ptr<Stateful> stateful(std::shared_ptr<nn::CommHook> hook);
 /// An engine's state_dict (ignite's keys).
 KINDLING_API std::shared_ptr<Stateful> stateful(engine::Engine& engine);
 /// A metric's accumulators, every rank's (Metric::state_dict: a collective, so the

@@ -41,6 +41,7 @@
 
 #include "kindling/dist/group.h"
 #include "kindling/export.h"
+#include "kindling/nn/comm_hook.h"
 #include "kindling/options.h"
 
 namespace kindling {
@@ -70,6 +71,11 @@ struct KINDLING_API DdpOptions {
   /// model to batch statistics over the group (convert_sync_batchnorm, which also says
   /// why torch::nn::BatchNorm layers are refused). Default false.
   KINDLING_ARG(bool, sync_batchnorm) = false;
+
+  /// What averages a complete bucket (kindling/nn/comm_hook.h: allreduce_hook,
+  /// fp16_compress_hook, bf16_compress_hook, or your own). Default: none, one sum all-reduce
+  /// per bucket divided by the group's size after it.
+  KINDLING_ARG(std::shared_ptr<CommHook>, comm_hook);
 };
 
 /// The gradient synchronisation engine of DistributedDataParallel, for any list of

@@ -6,7 +6,9 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <mutex>
 #include <stdexcept>
@@ -43,9 +45,7 @@ MPI_Datatype mpi_type(at::ScalarType t, bool for_reduction) {
     case at::kComplexFloat: return MPI_C_FLOAT_COMPLEX;
     case at::kComplexDouble: return MPI_C_DOUBLE_COMPLEX;
     case at::kHalf:
-    case at::kBFloat16:
-      if (!for_reduction) return MPI_UINT16_T;  // moved as 16-bit words
-      break;
+    case at::kBFloat16: return MPI_UINT16_T;  // moved as 16-bit words; reduced by kindling's own ops (mpi_op)
     default: break;
   }
   KINDLING_CHECK(false, "kindling::dist: the mpi backend cannot ", for_reduction ? "reduce" : "move",
@@ -54,7 +54,56 @@ MPI_Datatype mpi_type(at::ScalarType t, bool for_reduction) {
   return MPI_BYTE;
 }
 
+namespace {
+
+// MPI has no 16-bit floating types: float16 and bfloat16 travel as 16-bit words and are
+// reduced by these ops, element by element in float32 and rounded back (as gloo does).
+template <typename T, typename Combine>
+void combine16(void* in, void* inout, int* len, MPI_Datatype*) {
+  const T* a = static_cast<const T*>(in);
+  T* b = static_cast<T*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = T(Combine()(static_cast<float>(a[i]), static_cast<float>(b[i])));
+}
+struct Min {
+  float operator()(float a, float b) const { return std::min(a, b); }
+};
+struct Max {
+  float operator()(float a, float b) const { return std::max(a, b); }
+};
+
+template <typename T>
+MPI_Op create16(ReduceOp op) {
+  MPI_User_function* fn = nullptr;
+  switch (op) {
+    case ReduceOp::kSum: fn = combine16<T, std::plus<float>>; break;
+    case ReduceOp::kProduct: fn = combine16<T, std::multiplies<float>>; break;
+    case ReduceOp::kMin: fn = combine16<T, Min>; break;
+    case ReduceOp::kMax: fn = combine16<T, Max>; break;
+    default: break;  // refused by op16
+  }
+  MPI_Op out = MPI_OP_NULL;
+  check(MPI_Op_create(fn, /*commute=*/1, &out), "MPI_Op_create");
+  return out;  // kept until MPI_Finalize frees it
+}
+
+// One op per (dtype, op), made on first use (after MPI_Init).
+MPI_Op op16(ReduceOp op, at::ScalarType t) {
+  KINDLING_CHECK(op != ReduceOp::kAnd && op != ReduceOp::kOr, "kindling::dist: the mpi backend cannot ", to_string(op),
+                 " floating-point tensors; use kSum, kProduct, kMin or kMax");
+  static std::mutex mu;
+  static MPI_Op made[2][4] = {{MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL},
+                              {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL}};
+  const int which = op == ReduceOp::kSum ? 0 : op == ReduceOp::kProduct ? 1 : op == ReduceOp::kMin ? 2 : 3;
+  std::lock_guard<std::mutex> lock(mu);
+  MPI_Op& slot = made[t == at::kHalf ? 0 : 1][which];
+  if (slot == MPI_OP_NULL) slot = t == at::kHalf ? create16<c10::Half>(op) : create16<c10::BFloat16>(op);
+  return slot;
+}
+
+}  // namespace
+
 MPI_Op mpi_op(ReduceOp op, at::ScalarType t) {
+  if (t == at::kHalf || t == at::kBFloat16) return op16(op, t);
   const bool complex = at::isComplexType(t);
   KINDLING_CHECK(!complex || op == ReduceOp::kSum || op == ReduceOp::kProduct,
                  "kindling::dist: the mpi backend cannot ", to_string(op),

@@ -1,0 +1,77 @@
+#pragma once
+/// \file
+/// Communication hooks of kindling's DistributedDataParallel (torch's DDP comm hooks): what
+/// happens to a bucket of gradients once it is complete. The default averages it with one
+/// all-reduce; the built-in hooks compress it first (fp16 / bf16: half the bytes on the wire).
+///
+/// \code
+///   auto model = kindling::dist::auto_model(Net(), kindling::nn::DdpOptions().comm_hook(
+///       kindling::nn::fp16_compress_hook()));
+/// \endcode
+///
+/// A hook runs on every rank of the DDP group, bucket by bucket in index order (the same order
+/// everywhere), from the autograd thread that completes the bucket; its result is waited on at
+/// the end of backward, before the averaged gradients are copied into `.grad()`.
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kindling/dist/group.h"
+#include "kindling/engine/state_dict.h"
+#include "kindling/export.h"
+
+namespace kindling {
+namespace nn {
+
+/// One complete bucket: its gradients laid end to end in `buffer` (this rank's values; the
+/// hook leaves the group's average there).
+struct KINDLING_API GradBucket {
+  int64_t index = 0;                   ///< 0 for the first bucket of a backward (the last layers' gradients)
+  bool is_last = false;                ///< the backward's last bucket
+  at::Tensor buffer;                   ///< flat, in the parameters' dtype and on their device
+  std::vector<at::Tensor> gradients;   ///< each parameter's gradient, a view into `buffer`
+  std::vector<at::Tensor> parameters;  ///< the parameters, in the order of `gradients`
+};
+
+/// The communication a hook started for one bucket.
+class KINDLING_API PendingBucket {
+ public:
+  virtual ~PendingBucket();
+  /// Waits until the group's average is in the bucket's buffer. Throws what the collectives
+  /// throw (kindling::TimeoutError, kindling::CommunicationError).
+  virtual void wait() = 0;
+};
+
+/// A communication hook (torch's register_comm_hook). One object serves one DDP model.
+class KINDLING_API CommHook {
+ public:
+  virtual ~CommHook();
+  /// The hook's name, for logs ("allreduce", "fp16_compress", ...).
+  virtual std::string name() const = 0;
+  /// Starts averaging `bucket` over `group` (of `group.size()` ranks). Called on every rank of
+  /// the group for every bucket, in index order; it must start the same collectives everywhere.
+  virtual std::unique_ptr<PendingBucket> run(GradBucket& bucket, const dist::Group& group) = 0;
+  /// The hook's state for a checkpoint (handlers::stateful(hook)); empty for a stateless hook.
+  /// Called on every rank of the group between backwards: a hook may gather per-rank state.
+  virtual StateDict state_dict() const;
+  /// Restores what state_dict() saved, on every rank of the group before the next backward.
+  /// Throws kindling::UsageError naming what does not fit, and then changes nothing; a
+  /// stateless hook accepts only an empty dict.
+  virtual void load_state_dict(const StateDict& state);
+};
+
+/// torch's allreduce_hook: divide by the group's size, then one sum all-reduce.
+KINDLING_API std::shared_ptr<CommHook> allreduce_hook();
+/// torch's fp16_compress_hook: the buffer cast to float16, divided by the group's size in
+/// float16, sum-all-reduced, and cast back into the buffer (values beyond float16's range
+/// become infinite, as in torch).
+KINDLING_API std::shared_ptr<CommHook> fp16_compress_hook();
+/// torch's bf16_compress_hook: as fp16_compress_hook with bfloat16 (float32's range, 8 bits of
+/// mantissa). On gloo, which cannot sum bfloat16, the engine sums it widened to float32, so
+/// the bytes on the wire are not halved there.
+KINDLING_API std::shared_ptr<CommHook> bf16_compress_hook();
+
+}  // namespace nn
+}  // namespace kindling
