@@ -16,8 +16,12 @@ configuration are interleaved by repeat, and medians reported. Bytes per step: w
 host's eth0 sent between rank 0's "TIMING_STARTS" and its RESULT line, divided by the timed
 steps, averaged over hosts, beside the ring all-reduce volume 2(n-1)/n x gradient bytes.
 
+With --hooks, kindling-gloo and python-gloo also run with each DDP communication hook (fp16,
+bf16, powersgd: kindling's and torch's own, PowerSGD of rank 1 compressing from step 2, so the
+warm-up is at least 3 steps); kindling-mpi and no-comm run without.
+
   bench/cluster/bench_hosts.py --build build [--hosts 2,4] [--rates 100mbit,1gbit,none]
-      [--models mlp,resnet18] [--repeats 3] [--json out.json]
+      [--models mlp,resnet18] [--hooks none,fp16,powersgd] [--repeats 3] [--json out.json]
 """
 import argparse
 import json
@@ -45,10 +49,14 @@ def gradient_bytes(model):
     return 4 * sum(p.numel() for p in net.parameters())
 
 
-def commands(args, impl, hosts, model, rate):
+def commands(args, impl, hosts, model, rate, hook="none"):
     batch, steps = SIZES[model]
     warmup, timed = steps[rate]
+    if hook == "powersgd":
+        warmup = max(warmup, 3)  # compressing from step 2 on
     bench = ["--model", model, "--batch", str(batch), "--steps", str(timed), "--warmup", str(warmup)]
+    if hook != "none":
+        bench += ["--comm-hook", hook]
     cores = os.cpu_count() or 1
     pin = lambda k: ["taskset", "-c", str(k % cores)]  # noqa: E731
     kd = [os.path.join(args.build, "bench", "ddp", "bench_ddp")] + bench
@@ -72,9 +80,9 @@ def parse_result(line):
     return dict(item.split("=", 1) for item in line.split()[1:])
 
 
-def one_run(args, c, impl, hosts, model, rate):
+def one_run(args, c, impl, hosts, model, rate, hook="none"):
     """samples/s (summed over hosts for no-comm) and bytes sent per host per timed step."""
-    cmds = commands(args, impl, hosts, model, rate)
+    cmds = commands(args, impl, hosts, model, rate, hook)
     procs = {k: c.popen_on(k, cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for k, cmd in enumerate(cmds) if cmd is not None}
     sent_at_start = sent = None
@@ -115,6 +123,7 @@ def main():
     p.add_argument("--rates", default="100mbit,1gbit,none")
     p.add_argument("--models", default="mlp,resnet18")
     p.add_argument("--impls", default=",".join(IMPLS))
+    p.add_argument("--hooks", default="none", help="DDP communication hooks: none,fp16,bf16,powersgd")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--json", help="also write every run here")
     args = p.parse_args()
@@ -137,11 +146,13 @@ def main():
                         for impl in args.impls.split(","):
                             if impl == "no-comm" and rate != args.rates.split(",")[0]:
                                 continue  # no traffic: the link rate does not matter; measured once per repeat
-                            rate_s, sent = one_run(args, c, impl, hosts, model, rate)
-                            run = dict(hosts=hosts, rate=rate, model=model, impl=impl, repeat=r,
-                                       samples_per_s=round(rate_s, 1), bytes_per_step=round(sent))
-                            print(json.dumps(run), flush=True)
-                            runs.append(run)
+                            hooks = args.hooks.split(",") if impl in ("kindling-gloo", "python-gloo") else ["none"]
+                            for hook in hooks:
+                                rate_s, sent = one_run(args, c, impl, hosts, model, rate, hook)
+                                run = dict(hosts=hosts, rate=rate, model=model, impl=impl, hook=hook, repeat=r,
+                                           samples_per_s=round(rate_s, 1), bytes_per_step=round(sent))
+                                print(json.dumps(run), flush=True)
+                                runs.append(run)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(runs, f, indent=1)
@@ -152,6 +163,8 @@ def main():
 def report(runs, args):
     med = {}
     for r in runs:
+        if r.get("hook", "none") != "none":
+            continue  # in report_hooks
         med.setdefault((r["hosts"], r["rate"], r["model"], r["impl"]), []).append(r)
     grad = {m: gradient_bytes(m) for m in args.models.split(",")}
     print("\n| model | hosts | link | kindling gloo | kindling mpi | Python DDP (gloo) | no-comm limit | "
@@ -174,6 +187,38 @@ def report(runs, args):
                 print(f"| {model} | {hosts} | {rate} | {' | '.join(cell)} | {f'{limit:,.0f}' if limit else '-'} | "
                       f"{' / '.join(eff)} | {' / '.join(mb)} | {ring:.1f} |")
     print(f"\nsamples/s, medians of {args.repeats} interleaved runs; efficiency = samples/s / no-comm limit")
+    hooks = [h for h in args.hooks.split(",") if h != "none"]
+    if hooks:
+        report_hooks(runs, args, hooks)
+
+
+def report_hooks(runs, args, hooks):
+    """kindling's hooks beside torch's own, per model, hosts and link."""
+    med = {}
+    for r in runs:
+        med.setdefault((r["hosts"], r["rate"], r["model"], r["impl"], r.get("hook", "none")), []).append(r)
+    limits = {}
+    for (h, _, m, i, _), v in med.items():
+        if i == "no-comm":
+            limits.setdefault((h, m), []).extend(x["samples_per_s"] for x in v)
+    print("\n| model | hosts | link | hook | kindling gloo | Python DDP (gloo) | kindling / Python | "
+          "efficiency kindling / Python | MB sent per step and host (kindling / Python) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for model in args.models.split(","):
+        for hosts in map(int, args.hosts.split(",")):
+            limit = statistics.median(limits[(hosts, model)]) if (hosts, model) in limits else None
+            for rate in args.rates.split(","):
+                for hook in ["none"] + hooks:
+                    k = med.get((hosts, rate, model, "kindling-gloo", hook))
+                    py = med.get((hosts, rate, model, "python-gloo", hook))
+                    ks = statistics.median(x["samples_per_s"] for x in k) if k else None
+                    ps = statistics.median(x["samples_per_s"] for x in py) if py else None
+                    kb = statistics.median(x["bytes_per_step"] for x in k) if k else None
+                    pb = statistics.median(x["bytes_per_step"] for x in py) if py else None
+                    eff = " / ".join(f"{s / limit:.2f}" if s and limit else "-" for s in (ks, ps))
+                    print(f"| {model} | {hosts} | {rate} | {hook} | {f'{ks:,.0f}' if ks else '-'} | "
+                          f"{f'{ps:,.0f}' if ps else '-'} | {f'{ks / ps:.2f}' if ks and ps else '-'} | {eff} | "
+                          f"{f'{kb / 1e6:.1f}' if kb else '-'} / {f'{pb / 1e6:.1f}' if pb else '-'} |")
 
 
 if __name__ == "__main__":

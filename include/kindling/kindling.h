@@ -19,6 +19,7 @@
 #include "kindling/dist/c10d.h"
 #include "kindling/dist/dist.h"
 #include "kindling/dist/group.h"
+#include "kindling/dist/hierarchy.h"
 #include "kindling/dist/launch_env.h"
 #include "kindling/dist/parallel.h"
 #include "kindling/dist/serialize.h"

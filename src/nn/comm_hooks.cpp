@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include "kindling/dist/dist.h"
+#include "kindling/dist/hierarchy.h"
 #include "kindling/error.h"
 
 namespace kindling {
@@ -53,7 +54,49 @@ class CastAllReduce : public CommHook {
   std::optional<at::ScalarType> dtype_;
 };
 
+// Step 1 of the hierarchical all-reduce runs while backward goes on; steps 2 and 3 in wait().
+class HierarchicalBucket : public PendingBucket {
+ public:
+  HierarchicalBucket(std::shared_ptr<const dist::HostHierarchy> hosts, dist::Work host_step, at::Tensor buffer)
+      : hosts_(std::move(hosts)), host_step_(std::move(host_step)), buffer_(std::move(buffer)) {}
+  void wait() override {
+    if (host_step_.valid()) host_step_.wait();
+    hosts_->finish(buffer_);
+  }
+
+ private:
+  std::shared_ptr<const dist::HostHierarchy> hosts_;
+  dist::Work host_step_;
+  at::Tensor buffer_;
+};
+
+class HierarchicalAllReduce : public CommHook {
+ public:
+  explicit HierarchicalAllReduce(std::shared_ptr<const dist::HostHierarchy> hosts) : hosts_(std::move(hosts)) {}
+  std::string name() const override { return "hierarchical_allreduce"; }
+  std::unique_ptr<PendingBucket> run(GradBucket& bucket, const dist::Group& group) override {
+    KINDLING_CHECK(group.size() == dist::get_world_size(),
+                   "kindling::nn::hierarchical_allreduce_hook: the DDP group has ", group.size(), " of the world's ",
+                   dist::get_world_size(),
+                   " ranks; the hierarchy spans the world, so use it with a model on the world group");
+    bucket.buffer.div_(group.size());
+    auto step = hosts_->start_host_reduction(bucket.buffer);
+    return std::make_unique<HierarchicalBucket>(hosts_, std::move(step), bucket.buffer);
+  }
+
+ private:
+  std::shared_ptr<const dist::HostHierarchy> hosts_;
+};
+
 }  // namespace
+
+std::shared_ptr<CommHook> hierarchical_allreduce_hook() {
+  return hierarchical_allreduce_hook(std::make_shared<dist::HostHierarchy>());
+}
+std::shared_ptr<CommHook> hierarchical_allreduce_hook(std::shared_ptr<const dist::HostHierarchy> hosts) {
+  KINDLING_CHECK(hosts != nullptr, "kindling::nn::hierarchical_allreduce_hook: the host hierarchy is null");
+  return std::make_shared<HierarchicalAllReduce>(std::move(hosts));
+}
 
 std::shared_ptr<CommHook> allreduce_hook() { return std::make_shared<CastAllReduce>("allreduce", std::nullopt); }
 std::shared_ptr<CommHook> fp16_compress_hook() { return std::make_shared<CastAllReduce>("fp16_compress", at::kHalf); }

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "kindling/dist/dist.h"
+#include "kindling/dist/hierarchy.h"
 #include "kindling/error.h"
 
 namespace kindling {
@@ -54,6 +55,11 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
   bool sync = true;
   int64_t synchronized = 0;
   double last_wait_s = 0;  // the last synchronised backward's wait for its all-reduces
+  // StepTimes: when this step's forward started and ended, when the last step ended.
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point forward_start, forward_end, last_step_end;
+  bool forward_timed = false;
+  StepTimes times;
   std::mutex mu;
 
   at::Tensor slot(std::size_t i) { return buckets[bucket_of[i]].flat.narrow(0, offset_of[i], params[i].numel()); }
@@ -113,6 +119,7 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
 
   void finish_backward() {
     std::lock_guard<std::mutex> lock(mu);
+    const auto compute_end = Clock::now();
     at::NoGradGuard no_grad;
     std::vector<std::size_t> missing;
     for (std::size_t i = 0; i < params.size(); ++i) {
@@ -149,13 +156,14 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
       }
       used_work = dist::all_reduce_async(used, dist::ReduceOp::kSum, options.group());
     }
-    const auto wait_start = std::chrono::steady_clock::now();
+    const auto wait_start = Clock::now();
     for (auto& b : buckets) b.wait();
     if (used.defined()) {
       used_work.wait();
       used = used.cpu();
     }
-    last_wait_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
+    const auto wait_end = Clock::now();
+    last_wait_s = seconds(wait_start, wait_end);
     if (!options.comm_hook()) {  // a hook leaves the average itself
       for (auto& b : buckets) b.flat.div_(world);
     }
@@ -169,7 +177,29 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
       }
     }
     ++synchronized;
+    record_step(compute_end, wait_end);
     reset_iteration();
+  }
+
+  static double seconds(Clock::time_point from, Clock::time_point to) {
+    return std::chrono::duration<double>(to - from).count();
+  }
+
+  // StepTimes of the backward that just ended (its computation ended at `compute_end`).
+  void record_step(Clock::time_point compute_end, Clock::time_point wait_end) {
+    const auto end = Clock::now();
+    StepTimes t;
+    t.step = synchronized;
+    if (forward_timed) {
+      t.between_steps = times.step > 0 ? seconds(last_step_end, forward_start) : 0;
+      t.forward = seconds(forward_start, forward_end);
+      t.backward = seconds(forward_end, compute_end);
+    }
+    t.communication_wait = seconds(compute_end, wait_end);
+    t.write_back = seconds(wait_end, end);
+    times = t;
+    last_step_end = end;
+    forward_timed = false;
   }
 };
 
@@ -266,6 +296,13 @@ GradientReducer::GradientReducer(const torch::nn::Module& module, DdpOptions opt
     broadcast_coalesced(params, s.src, group);
     broadcast_coalesced(s.buffers, s.src, group);
   }
+  // Across hosts with several ranks on some, the hierarchical all-reduce sends fewer bytes over
+  // the host links (DdpOptions::hierarchical_allreduce). Every rank of the world is here.
+  if (!s.options.comm_hook() && s.options.hierarchical_allreduce() && s.world > 1 &&
+      s.world == dist::get_world_size()) {
+    auto hosts = std::make_shared<dist::HostHierarchy>();
+    if (hosts->pays()) s.options.comm_hook(hierarchical_allreduce_hook(std::move(hosts)));
+  }
 
   // Buckets: reverse registration order (gradients of the last layers come first in
   // backward), one dtype and device per bucket, the first one small.
@@ -322,12 +359,33 @@ GradientReducer::~GradientReducer() = default;
 
 void GradientReducer::before_forward() {
   auto& s = *state_;
-  if (!s.options.broadcast_buffers() || s.buffers.empty()) return;
   // As torch's DDP: only a forward that will be followed by a synchronised backward
   // communicates, so evaluation under no-grad (or inside no_sync) stays local.
   if (!at::GradMode::is_enabled() || !sync_enabled()) return;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.forward_start = State::Clock::now();
+    s.forward_timed = true;
+  }
+  if (!s.options.broadcast_buffers() || s.buffers.empty()) return;
   at::NoGradGuard no_grad;
   broadcast_coalesced(s.buffers, s.src, s.options.group());
+}
+
+void GradientReducer::after_forward() noexcept {
+  auto& s = *state_;
+  if (!at::GradMode::is_enabled() || !sync_enabled()) return;
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.forward_end = State::Clock::now();
+}
+
+std::string GradientReducer::comm_hook_name() const {
+  return state_->options.comm_hook() ? state_->options.comm_hook()->name() : "none";
+}
+
+StepTimes GradientReducer::last_step_times() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->times;
 }
 
 void GradientReducer::set_sync(bool enabled) {

@@ -22,6 +22,7 @@ def prepare(args):
     args.cifar10 = os.path.join(build, "examples", "cifar10", "cifar10")
     args.tutorial = os.path.join(build, "examples", "dist_tutorial", "dist_tutorial")
     args.torchrun = os.path.join(TESTS, "launch", "torchrun_compat.py")
+    args.hierarchy_check = os.path.join(build, "tests", "hierarchy_check")
     return None
 
 CASES = {}

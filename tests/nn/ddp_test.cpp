@@ -225,6 +225,47 @@ KINDLING_WORKER(ddp_no_grad_forward_is_local) {
   kd::finalize();
 }
 
+// StepTimes: rank 1 starts its backward 0.4 s late, so the others wait at least 0.2 s for the
+// reductions after their own backward (rank 1 far less); the parts add up to no more than the
+// step measured around them; the pause between steps is counted; an evaluation forward (no
+// grad) starts no step.
+KINDLING_WORKER(ddp_step_times) {
+  initialize();
+  const int rank = kd::get_rank(), world = kd::get_world_size();
+  auto model = kd::auto_model(seeded_model(false));
+  auto [x, y] = global_batch(world, 8);
+  using Clock = std::chrono::steady_clock;
+  WCHECK(model.reducer()->last_step_times().step == 0);
+  for (int step = 1; step <= 2; ++step) {
+    kd::barrier();
+    if (step == 2) std::this_thread::sleep_for(std::chrono::milliseconds(100));  // "the optimizer"
+    const auto start = Clock::now();
+    auto loss = torch::mse_loss(model(rows(x, rank)), rows(y, rank));
+    if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    loss.backward();
+    const double total = std::chrono::duration<double>(Clock::now() - start).count();
+    const auto t = model.reducer()->last_step_times();
+    WCHECK(t.step == step, << t.step);
+    const double parts = t.forward + t.backward + t.communication_wait + t.write_back;
+    WCHECK(t.forward > 0 && t.backward > 0 && t.write_back >= 0 && parts <= total,
+           << "forward " << t.forward << " backward " << t.backward << " wait " << t.communication_wait << " write "
+           << t.write_back << " total " << total);
+    if (rank == 1) {
+      WCHECK(t.backward >= 0.4, << "rank 1's backward includes its pause: " << t.backward);
+    } else {
+      WCHECK(t.communication_wait >= 0.2, << "rank " << rank << " waited " << t.communication_wait);
+    }
+    if (step == 2) WCHECK(t.between_steps >= 0.1, << "between steps: " << t.between_steps);
+    if (step == 1) WCHECK(t.between_steps == 0, << t.between_steps);
+  }
+  {
+    torch::NoGradGuard no_grad;
+    model(rows(x, rank));
+  }
+  WCHECK(model.reducer()->last_step_times().step == 2);
+  kd::finalize();
+}
+
 // Each built-in hook gives the compressed-then-averaged reference: every rank's own gradient
 // (computed here by one process), cast to the hook's dtype, divided by the world size, summed
 // (in that dtype: exact for 2 ranks up to the order of 3), cast back; compression really
@@ -291,6 +332,7 @@ TEST_P(DdpTest, FindUnusedParameters) { expect_ok("ddp_find_unused"); }
 TEST_P(DdpTest, NoSyncAccumulates) { expect_ok("ddp_no_sync"); }
 TEST_P(DdpTest, NoGradForwardDoesNotCommunicate) { expect_ok("ddp_no_grad_forward_is_local"); }
 TEST_P(DdpTest, CommHooksGiveTheCompressedAverage) { expect_ok("ddp_comm_hooks"); }
+TEST_P(DdpTest, StepTimesShowTheCommunicationWait) { expect_ok("ddp_step_times"); }
 
 INSTANTIATE_TEST_SUITE_P(Backends, DdpTest, ::testing::ValuesIn(kindling::testing::cpu_backend_world_sizes({2, 3})),
                          [](const auto& info) { return kindling::testing::backend_world_size_name(info.param); });

@@ -23,6 +23,9 @@
 #include "kindling/export.h"
 
 namespace kindling {
+namespace dist {
+class HostHierarchy;
+}
 namespace nn {
 
 /// One complete bucket: its gradients laid end to end in `buffer` (this rank's values; the
@@ -72,6 +75,16 @@ KINDLING_API std::shared_ptr<CommHook> fp16_compress_hook();
 /// mantissa). On gloo, which cannot sum bfloat16, the engine sums it widened to float32, so
 /// the bytes on the wire are not halved there.
 KINDLING_API std::shared_ptr<CommHook> bf16_compress_hook();
+
+/// Horovod's hierarchical all-reduce as a hook (kindling/dist/hierarchy.h): each bucket,
+/// divided by the group's size, is summed inside each host while backward goes on, then among
+/// one leader per host, then broadcast inside the host. Collective over the world (it builds a
+/// dist::HostHierarchy): every rank calls it, in the same order; the DDP group must be the
+/// world. DDP uses it by itself where it sends fewer bytes over the host links
+/// (DdpOptions::hierarchical_allreduce).
+KINDLING_API std::shared_ptr<CommHook> hierarchical_allreduce_hook();
+/// The same over a hierarchy already built (local; several models may share one).
+KINDLING_API std::shared_ptr<CommHook> hierarchical_allreduce_hook(std::shared_ptr<const dist::HostHierarchy> hosts);
 
 }  // namespace nn
 }  // namespace kindling

@@ -76,6 +76,13 @@ struct KINDLING_API DdpOptions {
   /// fp16_compress_hook, bf16_compress_hook, or your own). Default: none, one sum all-reduce
   /// per bucket divided by the group's size after it.
   KINDLING_ARG(std::shared_ptr<CommHook>, comm_hook);
+
+  /// Without a comm_hook, on the world group: average with the hierarchical all-reduce
+  /// (hierarchical_allreduce_hook) where it sends fewer bytes over the host links than the
+  /// flat one, i.e. several hosts with several ranks on some (kindling/dist/hierarchy.h).
+  /// Constructing the model then also makes the hierarchy's groups. false: always flat.
+  /// Default true.
+  KINDLING_ARG(bool, hierarchical_allreduce) = true;
 };
 
 /// The gradient synchronisation engine of DistributedDataParallel, for any list of
@@ -87,6 +94,26 @@ struct KINDLING_API DdpOptions {
 /// same order. It throws kindling::UsageError (out of backward()) for a parameter that got
 /// no gradient without find_unused_parameters, or a sparse gradient; and
 /// kindling::TimeoutError / kindling::CommunicationError from the all-reduces.
+/// Where one synchronised training step's time went, as DDP sees it (seconds, steady clock):
+/// how much of the communication backward hid, and what it did not.
+struct KINDLING_API StepTimes {
+  /// The synchronised backward these times describe (1 for the first); 0 before any.
+  int64_t step = 0;
+  /// From the end of the previous synchronised backward to this step's forward: the
+  /// optimizer step, zero_grad, the next batch, handlers (0 for the first step).
+  double between_steps = 0;
+  /// DistributedDataParallel::forward (the buffers' broadcast included).
+  double forward = 0;
+  /// From the end of forward to the end of backward's computation: the loss, then autograd
+  /// until the last gradient (the bucket reductions run meanwhile).
+  double backward = 0;
+  /// After backward's computation, waiting for the buckets' reductions (hooks included): the
+  /// communication backward did not hide.
+  double communication_wait = 0;
+  /// After the waits: averaging and copying the results into each parameter's `.grad()`.
+  double write_back = 0;
+};
+
 class KINDLING_API GradientReducer {
  public:
   /// Collective over options.group(): every rank of the group, in the same order. It
@@ -120,6 +147,16 @@ class KINDLING_API GradientReducer {
   /// all-reduces to finish: the communication backward did not hide behind computation
   /// (0 before the first). For profiling (examples/cifar10 --profile). Local; does not throw.
   double last_sync_wait_seconds() const;
+  /// The last synchronised step's breakdown (StepTimes); `step` is 0 before the first. A
+  /// forward that does not communicate (no grad, no_sync) does not start a step. Local; does
+  /// not throw.
+  StepTimes last_step_times() const;
+  /// The name of the hook that averages the buckets ("none": one flat all-reduce each; else
+  /// CommHook::name(), e.g. "hierarchical_allreduce" where DDP picked it). Local; does not throw.
+  std::string comm_hook_name() const;
+  /// Called by DistributedDataParallel::forward when the module's forward returns (or throws).
+  /// Local; does not throw.
+  void after_forward() noexcept;
 
   struct State;
 
@@ -168,6 +205,13 @@ class DistributedDataParallel {
   template <class... Args>
   decltype(auto) forward(Args&&... args) {
     if (reducer_) reducer_->before_forward();
+    // Tells the reducer when forward ends (for StepTimes), also for a forward that returns void.
+    struct ForwardEnd {
+      GradientReducer* reducer;
+      ~ForwardEnd() {
+        if (reducer) reducer->after_forward();
+      }
+    } end{reducer_.get()};
     return module_->forward(std::forward<Args>(args)...);
   }
   template <class... Args>
