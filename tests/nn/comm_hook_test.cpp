@@ -12,6 +12,8 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -100,6 +102,7 @@ KINDLING_WORKER(powersgd_matches_torch) {
   hook_test_init();
   const auto reference = read_reference(std::getenv("KINDLING_POWERSGD_REFERENCE"));
   WCHECK(!reference.empty(), << "no reference gradients were written");
+  double largest = 0;  // relative error, reported
   for (const std::string config : {"rank2_warm", "rank3_cold"}) {
     auto hook = kn::powerSGD_hook(hook_test_config(config));
     auto model = kd::auto_model(hook_test_net(), kn::DdpOptions().comm_hook(hook));
@@ -111,17 +114,21 @@ KINDLING_WORKER(powersgd_matches_torch) {
                << key << ": missing or of another size in the reference");
         const auto want = torch::tensor(reference.at(key)).view(grad.sizes());
         // The same kernels on the same data, but sums of 3 ranks in another order (the engines'
-        // own): an ulp of difference per sum, which normalizations and error feedback carry into
-        // the next steps (4e-7 seen on gradients of ~1e-2). A wrong draw, order or division
-        // changes the gradients entirely.
-        WCHECK(torch::allclose(grad, want, 1e-4, 1e-6),
-               << key << ": max difference " << (grad - want).abs().max().item<double>());
+        // own): an ulp of difference per sum, which the normalizations and the error feedback
+        // carry into the next steps, largest relative to the elements near zero. So the bound
+        // is on the whole tensor: relative Frobenius error 1e-4 (seen: up to 2e-6 absolute on
+        // gradients of norm ~1e-1); a wrong draw, order or division gives errors of order 1.
+        const double error = (grad - want).norm().item<double>(), size = want.norm().item<double>();
+        largest = std::max(largest, error / size);
+        WCHECK(error <= 1e-4 * size + 1e-7, << key << ": relative error " << error / size << ", max difference "
+                                            << (grad - want).abs().max().item<double>());
       }
     }
     WCHECK(hook->iteration() == 5, << config << ": iteration " << hook->iteration());
     const auto stats = hook->compression_stats();
     WCHECK(stats.numel_after > 0 && stats.rate > 1, << config << ": compression rate " << stats.rate);
   }
+  if (kd::get_rank() == 0) std::fprintf(stderr, "largest relative error against torch: %.3g\n", largest);
   kd::finalize();
 }
 
