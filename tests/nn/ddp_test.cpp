@@ -225,8 +225,9 @@ KINDLING_WORKER(ddp_no_grad_forward_is_local) {
   kd::finalize();
 }
 
-// StepTimes: rank 1 starts its backward 0.4 s late, so the others wait at least 0.2 s for the
-// reductions after their own backward (rank 1 far less); the parts add up to no more than the
+// StepTimes: rank 1 starts its backward 1 s late, so the others wait at least 0.5 s for the
+// reductions after their own backward (a margin for a loaded machine: a rank of theirs may
+// itself be held up to 0.5 s); the parts add up to no more than the
 // step measured around them; the pause between steps is counted; an evaluation forward (no
 // grad) starts no step.
 KINDLING_WORKER(ddp_step_times) {
@@ -241,7 +242,7 @@ KINDLING_WORKER(ddp_step_times) {
     if (step == 2) std::this_thread::sleep_for(std::chrono::milliseconds(100));  // "the optimizer"
     const auto start = Clock::now();
     auto loss = torch::mse_loss(model(rows(x, rank)), rows(y, rank));
-    if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1000));
     loss.backward();
     const double total = std::chrono::duration<double>(Clock::now() - start).count();
     const auto t = model.reducer()->last_step_times();
@@ -251,9 +252,9 @@ KINDLING_WORKER(ddp_step_times) {
            << "forward " << t.forward << " backward " << t.backward << " wait " << t.communication_wait << " write "
            << t.write_back << " total " << total);
     if (rank == 1) {
-      WCHECK(t.backward >= 0.4, << "rank 1's backward includes its pause: " << t.backward);
+      WCHECK(t.backward >= 1.0, << "rank 1's backward includes its pause: " << t.backward);
     } else {
-      WCHECK(t.communication_wait >= 0.2, << "rank " << rank << " waited " << t.communication_wait);
+      WCHECK(t.communication_wait >= 0.5, << "rank " << rank << " waited " << t.communication_wait);
     }
     if (step == 2) WCHECK(t.between_steps >= 0.1, << "between steps: " << t.between_steps);
     if (step == 1) WCHECK(t.between_steps == 0, << t.between_steps);
