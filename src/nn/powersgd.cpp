@@ -91,6 +91,7 @@ struct detail::PowerSgdState {
   std::map<int64_t, int64_t> bucket_numel;  // to catch one hook serving two models
   int64_t iter = 0, numel_before = 0, numel_after = 0;
   int world = 0;
+  bool group_checked = false;
 };
 
 namespace {
@@ -209,10 +210,14 @@ PowerSgdHook::Stats PowerSgdHook::compression_stats() const {
 std::unique_ptr<PendingBucket> PowerSgdHook::run(GradBucket& bucket, const dist::Group& group) {
   at::NoGradGuard no_grad;
   auto& s = *impl_;
-  KINDLING_CHECK(group.ranks() == s.o.group().ranks(), kWho, ": the DDP model reduces over ranks ",
-                 c10::IntArrayRef(std::vector<int64_t>(group.ranks().begin(), group.ranks().end())),
-                 " but the hook was made for the group of PowerSgdOptions::group() (", s.o.group().size(),
-                 " ranks); pass the model's group to PowerSgdOptions().group(...)");
+  if (!s.group_checked) {  // once: the model's group does not change
+    const std::vector<int> ranks = group.ranks();
+    KINDLING_CHECK(ranks == s.o.group().ranks(), kWho, ": the DDP model reduces over ranks ",
+                   c10::IntArrayRef(std::vector<int64_t>(ranks.begin(), ranks.end())),
+                   " but the hook was made for the group of PowerSgdOptions::group() (", s.o.group().size(),
+                   " ranks); pass the model's group to PowerSgdOptions().group(...)");
+    s.group_checked = true;
+  }
   const int64_t index = bucket.index;
   const auto known = s.bucket_numel.emplace(index, bucket.buffer.numel());
   KINDLING_CHECK(known.first->second == bucket.buffer.numel(), kWho, ": bucket ", index, " has ", bucket.buffer.numel(),
