@@ -18,14 +18,19 @@ steps, averaged over hosts, beside the ring all-reduce volume 2(n-1)/n x gradien
 
 With --hooks, kindling-gloo and python-gloo also run with each DDP communication hook (fp16,
 bf16, powersgd: kindling's and torch's own, PowerSGD of rank 1 compressing from step 2, so the
-warm-up is at least 3 steps); kindling-mpi and no-comm run without.
+warm-up is at least 3 steps); kindling-mpi and no-comm run without. With --ranks-per-host 2,
+kindling's DDP picks its hierarchical all-reduce by itself (reported as the hook it ran);
+the pseudo-hook "flat" runs kindling with it turned off (bench_ddp --flat; Python's DDP is
+always flat). --python picks the peer's interpreter (its torch should be the build's LibTorch).
 
   bench/cluster/bench_hosts.py --build build [--hosts 2,4] [--rates 100mbit,1gbit,none]
-      [--models mlp,resnet18] [--hooks none,fp16,powersgd] [--repeats 3] [--json out.json]
+      [--models mlp,resnet18] [--hooks none,flat,fp16,bf16,powersgd] [--ranks-per-host 1]
+      [--python /usr/bin/python3] [--bench-args '--bucket-cap-mb 5'] [--repeats 3] [--json out.json]
 """
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -55,24 +60,32 @@ def commands(args, impl, hosts, model, rate, hook="none"):
     if hook == "powersgd":
         warmup = max(warmup, 3)  # compressing from step 2 on
     bench = ["--model", model, "--batch", str(batch), "--steps", str(timed), "--warmup", str(warmup)]
-    if hook != "none":
+    bench += shlex.split(args.bench_args)
+    if hook == "flat":
+        bench += ["--flat"]
+    elif hook != "none":
         bench += ["--comm-hook", hook]
     cores = os.cpu_count() or 1
-    pin = lambda k: ["taskset", "-c", str(k % cores)]  # noqa: E731
+    per = args.ranks_per_host
+    # Global rank g = host x per + local rank, pinned to core g mod cores (LOCAL_RANK is kindling-run's).
+    pin = lambda k, cmd: ["sh", "-c", 'exec taskset -c $(((%d + ${LOCAL_RANK:-0}) %% %d)) "$@"' % (k * per, cores),  # noqa: E731
+                          "pin"] + cmd
     kd = [os.path.join(args.build, "bench", "ddp", "bench_ddp")] + bench
-    py = ["/usr/bin/python3", os.path.join(SOURCE, "bench", "ddp", "ddp_python.py")] + bench
+    py = [args.python, os.path.join(SOURCE, "bench", "ddp", "ddp_python.py")] + bench
     run = lambda k: [args.kindling_run, "--nnodes", str(hosts), "--node_rank", str(k), "--master_addr",  # noqa: E731
-                     "node0", "--master_port", "29500", "--nproc_per_node", "1"]
+                     "node0", "--master_port", "29500", "--nproc_per_node", str(per)]
     if impl == "kindling-gloo":
-        return [run(k) + pin(k) + kd + ["--backend", "gloo"] for k in range(hosts)]
+        return [run(k) + pin(k, kd + ["--backend", "gloo"]) for k in range(hosts)]
     if impl == "python-gloo":
-        return [run(k) + pin(k) + py for k in range(hosts)]
-    if impl == "no-comm":
-        return [pin(k) + kd for k in range(hosts)]
+        return [run(k) + pin(k, py) for k in range(hosts)]
+    if impl == "no-comm":  # every rank alone: `per` processes per host, started together
+        alone = lambda k: " ".join("taskset -c %d %s &" % ((k * per + j) % cores, shlex.join(kd))  # noqa: E731
+                                   for j in range(per)) + " wait"
+        return [["sh", "-c", alone(k)] for k in range(hosts)]
     agent = "%s %s agent" % (sys.executable, os.path.abspath(cluster.__file__))
     line = "taskset -c $((OMPI_COMM_WORLD_RANK %% %d)) %s --backend mpi" % (cores, " ".join(kd))
     return [["mpirun", "--allow-run-as-root", "--bind-to", "none", "--host",
-             ",".join(cluster.hostname(k) for k in range(hosts)), "--mca", "plm_rsh_agent", agent,
+             ",".join("%s:%d" % (cluster.hostname(k), per) for k in range(hosts)), "--mca", "plm_rsh_agent", agent,
              "sh", "-c", line]] + [None] * (hosts - 1)
 
 
@@ -81,7 +94,8 @@ def parse_result(line):
 
 
 def one_run(args, c, impl, hosts, model, rate, hook="none"):
-    """samples/s (summed over hosts for no-comm) and bytes sent per host per timed step."""
+    """samples/s (summed over hosts for no-comm), bytes sent per host per timed step, and rank
+    0's RESULT fields (kindling: the hook DDP ran, backward_ms, comm_wait_ms)."""
     cmds = commands(args, impl, hosts, model, rate, hook)
     procs = {k: c.popen_on(k, cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for k, cmd in enumerate(cmds) if cmd is not None}
@@ -110,10 +124,10 @@ def one_run(args, c, impl, hosts, model, rate, hook="none"):
             p.kill()
             p.wait()
     if impl == "no-comm":
-        return sum(float(r["samples_per_s"]) for r in results), 0.0
+        return sum(float(r["samples_per_s"]) for r in results), 0.0, {}
     steps = int(results[0]["steps"])
     per_host = [(b - a) / steps for a, b in zip(sent_at_start, sent)]
-    return float(results[0]["samples_per_s"]), statistics.mean(per_host)
+    return float(results[0]["samples_per_s"]), statistics.mean(per_host), results[0]
 
 
 def main():
@@ -124,7 +138,10 @@ def main():
     p.add_argument("--models", default="mlp,resnet18")
     p.add_argument("--impls", default=",".join(IMPLS))
     p.add_argument("--hooks", default="none", help="DDP communication hooks: none,fp16,bf16,powersgd")
+    p.add_argument("--ranks-per-host", type=int, default=1)
+    p.add_argument("--python", default="/usr/bin/python3", help="the Python DDP peer's interpreter")
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--bench-args", default="", help="more flags for bench_ddp and ddp_python.py, e.g. '--bucket-cap-mb 5'")
     p.add_argument("--json", help="also write every run here")
     args = p.parse_args()
     reason = cluster.available()
@@ -135,9 +152,9 @@ def main():
     args.kindling_run = os.path.join(args.build, "kindling-run")
     os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
     runs = []
-    print("# %d cores, %s; 1 rank per host, 1 thread per rank" % (
-        os.cpu_count(), subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
-                                       capture_output=True, text=True).stdout.strip()))
+    cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
+                         capture_output=True, text=True).stdout.strip()
+    print("# %d cores, %s; %d rank(s) per host, 1 thread per rank" % (os.cpu_count(), cpu, args.ranks_per_host))
     for hosts in map(int, args.hosts.split(",")):
         for rate in args.rates.split(","):
             with cluster.Cluster(hosts=hosts, rate=None if rate == "none" else rate) as c:
@@ -148,9 +165,12 @@ def main():
                                 continue  # no traffic: the link rate does not matter; measured once per repeat
                             hooks = args.hooks.split(",") if impl in ("kindling-gloo", "python-gloo") else ["none"]
                             for hook in hooks:
-                                rate_s, sent = one_run(args, c, impl, hosts, model, rate, hook)
+                                if hook == "flat" and impl != "kindling-gloo":
+                                    continue  # only kindling has a hierarchical all-reduce to turn off
+                                rate_s, sent, result = one_run(args, c, impl, hosts, model, rate, hook)
                                 run = dict(hosts=hosts, rate=rate, model=model, impl=impl, hook=hook, repeat=r,
-                                           samples_per_s=round(rate_s, 1), bytes_per_step=round(sent))
+                                           samples_per_s=round(rate_s, 1), bytes_per_step=round(sent),
+                                           ran=result.get("hook", hook), comm_wait_ms=result.get("comm_wait_ms"))
                                 print(json.dumps(run), flush=True)
                                 runs.append(run)
     if args.json:
@@ -201,9 +221,10 @@ def report_hooks(runs, args, hooks):
     for (h, _, m, i, _), v in med.items():
         if i == "no-comm":
             limits.setdefault((h, m), []).extend(x["samples_per_s"] for x in v)
-    print("\n| model | hosts | link | hook | kindling gloo | Python DDP (gloo) | kindling / Python | "
-          "efficiency kindling / Python | MB sent per step and host (kindling / Python) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("\n| model | hosts | link | hook (what kindling ran) | kindling gloo | Python DDP (gloo) | kindling / Python | "
+          "efficiency kindling / Python | MB sent per step and host (kindling / Python) | kindling's wait after "
+          "backward, ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for model in args.models.split(","):
         for hosts in map(int, args.hosts.split(",")):
             limit = statistics.median(limits[(hosts, model)]) if (hosts, model) in limits else None
@@ -216,9 +237,13 @@ def report_hooks(runs, args, hooks):
                     kb = statistics.median(x["bytes_per_step"] for x in k) if k else None
                     pb = statistics.median(x["bytes_per_step"] for x in py) if py else None
                     eff = " / ".join(f"{s / limit:.2f}" if s and limit else "-" for s in (ks, ps))
-                    print(f"| {model} | {hosts} | {rate} | {hook} | {f'{ks:,.0f}' if ks else '-'} | "
+                    ran = k[0].get("ran", hook) if k else hook
+                    wait = statistics.median(float(x["comm_wait_ms"]) for x in k) if k and k[0].get("comm_wait_ms") else None
+                    print(f"| {model} | {hosts} | {rate} | {hook}{f' ({ran})' if ran != hook else ''} | "
+                          f"{f'{ks:,.0f}' if ks else '-'} | "
                           f"{f'{ps:,.0f}' if ps else '-'} | {f'{ks / ps:.2f}' if ks and ps else '-'} | {eff} | "
-                          f"{f'{kb / 1e6:.1f}' if kb else '-'} / {f'{pb / 1e6:.1f}' if pb else '-'} |")
+                          f"{f'{kb / 1e6:.1f}' if kb else '-'} / {f'{pb / 1e6:.1f}' if pb else '-'} | "
+                          f"{f'{wait:,.0f}' if wait is not None else '-'} |")
 
 
 if __name__ == "__main__":

@@ -53,6 +53,14 @@ struct Options {
   std::string comm_hook = "none";
   int64_t powersgd_rank = 1;
   int64_t powersgd_start = 2;
+  bool flat = false;
+};
+
+// What a timed run measured on this rank.
+struct Measured {
+  double seconds = 0;
+  std::string hook = "none";                    // the hook DDP ran (hierarchical_allreduce when it chose one)
+  double backward = 0, communication_wait = 0;  // StepTimes summed over the timed steps
 };
 
 // Binds every option to `o` (tools/cli/cli.h gives --help and the errors).
@@ -83,6 +91,7 @@ void describe_options(CLI::App& app, Options& o) {
   app.add_option("--powersgd-start", o.powersgd_start, "PowerSGD's start_powerSGD_iter (keep it below --warmup)")
       ->check(CLI::Range(0, 1 << 30))
       ->capture_default_str();
+  app.add_flag("--flat", o.flat, "Never the hierarchical all-reduce (DdpOptions::hierarchical_allreduce(false))");
   app.add_option("--workers", o.workers, "loader: worker threads")->check(CLI::Range(0, 1024))->capture_default_str();
   app.add_option("--epochs", o.epochs, "loader: epochs")->check(CLI::Range(1, 100000))->capture_default_str();
 }
@@ -103,8 +112,12 @@ std::shared_ptr<kindling::nn::CommHook> comm_hook(const Options& o) {
 }
 
 template <class Module>
-double train(Module net, const Options& o, const std::pair<at::Tensor, at::Tensor>& data) {
-  auto model = kd::auto_model(net, kindling::nn::DdpOptions().bucket_cap_mb(o.bucket_cap_mb).comm_hook(comm_hook(o)));
+Measured train(Module net, const Options& o, const std::pair<at::Tensor, at::Tensor>& data) {
+  auto model = kd::auto_model(net, kindling::nn::DdpOptions()
+                                       .bucket_cap_mb(o.bucket_cap_mb)
+                                       .comm_hook(comm_hook(o))
+                                       .hierarchical_allreduce(!o.flat));
+  Measured m;
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
   const int rank = kd::get_rank(), world = kd::get_world_size();
   auto step = [&](int s) {
@@ -119,8 +132,16 @@ double train(Module net, const Options& o, const std::pair<at::Tensor, at::Tenso
   // Where the timed steps begin: bench/cluster reads the links' byte counters here.
   if (kd::get_rank() == 0) std::cout << "TIMING_STARTS" << std::endl;
   const auto t0 = std::chrono::steady_clock::now();
-  for (int s = 0; s < o.steps; ++s) step(o.warmup + s);
-  return seconds_since(t0);
+  for (int s = 0; s < o.steps; ++s) {
+    step(o.warmup + s);
+    if (auto* r = model.reducer()) {
+      m.backward += r->last_step_times().backward;
+      m.communication_wait += r->last_step_times().communication_wait;
+    }
+  }
+  m.seconds = seconds_since(t0);
+  if (auto* r = model.reducer()) m.hook = r->comm_hook_name();
+  return m;
 }
 
 }  // namespace
@@ -161,16 +182,16 @@ int main(int argc, char** argv) {
       return 0;
     }
     const auto data = bench::training_data(o.data_dir);
-    double secs = 0;
-    bench::with_model(o.model, [&](auto net) { secs = train(net, o, data); });
-    secs = kd::all_reduce(secs, kd::ReduceOp::kMax);
+    Measured m;
+    bench::with_model(o.model, [&](auto net) { m = train(net, o, data); });
+    const double secs = kd::all_reduce(m.seconds, kd::ReduceOp::kMax);
     if (kd::get_rank() == 0) {
       const double samples = static_cast<double>(o.steps) * o.batch * world;
       std::printf(
           "RESULT impl=kindling mode=step model=%s ranks=%d batch=%lld threads=%d steps=%d hook=%s seconds=%.4f "
-          "samples_per_s=%.1f\n",
-          o.model.c_str(), world, static_cast<long long>(o.batch), o.threads, o.steps, o.comm_hook.c_str(), secs,
-          samples / secs);
+          "samples_per_s=%.1f backward_ms=%.1f comm_wait_ms=%.1f\n",
+          o.model.c_str(), world, static_cast<long long>(o.batch), o.threads, o.steps, m.hook.c_str(), secs,
+          samples / secs, 1e3 * m.backward / o.steps, 1e3 * m.communication_wait / o.steps);
     }
     kd::finalize();
   } catch (const std::exception& e) {

@@ -40,6 +40,7 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
 
   DdpOptions options;
   int world = 1;
+  at::Tensor scale;  // 1 / world as a 0-dim double (a wrapped number: keeps the gradients' dtype)
   int src = 0;
   std::vector<at::Tensor> params;
   std::vector<std::string> names;
@@ -112,7 +113,13 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
                    "' has ", grad.defined() ? "a sparse" : "no",
                    " gradient after its accumulation; only dense "
                    "gradients are supported");
-    slot(i).copy_(grad.reshape({-1}));
+    at::Tensor into = slot(i);
+    if (options.comm_hook()) {
+      into.copy_(grad.reshape({-1}));  // a hook gets the sum's terms and averages itself
+    } else {
+      // Scaled while copied (as c10d::Reducer does): one pass over the gradients, not two.
+      at::mul_out(into, grad.reshape({-1}), scale);
+    }
     auto& b = buckets[bucket_of[i]];
     if (--b.pending == 0) launch_in_order();
   }
@@ -164,9 +171,6 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
     }
     const auto wait_end = Clock::now();
     last_wait_s = seconds(wait_start, wait_end);
-    if (!options.comm_hook()) {  // a hook leaves the average itself
-      for (auto& b : buckets) b.flat.div_(world);
-    }
     for (std::size_t i = 0; i < params.size(); ++i) {
       at::Tensor averaged = slot(i).view_as(params[i]);
       at::Tensor& grad = params[i].mutable_grad();
@@ -263,6 +267,8 @@ GradientReducer::GradientReducer(const torch::nn::Module& module, DdpOptions opt
   s.options = std::move(options);
   const auto& group = s.options.group();
   s.world = group.size();
+  s.scale = at::scalar_tensor(1.0 / s.world, at::kDouble);
+  s.scale.unsafeGetTensorImpl()->set_wrapped_number(true);
   s.src = group.ranks().front();
   KINDLING_CHECK(s.options.bucket_cap_mb() > 0,
                  "kindling::nn::DistributedDataParallel: bucket_cap_mb must be positive, got ",
