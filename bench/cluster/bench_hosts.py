@@ -56,7 +56,8 @@ def gradient_bytes(model):
 
 def commands(args, impl, hosts, model, rate, hook="none"):
     batch, steps = SIZES[model]
-    warmup, timed = steps[rate]
+    # The no-comm limit sends nothing: it gets the uncapped link's (largest) step counts.
+    warmup, timed = steps["none" if impl == "no-comm" else rate]
     if hook == "powersgd":
         warmup = max(warmup, 3)  # compressing from step 2 on
     bench = ["--model", model, "--batch", str(batch), "--steps", str(timed), "--warmup", str(warmup)]
@@ -117,8 +118,11 @@ def one_run(args, c, impl, hosts, model, rate, hook="none"):
             if k:
                 outputs[k].append(text)
                 results += [parse_result(l) for l in text.splitlines() if l.startswith("RESULT")]  # no-comm
-            if p.returncode != 0:
-                raise RuntimeError("%s on host %d exited %s:\n%s" % (impl, k, p.returncode, "".join(outputs[k])[-3000:]))
+        failed = {k: p.returncode for k, p in procs.items() if p.returncode != 0}
+        if failed:  # every failed host's last lines: the first error is often on another host
+            raise RuntimeError("%s: host(s) %s exited %s:\n%s" % (
+                impl, list(failed), list(failed.values()),
+                "\n".join("host %d: %s" % (k, "".join(outputs[k])[-1500:]) for k in failed)))
     finally:
         for p in procs.values():
             p.kill()
@@ -167,10 +171,13 @@ def main():
                             for hook in hooks:
                                 if hook == "flat" and impl != "kindling-gloo":
                                     continue  # only kindling has a hierarchical all-reduce to turn off
-                                rate_s, sent, result = one_run(args, c, impl, hosts, model, rate, hook)
-                                run = dict(hosts=hosts, rate=rate, model=model, impl=impl, hook=hook, repeat=r,
-                                           samples_per_s=round(rate_s, 1), bytes_per_step=round(sent),
-                                           ran=result.get("hook", hook), comm_wait_ms=result.get("comm_wait_ms"))
+                                run = dict(hosts=hosts, rate=rate, model=model, impl=impl, hook=hook, repeat=r)
+                                try:
+                                    rate_s, sent, result = one_run(args, c, impl, hosts, model, rate, hook)
+                                    run.update(samples_per_s=round(rate_s, 1), bytes_per_step=round(sent),
+                                               ran=result.get("hook", hook), comm_wait_ms=result.get("comm_wait_ms"))
+                                except RuntimeError as e:  # a failed run is reported, the others still run
+                                    run.update(failed=str(e)[-2000:])
                                 print(json.dumps(run), flush=True)
                                 runs.append(run)
     if args.json:
@@ -183,8 +190,8 @@ def main():
 def report(runs, args):
     med = {}
     for r in runs:
-        if r.get("hook", "none") != "none":
-            continue  # in report_hooks
+        if r.get("hook", "none") != "none" or "failed" in r:
+            continue  # in report_hooks; failed runs are listed there
         med.setdefault((r["hosts"], r["rate"], r["model"], r["impl"]), []).append(r)
     grad = {m: gradient_bytes(m) for m in args.models.split(",")}
     print("\n| model | hosts | link | kindling gloo | kindling mpi | Python DDP (gloo) | no-comm limit | "
@@ -214,9 +221,10 @@ def report(runs, args):
 
 def report_hooks(runs, args, hooks):
     """kindling's hooks beside torch's own, per model, hosts and link."""
-    med = {}
+    med, failed = {}, {}
     for r in runs:
-        med.setdefault((r["hosts"], r["rate"], r["model"], r["impl"], r.get("hook", "none")), []).append(r)
+        key = (r["hosts"], r["rate"], r["model"], r["impl"], r.get("hook", "none"))
+        (failed if "failed" in r else med).setdefault(key, []).append(r)
     limits = {}
     for (h, _, m, i, _), v in med.items():
         if i == "no-comm":
@@ -239,9 +247,11 @@ def report_hooks(runs, args, hooks):
                     eff = " / ".join(f"{s / limit:.2f}" if s and limit else "-" for s in (ks, ps))
                     ran = k[0].get("ran", hook) if k else hook
                     wait = statistics.median(float(x["comm_wait_ms"]) for x in k) if k and k[0].get("comm_wait_ms") else None
-                    print(f"| {model} | {hosts} | {rate} | {hook}{f' ({ran})' if ran != hook else ''} | "
-                          f"{f'{ks:,.0f}' if ks else '-'} | "
-                          f"{f'{ps:,.0f}' if ps else '-'} | {f'{ks / ps:.2f}' if ks and ps else '-'} | {eff} | "
+                    fails = [len(failed.get((hosts, rate, model, i, hook), [])) for i in ("kindling-gloo", "python-gloo")]
+                    kcell, pcell = (f"{v:,.0f}" if v else "-" for v in (ks, ps))
+                    kcell, pcell = (c + (f" ({n} failed)" if n else "") for c, n in zip((kcell, pcell), fails))
+                    print(f"| {model} | {hosts} | {rate} | {hook}{f' ({ran})' if ran.lower() != hook.lower() else ''} | "
+                          f"{kcell} | {pcell} | {f'{ks / ps:.2f}' if ks and ps else '-'} | {eff} | "
                           f"{f'{kb / 1e6:.1f}' if kb else '-'} / {f'{pb / 1e6:.1f}' if pb else '-'} | "
                           f"{f'{wait:,.0f}' if wait is not None else '-'} |")
 
