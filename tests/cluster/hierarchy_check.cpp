@@ -7,9 +7,12 @@
 //   hierarchy_check [--megabytes 4] [--repeats 5]
 //
 // Rank 0 prints "LAYOUT hosts=H pays=0|1 flat_link_bytes=B hierarchical_link_bytes=B" (the
-// predictions per all-reduce), "DDP_HOOK <auto> <flat>" (the hooks DDP chose by itself and
-// with hierarchical_allreduce(false); their gradients must agree), "PHASE flat|hierarchical
-// START|END" and "CORRECT" on success;
+// predictions per all-reduce of float32; bf16_element_bytes: what one bfloat16 element should
+// cost on gloo's wire, 2 where this LibTorch's gloo sums bfloat16, 4 where kindling widens it),
+// "DDP_HOOK <auto> <flat>" (the hooks DDP chose by itself and with
+// hierarchical_allreduce(false); their gradients must agree), "PHASE flat|hierarchical|bf16
+// START|END" (bf16: flat all-reduces of the same number of bfloat16 elements) and "CORRECT"
+// on success;
 // any rank exits 1 with the difference it found.
 #include <ATen/ATen.h>
 
@@ -103,8 +106,15 @@ int main(int argc, char** argv) {
     const int64_t count = static_cast<int64_t>(megabytes * (1 << 20) / 4);
     const double bytes = 4.0 * count;
     if (kd::get_rank() == 0) {
-      std::printf("LAYOUT hosts=%d pays=%d flat_link_bytes=%.0f hierarchical_link_bytes=%.0f\n", hosts.hosts(),
-                  hosts.pays() ? 1 : 0, hosts.flat_link_bytes(bytes), hosts.hierarchical_link_bytes(bytes));
+#ifdef KINDLING_GLOO_REDUCES_BF16
+      const int bf16_bytes = 2;
+#else
+      const int bf16_bytes = 4;
+#endif
+      std::printf(
+          "LAYOUT hosts=%d pays=%d flat_link_bytes=%.0f hierarchical_link_bytes=%.0f bf16_element_bytes=%d\n",
+          hosts.hosts(), hosts.pays() ? 1 : 0, hosts.flat_link_bytes(bytes), hosts.hierarchical_link_bytes(bytes),
+          bf16_bytes);
     }
     if (!same_results(hosts) || !ddp_picks_it()) return 1;
     at::Tensor t = at::ones({count});
@@ -114,6 +124,10 @@ int main(int argc, char** argv) {
     marker("PHASE hierarchical START");
     for (int i = 0; i < repeats; ++i) hosts.all_reduce(t);
     marker("PHASE hierarchical END");
+    at::Tensor half = at::ones({count}, at::kBFloat16);
+    marker("PHASE bf16 START");
+    for (int i = 0; i < repeats; ++i) kd::all_reduce(half);
+    marker("PHASE bf16 END");
     if (kd::get_rank() == 0) std::printf("CORRECT\n");
     std::fflush(stdout);
     kd::finalize();

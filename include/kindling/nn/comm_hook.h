@@ -72,8 +72,9 @@ KINDLING_API std::shared_ptr<CommHook> allreduce_hook();
 /// become infinite, as in torch).
 KINDLING_API std::shared_ptr<CommHook> fp16_compress_hook();
 /// torch's bf16_compress_hook: as fp16_compress_hook with bfloat16 (float32's range, 8 bits of
-/// mantissa). On gloo, which cannot sum bfloat16, the engine sums it widened to float32, so
-/// the bytes on the wire are not halved there.
+/// mantissa). Halves the bytes on nccl, mpi, and on gloo where LibTorch's gloo sums bfloat16
+/// (2.15 does); on older LibTorch (1.13) gloo cannot, kindling widens the buffer to float32
+/// for the sum, and the bytes on the wire are not halved: use fp16_compress_hook there.
 KINDLING_API std::shared_ptr<CommHook> bf16_compress_hook();
 
 /// Horovod's hierarchical all-reduce as a hook (kindling/dist/hierarchy.h): each bucket,
