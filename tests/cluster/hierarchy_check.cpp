@@ -111,10 +111,9 @@ int main(int argc, char** argv) {
 #else
       const int bf16_bytes = 4;
 #endif
-      std::printf(
-          "LAYOUT hosts=%d pays=%d flat_link_bytes=%.0f hierarchical_link_bytes=%.0f bf16_element_bytes=%d\n",
-          hosts.hosts(), hosts.pays() ? 1 : 0, hosts.flat_link_bytes(bytes), hosts.hierarchical_link_bytes(bytes),
-          bf16_bytes);
+      std::printf("LAYOUT hosts=%d pays=%d flat_link_bytes=%.0f hierarchical_link_bytes=%.0f bf16_element_bytes=%d\n",
+                  hosts.hosts(), hosts.pays() ? 1 : 0, hosts.flat_link_bytes(bytes),
+                  hosts.hierarchical_link_bytes(bytes), bf16_bytes);
     }
     if (!same_results(hosts) || !ddp_picks_it()) return 1;
     at::Tensor t = at::ones({count});
