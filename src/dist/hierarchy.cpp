@@ -2,10 +2,102 @@
 #include "kindling/dist/hierarchy.h"
 
 #include <algorithm>
+#include <condition_variable>
+#include <deque>
 #include <map>
+#include <mutex>
+#include <thread>
+
+#include "kindling/log.h"
 
 namespace kindling {
 namespace dist {
+
+// One thread that runs steps 2 and 3 of each reduction once its step 1 completes, in the order
+// of the calls (the order every rank issues them in). Hand-written: c10d's futures can chain a
+// callback, but kindling's Work spans engines that have none (mpi).
+class HostHierarchy::Pipeline {
+ public:
+  explicit Pipeline(const HostHierarchy& hosts) : hosts_(hosts) {}
+  ~Pipeline() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    ready_.notify_all();
+    if (thread_.joinable()) thread_.join();  // after the reductions it holds, each bounded by the timeout
+  }
+
+  std::shared_future<void> push(Work host_step, const at::Tensor& tensor, ReduceOp op) {
+    Task task{std::move(host_step), tensor, op, {}};
+    std::shared_future<void> done = task.done.get_future().share();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      tasks_.push_back(std::move(task));
+      if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+    }
+    ready_.notify_one();
+    return done;
+  }
+
+ private:
+  struct Task {
+    Work host_step;
+    at::Tensor tensor;
+    ReduceOp op = ReduceOp::kSum;
+    std::promise<void> done;
+  };
+
+  void loop() {
+    for (;;) {
+      Task task;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        ready_.wait(lock, [this] { return stop_ || !tasks_.empty(); });
+        if (tasks_.empty()) return;
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      try {
+        if (task.host_step.valid()) task.host_step.wait();
+        hosts_.finish(task.tensor, task.op);
+        task.done.set_value();
+      } catch (...) {
+        task.done.set_exception(std::current_exception());
+      }
+    }
+  }
+
+  const HostHierarchy& hosts_;
+  std::mutex mu_;
+  std::condition_variable ready_;
+  std::deque<Task> tasks_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+HostHierarchy::Reduction::Reduction() = default;
+HostHierarchy::Reduction::Reduction(Reduction&&) noexcept = default;
+HostHierarchy::Reduction& HostHierarchy::Reduction::operator=(Reduction&&) noexcept = default;
+
+HostHierarchy::Reduction::~Reduction() {
+  try {
+    wait();
+  } catch (const std::exception& e) {
+    log(LogLevel::kError, e.what());
+  }
+}
+
+void HostHierarchy::Reduction::wait() {
+  if (flat_.valid()) flat_.wait();
+  if (done_.valid()) {
+    std::shared_future<void> done = std::move(done_);
+    done_ = {};
+    done.get();
+  }
+}
+
+HostHierarchy::~HostHierarchy() = default;
 
 HostHierarchy::HostHierarchy() {
   const int world = get_world_size(), rank = get_rank();
@@ -31,8 +123,15 @@ HostHierarchy::HostHierarchy() {
       if (&ranks == &mine) host_group_ = g;
     }
   }
+  for (const auto& ranks : host_ranks_) {
+    if (ranks.size() > 1) {
+      Group g = new_group(ranks);
+      if (&ranks == &mine) host_broadcast_group_ = g;
+    }
+  }
   host_shared_ = mine.size() > 1;
   leaders_group_ = new_group(leaders);
+  pipeline_ = std::make_unique<Pipeline>(*this);
 }
 
 double HostHierarchy::flat_link_bytes(double bytes) const {
@@ -53,21 +152,30 @@ double HostHierarchy::hierarchical_link_bytes(double bytes) const {
 bool HostHierarchy::pays() const { return hierarchical_link_bytes(1.0) < flat_link_bytes(1.0); }
 
 Work HostHierarchy::start_host_reduction(const at::Tensor& tensor, ReduceOp op) const {
-  if (!pays()) return all_reduce_async(tensor, op);  // the whole reduction, flat
+  if (!pays()) return dist::all_reduce_async(tensor, op);  // the whole reduction, flat
   if (!host_shared_) return Work();
-  return all_reduce_async(tensor, op, host_group_);
+  return dist::all_reduce_async(tensor, op, host_group_);
 }
 
 void HostHierarchy::finish(const at::Tensor& tensor, ReduceOp op) const {
   if (!pays()) return;
   if (get_rank() == leader_) dist::all_reduce(tensor, op, leaders_group_);
-  if (host_shared_) broadcast(tensor, leader_, host_group_);
+  if (host_shared_) broadcast(tensor, leader_, host_broadcast_group_);
+}
+
+HostHierarchy::Reduction HostHierarchy::all_reduce_async(const at::Tensor& tensor, ReduceOp op) const {
+  Reduction pending;
+  Work host = start_host_reduction(tensor, op);
+  if (!pays()) {
+    pending.flat_ = std::move(host);
+  } else {
+    pending.done_ = pipeline_->push(std::move(host), tensor, op);
+  }
+  return pending;
 }
 
 at::Tensor HostHierarchy::all_reduce(const at::Tensor& tensor, ReduceOp op) const {
-  Work host = start_host_reduction(tensor, op);
-  if (host.valid()) host.wait();
-  finish(tensor, op);
+  all_reduce_async(tensor, op).wait();
   return tensor;
 }
 

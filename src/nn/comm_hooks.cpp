@@ -54,20 +54,15 @@ class CastAllReduce : public CommHook {
   std::optional<at::ScalarType> dtype_;
 };
 
-// Step 1 of the hierarchical all-reduce runs while backward goes on; steps 2 and 3 in wait().
+// A bucket's hierarchical all-reduce: its in-host step starts as the bucket completes, the
+// leaders' step follows as soon as that is done, both while backward goes on.
 class HierarchicalBucket : public PendingBucket {
  public:
-  HierarchicalBucket(std::shared_ptr<const dist::HostHierarchy> hosts, dist::Work host_step, at::Tensor buffer)
-      : hosts_(std::move(hosts)), host_step_(std::move(host_step)), buffer_(std::move(buffer)) {}
-  void wait() override {
-    if (host_step_.valid()) host_step_.wait();
-    hosts_->finish(buffer_);
-  }
+  explicit HierarchicalBucket(dist::HostHierarchy::Reduction reduction) : reduction_(std::move(reduction)) {}
+  void wait() override { reduction_.wait(); }
 
  private:
-  std::shared_ptr<const dist::HostHierarchy> hosts_;
-  dist::Work host_step_;
-  at::Tensor buffer_;
+  dist::HostHierarchy::Reduction reduction_;
 };
 
 class HierarchicalAllReduce : public CommHook {
@@ -80,8 +75,7 @@ class HierarchicalAllReduce : public CommHook {
                    dist::get_world_size(),
                    " ranks; the hierarchy spans the world, so use it with a model on the world group");
     bucket.buffer.div_(group.size());
-    auto step = hosts_->start_host_reduction(bucket.buffer);
-    return std::make_unique<HierarchicalBucket>(hosts_, std::move(step), bucket.buffer);
+    return std::make_unique<HierarchicalBucket>(hosts_->all_reduce_async(bucket.buffer));
   }
 
  private:

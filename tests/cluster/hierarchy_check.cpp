@@ -28,6 +28,7 @@
 #include <iostream>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace kd = kindling::dist;
 
@@ -59,6 +60,22 @@ bool same_results(const kd::HostHierarchy& hosts) {
   if (!at::allclose(flat, tiered, 1e-5, 1e-5)) {
     std::cerr << "rank " << rank << ": float results differ by " << (flat - tiered).abs().max() << "\n";
     return false;
+  }
+  // Several reductions in flight at once (as DDP's buckets), waited on in reverse order: each
+  // equals its flat all-reduce.
+  std::vector<at::Tensor> inputs, outputs;
+  std::vector<kd::HostHierarchy::Reduction> pending;
+  for (int64_t i = 0; i < 6; ++i) {
+    inputs.push_back(at::arange(1000 * (i + 1), at::kLong) * (rank + 1) + i);
+    outputs.push_back(inputs.back().clone());
+    pending.push_back(hosts.all_reduce_async(outputs.back()));
+  }
+  for (auto it = pending.rbegin(); it != pending.rend(); ++it) it->wait();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!at::equal(kd::all_reduce(inputs[i].clone()), outputs[i])) {
+      std::cerr << "rank " << rank << ": reduction " << i << " of 6 in flight differs from the flat all-reduce\n";
+      return false;
+    }
   }
   return true;
 }

@@ -9,13 +9,15 @@
 ///
 /// \code
 ///   kindling::dist::HostHierarchy hosts;            // collective: every rank, same order
-///   if (hosts.pays()) hosts.all_reduce(t);          // else kindling::dist::all_reduce(t)
+///   hosts.all_reduce(t);                            // flat where the hierarchy does not pay
 /// \endcode
 ///
 /// Hosts are told apart by their host names (hostname()): ranks on one machine share its
 /// loopback whatever the launcher calls its nodes.
 #include <ATen/core/Tensor.h>
 
+#include <future>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,7 +32,7 @@ namespace dist {
 class KINDLING_API HostHierarchy {
  public:
   /// Collective over the world: every rank calls it, in the same order (it all-gathers the
-  /// host names and, when the hierarchy pays(), makes a group per host of several ranks and
+  /// host names and, when the hierarchy pays(), makes two groups per host of several ranks and
   /// one of the hosts' first ranks, with new_group). Throws what those throw. In the serial
   /// model: one host, one rank.
   HostHierarchy();
@@ -51,27 +53,59 @@ class KINDLING_API HostHierarchy {
   /// one (several hosts, and several ranks on at least one of them). Local.
   bool pays() const;
 
-  /// Reduces `tensor` over every rank in place, in three steps when the hierarchy pays()
-  /// (see the file comment; else one flat all-reduce), and returns it: every rank of the world
-  /// calls it with a tensor of the same shape and dtype, contiguous and on device(). Integers
-  /// give exactly the flat all-reduce's result; floats may differ in the last bits (another
-  /// order of additions). Throws as the collectives.
+  /// A hierarchical all-reduce in flight (all_reduce_async). Move-only; destroying one that
+  /// was not waited on waits for it (errors then only logged, as dist::Work).
+  class KINDLING_API Reduction {
+   public:
+    Reduction();
+    Reduction(Reduction&&) noexcept;
+    Reduction& operator=(Reduction&&) noexcept;
+    ~Reduction();
+    /// Blocks until the whole reduction is in the tensor. Throws what the collectives throw
+    /// (kindling::TimeoutError, kindling::CommunicationError).
+    void wait();
+
+   private:
+    friend class HostHierarchy;
+    Work flat_;                      // the flat all-reduce, when the hierarchy does not pay
+    std::shared_future<void> done_;  // the three steps, when it does
+  };
+
+  /// Starts reducing `tensor` over every rank in place and returns at once: every rank of the
+  /// world calls it with a tensor of the same shape and dtype, contiguous and on device(), in
+  /// the same order, from one thread at a time. When the hierarchy pays() the reduction inside
+  /// the host starts here; the leaders' all-reduce and the broadcast inside the host follow on
+  /// the hierarchy's own thread as soon as it completes, one tensor after the other in the order
+  /// of the calls, so a DDP bucket crosses the host links while backward still computes the
+  /// next. Otherwise it is one flat all-reduce. Keep `tensor` alive and untouched until waited
+  /// on. Integers give exactly the flat all-reduce's result; floats may differ in the last bits
+  /// (another order of additions). Throws as the collectives.
+  Reduction all_reduce_async(const at::Tensor& tensor, ReduceOp op = ReduceOp::kSum) const;
+  /// all_reduce_async(tensor, op).wait(); returns `tensor`.
   at::Tensor all_reduce(const at::Tensor& tensor, ReduceOp op = ReduceOp::kSum) const;
-  /// all_reduce in two parts, for DDP's hook, which overlaps the first with backward. This
-  /// one starts the reduction inside this rank's host (or the whole flat all-reduce when the
-  /// hierarchy does not pay) and returns its Work; it is invalid (Work::valid() false, not to
-  /// be waited on) on a host of one rank. Every rank calls it in the same order.
-  Work start_host_reduction(const at::Tensor& tensor, ReduceOp op = ReduceOp::kSum) const;
-  /// The second part, after the first's Work was waited on: the leaders' all-reduce, then
-  /// the broadcast inside each host (nothing when the hierarchy does not pay).
-  void finish(const at::Tensor& tensor, ReduceOp op = ReduceOp::kSum) const;
+
+  /// Stops the hierarchy's thread after the reductions it holds.
+  ~HostHierarchy();
+  HostHierarchy(const HostHierarchy&) = delete;
+  HostHierarchy& operator=(const HostHierarchy&) = delete;
 
  private:
+  // Step 1 (inside the host; the whole flat all-reduce when the hierarchy does not pay), and
+  // steps 2 and 3 (the leaders' all-reduce, the broadcast), on the hierarchy's thread.
+  Work start_host_reduction(const at::Tensor& tensor, ReduceOp op) const;
+  void finish(const at::Tensor& tensor, ReduceOp op) const;
+
   std::vector<std::vector<int>> host_ranks_;
   std::vector<int> host_of_rank_;
   int leader_ = 0;
   Group host_group_;     // this rank's host (valid when it has several ranks)
   Group leaders_group_;  // the hosts' first ranks (valid with several hosts)
+  // The host's ranks again, for the broadcasts: the hierarchy's thread issues them while the
+  // caller's thread issues the next in-host reductions, and one group's collectives must come
+  // from one thread in one order.
+  Group host_broadcast_group_;
+  class Pipeline;
+  std::unique_ptr<Pipeline> pipeline_;  // the thread of the second and third steps
   bool host_shared_ = false;
   bool several_hosts_ = false;
 };

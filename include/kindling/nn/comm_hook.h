@@ -78,8 +78,8 @@ KINDLING_API std::shared_ptr<CommHook> fp16_compress_hook();
 KINDLING_API std::shared_ptr<CommHook> bf16_compress_hook();
 
 /// Horovod's hierarchical all-reduce as a hook (kindling/dist/hierarchy.h): each bucket,
-/// divided by the group's size, is summed inside each host while backward goes on, then among
-/// one leader per host, then broadcast inside the host. Collective over the world (it builds a
+/// divided by the group's size, is summed inside each host, then among one leader per host,
+/// then broadcast inside the host, all while backward goes on (HostHierarchy::all_reduce_async). Collective over the world (it builds a
 /// dist::HostHierarchy): every rank calls it, in the same order; the DDP group must be the
 /// world. DDP uses it by itself where it sends fewer bytes over the host links
 /// (DdpOptions::hierarchical_allreduce).
