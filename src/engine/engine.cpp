@@ -211,12 +211,16 @@ void Engine::prepare_run(detail::DataSource& data, const RunOptions& o) {
     state_.max_iters = o.max_iters();
     state_.max_epochs = o.max_iters() ? std::nullopt : std::optional<int64_t>(o.max_epochs().value_or(1));
     state_.epoch_length = epoch_length;
+    sharding_ = data.sharding();
     log(LogLevel::kDebug, name + " run starting with " +
                               (o.max_iters() ? "max_iters=" + std::to_string(*o.max_iters())
                                              : "max_epochs=" + std::to_string(*state_.max_epochs)) +
                               ".");
     return;
   }
+  const std::optional<detail::Sharding> now = data.sharding();
+  if (sharding_ && now && *sharding_ != *now) reshard_position(*now, epoch_length, where);
+  if (now) sharding_ = now;
   if (state_.epoch_length && o.epoch_length()) {
     KINDLING_CHECK(*o.epoch_length() == *state_.epoch_length, where,
                    ": argument epoch_length should be same as in "
@@ -252,9 +256,10 @@ void Engine::run_epochs() {
         // The first epoch of a run that continues a state goes on from the batch after the
         // last one done (ignite's _init_iter); later epochs start at their beginning.
         const int64_t len = state_.epoch_length.value_or(0);
-        in_epoch_ = first_epoch && len > 0 ? std::max<int64_t>(0, state_.iteration - origin_.iteration -
-                                                                          (state_.epoch - 1 - origin_.epoch) * len)
-                                           : 0;
+        in_epoch_ =
+            first_epoch && len > 0
+                ? std::max<int64_t>(0, state_.iteration - origin_.iteration - (state_.epoch - 1 - origin_.epoch) * len)
+                : 0;
         epoch_start_ = std::chrono::steady_clock::now();
         fire(Events::EPOCH_STARTED);
         check(Phase::kEpochStarted);

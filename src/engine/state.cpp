@@ -103,6 +103,10 @@ StateDict Engine::state_dict() const {
   // files have no such key, and ignite ignores it).
   if (origin_.iteration != 0 || origin_.epoch != 0 || origin_.pass != 0)
     sd.insert("data_origin", c10::List<int64_t>({origin_.iteration, origin_.epoch, origin_.pass}));
+  // How the data was sharded (kindling's DataLoader): lets a run at another world size resume
+  // at the same sample (ignite ignores the key).
+  if (sharding_)
+    sd.insert("data_sharding", c10::List<int64_t>({sharding_->replicas, sharding_->samples_per_iteration}));
   for (const auto& key : user_keys_) {
     auto it = state_.attributes.find(key);
     KINDLING_CHECK(it != state_.attributes.end(), "kindling::engine::", name, ".state_dict: user key '", key,
@@ -139,11 +143,12 @@ void Engine::load_state_dict(const StateDict& sd) {
   if (has_iters) max_iters = get_int(sd, "max_iters");
 
   const DataOrigin origin = read_origin(sd, where);
+  const std::optional<detail::Sharding> sharding = read_sharding(sd, where);
   int64_t iteration = 0, epoch = 0;
   if (has_iteration) {
     iteration = get_int(sd, "iteration");
-    KINDLING_CHECK(iteration >= origin.iteration, where, ": iteration should not be negative or before data_origin, got ",
-                   iteration);
+    KINDLING_CHECK(iteration >= origin.iteration, where,
+                   ": iteration should not be negative or before data_origin, got ", iteration);
     epoch = epoch_length ? origin.epoch + (iteration - origin.iteration) / *epoch_length : 0;
   } else {
     epoch = get_int(sd, "epoch");
@@ -169,6 +174,7 @@ void Engine::load_state_dict(const StateDict& sd) {
   state_.iteration = iteration;
   state_.epoch = epoch;
   origin_ = origin;
+  sharding_ = sharding;
   for (auto& kv : user) state_.attributes[kv.first] = std::move(kv.second);
   // A loaded state replaces a run paused by interrupt(): the next run() resumes from it.
   interrupted_at_ = Phase::kNone;

@@ -41,7 +41,7 @@ using Scalars = std::map<std::string, double>;
 
 void remove_tree(const std::string& dir) { std::system(("rm -rf '" + dir + "'").c_str()); }
 
-std::vector<std::string> lines_of(const std::string& path) {
+std::vector<std::string> lines_in_file(const std::string& path) {
   std::ifstream in(path);
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
@@ -101,7 +101,8 @@ EventFile read_with_python(const std::string& path) {
 }
 
 TEST(TensorboardLoggerTest, EveryScalarReadsBackInPythonWithItsTagAndStep) {
-  const std::string dir = kindling::testing::make_temp_dir("tb"), log_dir = dir + "/runs/exp1";  // runs/exp1 does not exist yet
+  const std::string dir = kindling::testing::make_temp_dir("tb"),
+                    log_dir = dir + "/runs/exp1";  // runs/exp1 does not exist yet
   const double before = kindling::testing::unix_now();
   std::string file_path;
   {
@@ -320,11 +321,11 @@ TEST(TensorboardLoggerTest, OnlyRankZeroCreatesAndWritesFiles) {
   const std::vector<std::string> event_files = kindling::testing::files_in(dir + "/tb_rank0");
   ASSERT_EQ(event_files.size(), 1u);
   EXPECT_EQ(read_with_python(dir + "/tb_rank0/" + event_files[0]).scalars.size(), 3u);
-  const std::vector<std::string> shared = lines_of(dir + "/shared.jsonl");
+  const std::vector<std::string> shared = lines_in_file(dir + "/shared.jsonl");
   ASSERT_EQ(shared.size(), 3u);
   EXPECT_NE(shared[0].find("\"value\":1,"), std::string::npos) << shared[0];  // rank 0's outputs: 1, 2
   EXPECT_NE(shared[1].find("\"value\":2,"), std::string::npos) << shared[1];
-  EXPECT_EQ(lines_of(dir + "/json_rank0/scalars.jsonl").size(), 2u);
+  EXPECT_EQ(lines_in_file(dir + "/json_rank0/scalars.jsonl").size(), 2u);
   remove_tree(dir);
 }
 

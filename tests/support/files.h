@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,23 @@ inline std::string make_temp_dir(const std::string& tag) {
   std::string pattern = "/tmp/kindling-" + tag + "-XXXXXX";
   return mkdtemp(pattern.data());
 }
+
+/// make_temp_dir's folder, removed with everything in it when the object goes (also when a
+/// test fails).
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag = "test") : path_(make_temp_dir(tag)) {}
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 /// The names in folder `dir` (without "." and ".."), sorted; empty when it cannot be read.
 inline std::vector<std::string> files_in(const std::string& dir) {

@@ -234,6 +234,12 @@ class KINDLING_API Engine {
   // The "data_origin" entry of a state dict (zeros without one). Throws kindling::UsageError.
   static DataOrigin read_origin(const StateDict& sd, const std::string& where);
   void handle_exception(std::exception_ptr error);
+  // A resume whose data is sharded otherwise than the loaded state's (another world size):
+  // keeps the position in samples, or throws kindling::UsageError (elastic_resume.cpp).
+  // The "data_sharding" entry of a state dict (nullopt without one). Throws kindling::UsageError.
+  static std::optional<detail::Sharding> read_sharding(const StateDict& sd, const std::string& where);
+  void reshard_position(const detail::Sharding& now, std::optional<int64_t> data_epoch_length,
+                        const std::string& where);
 
   ProcessFunction process_;
   State state_;
@@ -254,6 +260,8 @@ class KINDLING_API Engine {
     int64_t iteration = 0, epoch = 0, pass = 0;
   } origin_;
   int64_t current_pass_ = 0;  // the pass of the data being drawn
+  // How the data of the state is sharded: the run's data's, or the loaded "data_sharding".
+  std::optional<detail::Sharding> sharding_;
   std::chrono::steady_clock::time_point run_start_, epoch_start_;
   Stop terminate_ = Stop::kNo;
   bool terminate_epoch_ = false;

@@ -18,9 +18,22 @@ namespace kindling {
 namespace engine {
 namespace detail {
 
+/// How a pass's batches divide the data among ranks: what a run resumed at another world size
+/// compares with the state it loads (Engine::load_state_dict's "data_sharding").
+struct Sharding {
+  int64_t replicas = 1;               ///< ranks that share each pass (a distributed sampler's num_replicas)
+  int64_t samples_per_iteration = 0;  ///< samples one iteration takes over all of them (the global batch)
+  bool operator==(const Sharding& o) const {
+    return replicas == o.replicas && samples_per_iteration == o.samples_per_iteration;
+  }
+  bool operator!=(const Sharding& o) const { return !(*this == o); }
+};
+
 class KINDLING_API DataSource {
  public:
   virtual ~DataSource() = default;
+  /// How the data is sharded, when known (a kindling DataLoader); else nullopt.
+  virtual std::optional<Sharding> sharding() { return std::nullopt; }
   /// Batches in one pass, when known.
   virtual std::optional<int64_t> size() = 0;
   /// Begins pass `pass` (0-based) positioned before its batch `offset`.
