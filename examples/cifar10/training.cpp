@@ -72,13 +72,14 @@ void log_basic_info(const kh::Logger& logger, const Config& config, const DataCh
 
 // `<output_path>/<model>_backend-<backend>-<world size>_<YYYYmmdd-HHMMSS>[-n]`, unique even
 // for jobs started in the same second; after a restart, the folder this job's earlier attempt
-// made (kindling/handlers/run_folder.h). Every rank gets it (the tutorial sets it on rank 0).
+// made, whatever its world size (kindling/handlers/run_folder.h). Every rank gets it (the tutorial sets it on rank 0).
 kh::RunFolder make_run_folder(const kh::Logger& logger, const Config& config) {
   const std::string backend = kd::get_world_size() > 1 ? kd::backend() : std::string("none");
   kh::RunFolder run;
   try {
-    run = kh::open_run_folder(config.output_path,
-                              config.model + "_backend-" + backend + "-" + std::to_string(kd::get_world_size()));
+    // After an elastic restart at another world size the job goes on in the folder it started.
+    const std::string stem = config.model + "_backend-" + backend + "-";
+    run = kh::open_run_folder(config.output_path, stem + std::to_string(kd::get_world_size()), stem);
   } catch (const kindling::Error& e) {
     throw kindling::UsageError(std::string("--output_path '") + config.output_path + "': " + e.what());
   }

@@ -47,11 +47,11 @@ void write_marker(const std::string& folder, const std::string& identity) {
   ::kindling::detail::replace_file(final_name, final_name + ".partial", line.data(), line.size(), kWho);
 }
 
-std::string find_own_folder(const std::string& output_path, const std::string& name, const std::string& identity) {
+std::string find_own_folder(const std::string& output_path, const std::string& prefix, const std::string& identity) {
   std::string found;
   std::int64_t newest = -1;
   for (const auto& entry : ::kindling::detail::list_directory(output_path)) {
-    if (entry.rfind(name + "_", 0) != 0) continue;
+    if (entry.rfind(prefix, 0) != 0) continue;
     const std::string folder = join_path(output_path, entry);
     if (!::kindling::detail::is_directory(folder) || read_marker(folder) != identity) continue;
     const auto when = ::kindling::detail::modified_ns(folder);
@@ -83,7 +83,7 @@ std::string make_unique_folder(const std::string& output_path, const std::string
 }
 
 // Rank 0's decision: (folder, continued).
-RunFolder decide(const std::string& output_path, const std::string& name) {
+RunFolder decide(const std::string& output_path, const std::string& name, const std::string& restart_prefix) {
   make_directories(output_path, kWho);
   const int restarts = dist::restart_count();
   const auto identity = dist::run_id();
@@ -95,12 +95,12 @@ RunFolder decide(const std::string& output_path, const std::string& name) {
   }
   RunFolder run;
   if (restarts > 0 && identity) {
-    run.path = find_own_folder(output_path, name, *identity);
+    run.path = find_own_folder(output_path, restart_prefix.empty() ? name + "_" : restart_prefix, *identity);
     run.continued = !run.path.empty();
-    log(LogLevel::kInfo, std::string(kWho) + ": restart " + std::to_string(restarts) + " of job " + *identity +
-                             (run.continued ? ": continuing in " + run.path
-                                            : ": its earlier attempt made no run folder under " + output_path +
-                                                  "; starting a new one"));
+    log(LogLevel::kInfo,
+        std::string(kWho) + ": restart " + std::to_string(restarts) + " of job " + *identity +
+            (run.continued ? ": continuing in " + run.path
+                           : ": its earlier attempt made no run folder under " + output_path + "; starting a new one"));
   } else if (restarts > 0) {
     log(LogLevel::kWarning, std::string(kWho) + ": restart " + std::to_string(restarts) +
                                 " but the launcher gives no job identity (torchrun's --rdzv_id is 'none'?): a new "
@@ -115,7 +115,7 @@ RunFolder decide(const std::string& output_path, const std::string& name) {
 
 }  // namespace
 
-RunFolder open_run_folder(const std::string& output_path, const std::string& name) {
+RunFolder open_run_folder(const std::string& output_path, const std::string& name, const std::string& restart_prefix) {
   KINDLING_CHECK(!name.empty() && name.find('/') == std::string::npos, kWho, ": the name must be a non-empty ",
                  "folder name without '/', got '", name, "'");
   // Rank 0 decides; its answer (or its error) reaches every rank, so that no rank waits
@@ -123,14 +123,15 @@ RunFolder open_run_folder(const std::string& output_path, const std::string& nam
   std::string answer;
   if (dist::get_rank() == 0) {
     try {
-      const RunFolder run = decide(output_path, name);
+      const RunFolder run = decide(output_path, name, restart_prefix);
       answer = std::string(run.continued ? "c" : "n") + run.path;
     } catch (const std::exception& e) {
       answer = std::string("e") + e.what();
     }
   }
   if (dist::get_world_size() > 1) answer = dist::broadcast(answer, 0);
-  KINDLING_CHECK(!answer.empty() && answer[0] != 'e', answer.empty() ? std::string(kWho) + ": no answer" : answer.substr(1));
+  KINDLING_CHECK(!answer.empty() && answer[0] != 'e',
+                 answer.empty() ? std::string(kWho) + ": no answer" : answer.substr(1));
   RunFolder run;
   run.continued = answer[0] == 'c';
   run.path = answer.substr(1);

@@ -8,8 +8,8 @@ namespace metrics {
 
 Accuracy::Accuracy(OutputTransform output_transform, bool is_multilabel, c10::Device device)
     : ClassificationMetric(std::move(output_transform), is_multilabel, device) {
-  register_state("_num_correct", &num_correct_);
-  register_state("_num_examples", &num_examples_);
+  register_state("_num_correct", &num_correct_, Reshard::kSum);
+  register_state("_num_examples", &num_examples_, Reshard::kSum);
   reset();
 }
 

@@ -7,8 +7,8 @@ namespace kindling {
 namespace metrics {
 
 Average::Average(OutputTransform output_transform, c10::Device device) : Metric(std::move(output_transform), device) {
-  register_state("_accumulator", &accumulator_);
-  register_state("_num_examples", &num_examples_);
+  register_state("_accumulator", &accumulator_, Reshard::kSum);
+  register_state("_num_examples", &num_examples_, Reshard::kSum);
   reset();
 }
 

@@ -30,8 +30,8 @@ ClassificationMetric::ClassificationMetric(OutputTransform output_transform, boo
                    ? std::string()
                    : "an input type code (0-3)";
       },
-      [this](const c10::IValue& v) { type_ = static_cast<InputType>(v.toInt()); });
-  register_state("_num_classes", &num_classes_);
+      [this](const c10::IValue& v) { type_ = static_cast<InputType>(v.toInt()); }, Reshard::kReplicated);
+  register_state("_num_classes", &num_classes_, Reshard::kReplicated);
 }
 
 void ClassificationMetric::reset_type() {

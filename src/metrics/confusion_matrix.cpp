@@ -22,8 +22,8 @@ ConfusionMatrix::ConfusionMatrix(int64_t num_classes, std::optional<std::string>
                  "kindling::metrics::ConfusionMatrix: argument num_classes needs to be > 1, but "
                  "given ",
                  num_classes);
-  register_state("confusion_matrix", &matrix_);
-  register_state("_num_examples", &num_examples_);
+  register_state("confusion_matrix", &matrix_, Reshard::kSum);
+  register_state("_num_examples", &num_examples_, Reshard::kSum);
   reset();
 }
 

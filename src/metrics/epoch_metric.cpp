@@ -77,8 +77,8 @@ EpochMetric::EpochMetric(ComputeFunction compute_fn, OutputTransform output_tran
       compute_fn_(std::move(compute_fn)),
       check_compute_fn_(check_compute_fn) {
   KINDLING_CHECK(static_cast<bool>(compute_fn_), "kindling::metrics::EpochMetric: argument compute_fn is empty");
-  register_state("_predictions", &predictions_);
-  register_state("_targets", &targets_);
+  register_state("_predictions", &predictions_, Reshard::kConcatenate);
+  register_state("_targets", &targets_, Reshard::kConcatenate);
   reset();
 }
 

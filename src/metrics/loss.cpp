@@ -9,8 +9,8 @@ namespace metrics {
 Loss::Loss(LossFunction loss_fn, OutputTransform output_transform, BatchSize batch_size, c10::Device device)
     : Metric(std::move(output_transform), device), loss_fn_(std::move(loss_fn)), batch_size_(std::move(batch_size)) {
   KINDLING_CHECK(static_cast<bool>(loss_fn_), "kindling::metrics::Loss: loss_fn is empty");
-  register_state("_sum", &sum_);
-  register_state("_num_examples", &num_examples_);
+  register_state("_sum", &sum_, Reshard::kSum);
+  register_state("_num_examples", &num_examples_, Reshard::kSum);
   reset();
 }
 

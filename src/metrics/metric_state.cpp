@@ -4,34 +4,36 @@
 #include <torch/serialize.h>
 
 #include "kindling/metrics/metric.h"
+#include "metrics/reshard.h"
 
 namespace kindling {
 namespace metrics {
 
 void Metric::register_state(const std::string& key, std::function<c10::IValue()> get,
                             std::function<std::string(const c10::IValue&)> check,
-                            std::function<void(const c10::IValue&)> set) {
+                            std::function<void(const c10::IValue&)> set, Reshard reshard) {
   for (const StateSlot& s : state_slots_) {
     KINDLING_INTERNAL_ASSERT(s.key != key, "kindling::metrics::Metric: the state key '", key, "' is registered twice");
   }
-  state_slots_.push_back({key, std::move(get), std::move(check), std::move(set)});
+  state_slots_.push_back({key, std::move(get), std::move(check), std::move(set), reshard});
 }
 
-void Metric::register_state(const std::string& key, at::Tensor* slot) {
+void Metric::register_state(const std::string& key, at::Tensor* slot, Reshard reshard) {
   register_state(
       key, [slot]() { return slot->defined() ? c10::IValue(slot->detach().cpu()) : c10::IValue(); },
       [](const c10::IValue& v) { return v.isTensor() || v.isNone() ? std::string() : "a tensor or None"; },
-      [this, slot](const c10::IValue& v) { *slot = v.isNone() ? at::Tensor() : v.toTensor().to(device()).clone(); });
+      [this, slot](const c10::IValue& v) { *slot = v.isNone() ? at::Tensor() : v.toTensor().to(device()).clone(); },
+      reshard);
 }
 
-void Metric::register_state(const std::string& key, int64_t* slot) {
+void Metric::register_state(const std::string& key, int64_t* slot, Reshard reshard) {
   register_state(
       key, [slot]() { return c10::IValue(*slot); },
       [](const c10::IValue& v) { return v.isInt() ? std::string() : "an integer"; },
-      [slot](const c10::IValue& v) { *slot = v.toInt(); });
+      [slot](const c10::IValue& v) { *slot = v.toInt(); }, reshard);
 }
 
-void Metric::register_state(const std::string& key, std::vector<at::Tensor>* slot) {
+void Metric::register_state(const std::string& key, std::vector<at::Tensor>* slot, Reshard reshard) {
   register_state(
       key,
       [slot]() {
@@ -44,7 +46,8 @@ void Metric::register_state(const std::string& key, std::vector<at::Tensor>* slo
         std::vector<at::Tensor> tensors;
         for (const at::Tensor& t : v.toTensorVector()) tensors.push_back(t.to(device()).clone());
         *slot = std::move(tensors);
-      });
+      },
+      reshard);
 }
 
 StateDict Metric::state_dict() const {
@@ -72,6 +75,7 @@ void Metric::load_state_dict(const StateDict& state) {
   const int64_t world = std::max(dist::get_world_size(), 1);
   const int64_t rank = dist::get_world_size() > 1 ? dist::get_rank() : 0;
   std::vector<c10::IValue> mine;
+  size_t saved_ranks = 0;
   for (const StateSlot& s : state_slots_) {
     KINDLING_CHECK(state.contains(s.key), who, ": the state has no key '", s.key,
                    "'; it was not saved from this kind of metric (expected the keys of ", name(), "::state_dict())");
@@ -79,13 +83,20 @@ void Metric::load_state_dict(const StateDict& state) {
     KINDLING_CHECK(entry.isList(), who, ": '", s.key, "' should be a list of one value per rank, got ",
                    entry.tagKind());
     const auto list = entry.toList();
-    KINDLING_CHECK(static_cast<int64_t>(list.size()) == world, who, ": '", s.key, "' holds the state of ", list.size(),
-                   " rank(s) but this run has ", world,
-                   "; a metric's accumulators resume only with the world size they were saved with");
-    const c10::IValue value = list.get(rank);
-    const std::string why = s.check(value);
-    KINDLING_CHECK(why.empty(), who, ": '", s.key, "' of rank ", rank, " should be ", why, ", got ",
-                   value.tagKind());
+    KINDLING_CHECK(!list.empty(), who, ": '", s.key, "' holds no rank's state");
+    KINDLING_CHECK(mine.empty() || list.size() == saved_ranks, who, ": '", state_slots_.front().key,
+                   "' holds the state of ", saved_ranks, " rank(s) but '", s.key, "' of ", list.size(),
+                   "; the lists of one metric's state_dict() have one length (the saved world size)");
+    saved_ranks = list.size();
+    for (size_t r = 0; r < list.size(); ++r) {
+      if (static_cast<int64_t>(list.size()) == world && static_cast<int64_t>(r) != rank) continue;
+      const std::string why = s.check(list.get(r));
+      KINDLING_CHECK(why.empty(), who, ": '", s.key, "' of rank ", r, " should be ", why, ", got ",
+                     list.get(r).tagKind());
+    }
+    const c10::IValue value = static_cast<int64_t>(list.size()) == world
+                                  ? list.get(static_cast<size_t>(rank))
+                                  : ::kindling::detail::reshard_metric_state(s.reshard, list, rank, world, who, s.key);
     mine.push_back(value);
   }
   for (size_t i = 0; i < state_slots_.size(); ++i) state_slots_[i].set(mine[i]);

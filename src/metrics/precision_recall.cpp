@@ -33,10 +33,10 @@ PrecisionRecallBase::PrecisionRecallBase(OutputTransform output_transform, Avera
     : ClassificationMetric(std::move(output_transform), is_multilabel, device),
       average_(average),
       precision_(precision) {
-  register_state("_numerator", &numerator_);
-  register_state("_denominator", &denominator_);
-  register_state("_weight", &weight_);
-  register_state("_width", &width_);
+  register_state("_numerator", &numerator_, Reshard::kSum);
+  register_state("_denominator", &denominator_, Reshard::kSum);
+  register_state("_weight", &weight_, Reshard::kSum);
+  register_state("_width", &width_, Reshard::kReplicated);
   reset();
 }
 

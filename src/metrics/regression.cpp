@@ -37,8 +37,8 @@ double mean_of(const std::string& name, const at::Tensor& sum, int64_t examples)
 
 MeanSquaredError::MeanSquaredError(OutputTransform output_transform, c10::Device device)
     : Metric(std::move(output_transform), device) {
-  register_state("_sum", &sum_);
-  register_state("_num_examples", &num_examples_);
+  register_state("_sum", &sum_, Reshard::kSum);
+  register_state("_num_examples", &num_examples_, Reshard::kSum);
   reset();
 }
 
@@ -64,8 +64,8 @@ Value MeanSquaredError::compute() {
 
 MeanAbsoluteError::MeanAbsoluteError(OutputTransform output_transform, c10::Device device)
     : Metric(std::move(output_transform), device) {
-  register_state("_sum", &sum_);
-  register_state("_num_examples", &num_examples_);
+  register_state("_sum", &sum_, Reshard::kSum);
+  register_state("_num_examples", &num_examples_, Reshard::kSum);
   reset();
 }
 

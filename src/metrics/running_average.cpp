@@ -14,7 +14,7 @@ RunningAverage::RunningAverage(OutputTransform output_transform, std::shared_ptr
                  "kindling::metrics::RunningAverage: argument alpha should be a float "
                  "between 0.0 and 1.0, got ",
                  alpha);
-  register_state("_value", &value_);
+  register_state("_value", &value_, Reshard::kReplicated);
 }
 
 std::shared_ptr<RunningAverage> RunningAverage::of_output(OutputTransform output_transform, double alpha,

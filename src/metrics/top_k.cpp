@@ -11,8 +11,8 @@ namespace metrics {
 TopKCategoricalAccuracy::TopKCategoricalAccuracy(int64_t k, OutputTransform output_transform, c10::Device device)
     : Metric(std::move(output_transform), device), k_(k) {
   KINDLING_CHECK(k >= 1, "kindling::metrics::TopKCategoricalAccuracy: k should be at least 1, but given ", k);
-  register_state("_num_correct", &num_correct_);
-  register_state("_num_examples", &num_examples_);
+  register_state("_num_correct", &num_correct_, Reshard::kSum);
+  register_state("_num_examples", &num_examples_, Reshard::kSum);
   reset();
 }
 

@@ -28,31 +28,38 @@ std::string utc_time(long long seconds) {
   return text;
 }
 
-// A private folder for the attempts' error files, removed at the end.
-class ErrorFolder {
- public:
-  ErrorFolder() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base && *base ? base : "/tmp") + "/kindling-errors-XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr)
-      throw std::runtime_error("cannot create a folder for error files: " + std::string(std::strerror(errno)));
-    path_ = pattern;
-  }
-  ~ErrorFolder() {
-    for (const auto& f : files_) std::remove(f.c_str());
-    ::rmdir(path_.c_str());
-  }
-  std::string file(int attempt, int rank) {
-    files_.push_back(path_ + "/attempt" + std::to_string(attempt) + "_rank" + std::to_string(rank) + ".json");
-    return files_.back();
-  }
-
- private:
-  std::string path_;
-  std::vector<std::string> files_;
-};
-
 }  // namespace
+
+ErrorFolder::ErrorFolder() {
+  const char* base = std::getenv("TMPDIR");
+  std::string pattern = std::string(base && *base ? base : "/tmp") + "/kindling-errors-XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr)
+    throw std::runtime_error("cannot create a folder for error files: " + std::string(std::strerror(errno)));
+  path_ = pattern;
+}
+
+ErrorFolder::~ErrorFolder() {
+  for (const auto& f : files_) std::remove(f.c_str());
+  ::rmdir(path_.c_str());
+}
+
+std::string ErrorFolder::file(int attempt, int rank) {
+  files_.push_back(path_ + "/attempt" + std::to_string(attempt) + "_rank" + std::to_string(rank) + ".json");
+  return files_.back();
+}
+
+std::vector<std::string> prepare_attempt(std::vector<WorkerSpec>& workers, int attempt, int restart_count,
+                                         int max_restarts, const std::string& run_id, ErrorFolder& folder) {
+  std::vector<std::string> error_files;
+  for (auto& spec : workers) {
+    error_files.push_back(folder.file(attempt, spec.rank));
+    spec.env.emplace_back("TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count));
+    spec.env.emplace_back("TORCHELASTIC_MAX_RESTARTS", std::to_string(max_restarts));
+    spec.env.emplace_back("TORCHELASTIC_ERROR_FILE", error_files.back());
+    spec.env.emplace_back("KINDLING_RUN_ID", run_id);
+  }
+  return error_files;
+}
 
 std::string new_run_id() {
   char host[64] = {0};
@@ -93,14 +100,8 @@ SupervisorResult supervise_elastic(const std::vector<WorkerSpec>& workers, const
   const std::string run_id = elastic.run_id.empty() ? new_run_id() : elastic.run_id;
   for (int attempt = 0;; ++attempt) {
     std::vector<WorkerSpec> specs = workers;
-    std::vector<std::string> error_files;
-    for (auto& spec : specs) {
-      error_files.push_back(folder.file(attempt, spec.rank));
-      spec.env.emplace_back("TORCHELASTIC_RESTART_COUNT", std::to_string(attempt));
-      spec.env.emplace_back("TORCHELASTIC_MAX_RESTARTS", std::to_string(elastic.max_restarts));
-      spec.env.emplace_back("TORCHELASTIC_ERROR_FILE", error_files.back());
-      spec.env.emplace_back("KINDLING_RUN_ID", run_id);
-    }
+    const std::vector<std::string> error_files =
+        prepare_attempt(specs, attempt, attempt, elastic.max_restarts, run_id, folder);
     if (attempt > 0 && elastic.fresh_port) {
       const std::string port = std::to_string(find_free_port());
       for (auto& w : specs)

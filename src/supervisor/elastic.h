@@ -34,6 +34,28 @@ std::string new_run_id();
 SupervisorResult supervise_elastic(const std::vector<WorkerSpec>& workers, const SupervisorOptions& options,
                                    const ElasticOptions& elastic);
 
+/// A private folder for the attempts' error files (TORCHELASTIC_ERROR_FILE), removed with
+/// the files when destroyed. Throws std::runtime_error when it cannot be made.
+class ErrorFolder {
+ public:
+  ErrorFolder();
+  ~ErrorFolder();
+  ErrorFolder(const ErrorFolder&) = delete;
+  ErrorFolder& operator=(const ErrorFolder&) = delete;
+  /// A new file name for `rank` in `attempt` (the file is made by the worker).
+  std::string file(int attempt, int rank);
+
+ private:
+  std::string path_;
+  std::vector<std::string> files_;
+};
+
+/// Adds one attempt's variables to every worker's environment: TORCHELASTIC_RESTART_COUNT
+/// (`restart_count`), TORCHELASTIC_MAX_RESTARTS, KINDLING_RUN_ID
+/// (`run_id`) and a TORCHELASTIC_ERROR_FILE from `folder`; returns those files by worker.
+std::vector<std::string> prepare_attempt(std::vector<WorkerSpec>& workers, int attempt, int restart_count,
+                                         int max_restarts, const std::string& run_id, ErrorFolder& folder);
+
 /// The first failure of an attempt from the workers' error files: "rank R (local rank L) at
 /// <UTC time>: <message>"; empty when no failed worker left a file.
 std::string first_failure(const SupervisorResult& result, const std::vector<std::string>& error_files);

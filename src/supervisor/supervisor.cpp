@@ -58,10 +58,18 @@ class Supervision {
 
   // Until every worker has ended and its output is drained.
   void run() {
+    Clock::time_point next_check = Clock::now() + opt_.stop_check_every;
     while (true) {
       reap();
       if (finished()) return;
       if (stopping_ && Clock::now() >= kill_at_) kill_all();
+      if (!stopping_ && opt_.stop_check && Clock::now() >= next_check) {
+        next_check = Clock::now() + opt_.stop_check_every;
+        if (opt_.stop_check()) {
+          result_.stopped_on_request = true;
+          begin_stop(SIGTERM);
+        }
+      }
       wait_and_relay();
     }
   }

@@ -35,6 +35,12 @@ struct SupervisorOptions {
   std::size_t tail_lines = 10;
   /// Names the supervisor in messages ("kindling-run", "kindling::dist::Parallel").
   std::string name = "kindling-run";
+  /// Asked about every `stop_check_every` while workers run (elastic agents: whether the
+  /// next rendezvous round has started); when it returns true the workers are stopped as on
+  /// a failure (SIGTERM, then SIGKILL after the grace period) and the result says
+  /// stopped_on_request. Unset: never asked.
+  std::function<bool()> stop_check;
+  std::chrono::milliseconds stop_check_every = std::chrono::seconds(1);
 };
 
 struct WorkerResult {
@@ -61,6 +67,9 @@ struct SupervisorResult {
   std::string signal_sender;
   /// Human-readable account of the failures (empty on success).
   std::string summary;
+  /// The workers were stopped because options.stop_check asked for it (and none had failed
+  /// before); exit_code stays 0 unless one failed.
+  bool stopped_on_request = false;
 };
 
 /// Runs the workers to completion. Throws std::runtime_error when a worker cannot be

@@ -153,6 +153,44 @@ TEST(KindlingRun, TwoNodesOnOneMachine) {
   EXPECT_EQ(all, expected);
 }
 
+// Two elastic agents (--nnodes 2:2, the rendezvous served by the first to bind the endpoint)
+// form one job of 4 ranks; with a worker that fails in the first round, both agents restart
+// their workers together (the other worker, asleep, is stopped) and the second round sees
+// TORCHELASTIC_RESTART_COUNT 1.
+TEST(KindlingRun, ElasticAgentsFormOneJobAndRestartTogether) {
+  kindling::testing::LaunchOptions o;
+  o.world_size = 2;
+  o.set_dist_env = false;
+  const std::string endpoint = "127.0.0.1:" + std::to_string(kindling::testing::free_port());
+  for (int node = 0; node < 2; ++node) {
+    o.commands[node] = {kRun,     "--nnodes",  "2:2",         "--rdzv_endpoint",
+                        endpoint, "--rdzv_id", "elastic-one", "--nproc_per_node",
+                        "2",      kHello};
+  }
+  EXPECT_EQ(run_all(o), (Strings{"rank=0 local_rank=0 world_size=4 backend=gloo all_reduce=10",
+                                 "rank=1 local_rank=1 world_size=4 backend=gloo all_reduce=10",
+                                 "rank=2 local_rank=0 world_size=4 backend=gloo all_reduce=10",
+                                 "rank=3 local_rank=1 world_size=4 backend=gloo all_reduce=10"}));
+
+  const std::string agent =
+      kRun + " --nnodes 2:2 --rdzv_endpoint 127.0.0.1:" + std::to_string(kindling::testing::free_port()) +
+      " --rdzv_id elastic-two --max_restarts 1 --nproc_per_node 1 /bin/sh -c \"$W\"";
+  const std::string script =
+      "W='echo layout $RANK/$WORLD_SIZE node $GROUP_RANK/$GROUP_WORLD_SIZE restart $TORCHELASTIC_RESTART_COUNT; "
+      "if [ $TORCHELASTIC_RESTART_COUNT = 1 ]; then exit 0; fi; if [ $RANK = 1 ]; then exit 3; fi; sleep 30'; "
+      "export W; " +
+      agent + " & a=$!; " + agent + " & b=$!; wait $a; ea=$?; wait $b; echo exit=$ea,$?";
+  auto r = run_command({"/bin/sh", "-c", script});
+  EXPECT_NE(r.out.find("exit=0,0"), std::string::npos) << show(r);
+  for (const char* line : {"layout 0/2 node 0/2 restart 0", "layout 1/2 node 1/2 restart 0",
+                           "layout 0/2 node 0/2 restart 1", "layout 1/2 node 1/2 restart 1"}) {
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << show(r);
+  }
+  EXPECT_NE(r.err.find("rendezvous round 1 (restart 1): 2 nodes"), std::string::npos) << show(r);
+  EXPECT_NE(r.err.find("a node waits for the next rendezvous round; stopped this node's workers"), std::string::npos)
+      << show(r);
+}
+
 // A kindling program whose rank 1 kills itself with SIGKILL while the others wait in a
 // collective; it records every rank's pid first.
 KINDLING_WORKER(die_on_rank1) {
@@ -227,7 +265,9 @@ TEST(KindlingRun, BadFlagsAreRejectedWithExitCodeTwo) {
   const std::vector<std::pair<Strings, std::string>> cases = {
       {{"--nproc_per_node", "0", kHello}, "--nproc_per_node must be at least 1"},
       {{"--nproc_per_node", "x", kHello}, "--nproc_per_node expects a non-negative integer, got 'x'"},
-      {{"--nnodes", "1:2", kHello}, "elastic ranges such as 1:4 are not supported"},
+      {{"--nnodes", "1:2", kHello}, "elastic --nnodes 1:2 needs --rdzv_endpoint"},
+      {{"--nnodes", "2:1", "--rdzv_endpoint", "127.0.0.1", "--rdzv_id", "j", kHello}, "MIN greater than MAX"},
+      {{"--rdzv_conf", "bogus=1", kHello}, "--rdzv_conf: unknown setting 'bogus=1'"},
       {{"--nnodes", "2", "--node_rank", "2", kHello}, "--node_rank 2 is out of range for --nnodes 2"},
       {{"--master_port", "70000", kHello}, "--master_port must be between 1 and 65535"},
       {{"--standalone", "--nnodes", "2", "--node_rank", "0", kHello}, "--standalone runs one node"},
@@ -265,8 +305,7 @@ TEST(Torchrun, Standalone) {
 // ---- mpirun (Open MPI) with the gloo backend ---------------------------------------
 
 TEST(Mpirun, GlooBackendFromOmpiVariables) {
-  auto r = run_command({"/usr/bin/mpirun", "--oversubscribe", "-np", "3", kHello},
-                       kindling::testing::mpirun_env(),
+  auto r = run_command({"/usr/bin/mpirun", "--oversubscribe", "-np", "3", kHello}, kindling::testing::mpirun_env(),
                        std::chrono::seconds(120));
   expect_three_lines(r);
 }
@@ -313,8 +352,7 @@ const Strings kThreeMpiLines = {"rank=0 local_rank=0 world_size=3 backend=mpi al
 
 TEST(Mpirun, MpiBackend) {
   auto r = run_command({"/usr/bin/mpirun", "--oversubscribe", "-np", "3", kHello, "--backend", "mpi"},
-                       kindling::testing::mpirun_env(),
-                       std::chrono::seconds(120));
+                       kindling::testing::mpirun_env(), std::chrono::seconds(120));
   EXPECT_TRUE(r.ok()) << show(r);
   EXPECT_EQ(hello_lines(r.out), kThreeMpiLines) << show(r);
 }

@@ -188,7 +188,7 @@ void expect_same_epochs(const std::map<std::string, std::string>& resumed,
 
 TEST(MetricStateTest, ResumedMidEpochTheEpochValuesAreTheUninterruptedOnes) {
   const auto whole = train(0, std::nullopt);
-  ASSERT_EQ(whole.size(), 20u);  // 10 metrics x 2 epochs
+  ASSERT_EQ(whole.size(), 20u);      // 10 metrics x 2 epochs
   for (int64_t stop : {3, 7, 10}) {  // mid first epoch, its end, mid second epoch
     const auto resumed = train(0, stop);
     expect_same_epochs(resumed, whole, "stopped at iteration " + std::to_string(stop));
@@ -253,13 +253,15 @@ TEST(MetricStateTest, MismatchedStatesAreRefusedAndChangeNothing) {
   list.push_back(list.get(0));
   two_ranks.insert_or_assign("_num_examples", list);
   EXPECT_NE(error_of([&] { acc.load_state_dict(two_ranks); })
-                .find("'_num_examples' holds the state of 2 rank(s) but this run has 1"),
+                .find("holds the state of 1 rank(s) but '_num_examples' of 2; the lists of one metric's state_dict() "
+                      "have one length"),
             std::string::npos);
 
   StateDict missing = good.copy();
   ASSERT_EQ(missing.erase("_num_correct"), 1u);
-  EXPECT_NE(error_of([&] { acc.load_state_dict(missing); }).find("Accuracy::load_state_dict: the state has no key "
-                                                                 "'_num_correct'"),
+  EXPECT_NE(error_of([&] { acc.load_state_dict(missing); })
+                .find("Accuracy::load_state_dict: the state has no key "
+                      "'_num_correct'"),
             std::string::npos);
 
   StateDict wrong = good.copy();
@@ -274,4 +276,108 @@ TEST(MetricStateTest, MismatchedStatesAreRefusedAndChangeNothing) {
   EXPECT_NE(error_of([&] { mse.load_state_dict(good); }).find("has no key '_sum'"), std::string::npos);
 
   EXPECT_EQ(text(acc.compute()), before);  // nothing changed
+}
+
+namespace {
+
+// Values of a metric's compute() as numbers.
+std::vector<double> numbers(const Value& v) {
+  std::vector<double> out;
+  std::istringstream in(text(v));
+  std::string item;
+  while (std::getline(in, item, ',')) out.push_back(std::stod(item));
+  return out;
+}
+
+// A metric whose accumulator has no reshard rule (the default, as a user's metric would).
+class Counter : public km::Metric {
+ public:
+  Counter() : km::Metric(nullptr) { register_state("_count", &count_); }
+  void reset() override { count_ = 0; }
+  void update(const Value&) override { ++count_; }
+  Value compute() override { return Value(static_cast<double>(reduce(count_))); }
+  std::string name() const override { return "Counter"; }
+
+ private:
+  int64_t count_ = 0;
+};
+
+// The single-rank states of `per_rank` joined into one state of per_rank.size() ranks, as a
+// distributed Metric::state_dict() lists them.
+StateDict joined(const std::vector<std::shared_ptr<km::Metric>>& per_rank) {
+  StateDict state = kindling::new_state_dict();
+  for (const auto& m : per_rank) {
+    for (const auto& entry : m->state_dict()) {
+      const std::string& key = entry.key().toStringRef();
+      if (!state.contains(key)) state.insert(key, c10::impl::GenericList(c10::AnyType::get()));
+      state.at(key).toList().push_back(entry.value().toList().get(0));
+    }
+  }
+  return state;
+}
+
+}  // namespace
+
+TEST(MetricStateTest, SavedAtThreeRanksResumesAtOneOverTheUnion) {
+  // Saved "rank" r had seen kSeen[r] batches of its shard (rank 1 none: empty accumulators);
+  // one process loads the 3-rank state, sees one more batch, and computes what a metric that
+  // saw every one of those batches computes.
+  const int64_t kSeen[] = {2, 0, 3};
+  const Named whole = make_metrics();
+  std::vector<Named> saved{make_metrics(), make_metrics(), make_metrics()};
+  for (int r = 0; r < 3; ++r) {
+    for (int64_t b = 0; b < kSeen[r]; ++b) {
+      for (size_t i = 0; i < whole.size(); ++i) {
+        const Value out = whole[i].second->output_transform()(batch(r, b));
+        whole[i].second->update(out);
+        saved[static_cast<size_t>(r)][i].second->update(out);
+      }
+    }
+  }
+  const Named resumed = make_metrics();
+  int compared = 0;
+  for (size_t i = 0; i < whole.size(); ++i) {
+    const std::string& name = whole[i].first;
+    if (name == "running") continue;  // per-rank values of a one-process simulation differ; see below
+    const StateDict three = joined({saved[0][i].second, saved[1][i].second, saved[2][i].second});
+    resumed[i].second->load_state_dict(three);
+    for (const auto* m : {&resumed, &whole}) (*m)[i].second->update((*m)[i].second->output_transform()(batch(9, 0)));
+    const auto got = numbers(resumed[i].second->compute()), want = numbers(whole[i].second->compute());
+    ASSERT_EQ(got.size(), want.size()) << name;
+    for (size_t k = 0; k < got.size(); ++k) {
+      EXPECT_NEAR(got[k], want[k], 1e-12 * std::max(1.0, std::abs(want[k]))) << name << "[" << k << "]";
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 10);
+}
+
+TEST(MetricStateTest, StatesThatCannotBeReshardedAreRefusedWithTheReason) {
+  // Replicated values that differ between saved ranks: not a consistent distributed run.
+  std::vector<std::shared_ptr<km::Metric>> running;
+  for (int r = 0; r < 2; ++r) {
+    auto m = km::RunningAverage::of_output([](const Value& o) { return Value(o["reg"].sum()); }, 0.8);
+    m->update(m->output_transform()(batch(r, 0)));
+    running.push_back(m);
+  }
+  auto fresh = km::RunningAverage::of_output([](const Value& o) { return Value(o["reg"].sum()); }, 0.8);
+  EXPECT_NE(error_of([&] { fresh->load_state_dict(joined(running)); })
+                .find("'_value' should be the same on every rank, but saved rank 0 and saved rank 1 hold different "
+                      "values"),
+            std::string::npos);
+  // Equal replicated values (as every rank of a real run holds) resume.
+  fresh->load_state_dict(joined({running[0], running[0]}));
+  EXPECT_EQ(text(fresh->compute()), text(running[0]->compute()));
+
+  // An accumulator registered without a rule resumes only at its world size.
+  auto a = std::make_shared<Counter>(), b = std::make_shared<Counter>();
+  a->update(Value(1.0));
+  Counter c;
+  const std::string error = error_of([&] { c.load_state_dict(joined({a, b})); });
+  EXPECT_NE(error.find("Counter::load_state_dict: '_count' holds the state of 2 rank(s) but this run has 1; this "
+                       "accumulator has no rule to reshard it"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("Resume at 2 ranks"), std::string::npos) << error;
+  EXPECT_EQ(c.compute().number(), 0.0);  // nothing changed
 }

@@ -46,13 +46,18 @@ KINDLING_API extern const char* const kRunFolderMarker;
 /// missing). Rank 0 decides and every rank gets its answer: collective over the world when
 /// the distributed model has several ranks, so every rank must call it. After a restart
 /// (kindling::dist::restart_count() > 0 and a kindling::dist::run_id()), the folder under
-/// `output_path` whose marker holds this job's identity, when there is one; else a new folder
+/// `output_path` whose marker holds this job's identity and whose name starts with
+/// `restart_prefix` (empty: `<name>_`, so another name is another setting), when there is
+/// one; else a new folder
 /// named `<name>_<local time YYYYmmdd-HHMMSS>`, with "-2", "-3", ... appended when that name
 /// is taken. Logs (INFO) which folder and why; a TORCHELASTIC_RESTART_COUNT that no launcher
 /// set is ignored with a warning. Throws kindling::UsageError, naming the path and the
 /// system's reason, when the folder cannot be created or written (on rank 0; then the
-/// others fail in the broadcast).
-KINDLING_API RunFolder open_run_folder(const std::string& output_path, const std::string& name);
+/// others fail in the broadcast). A name that holds the world size, which an elastic restart
+/// (kindling-run --nnodes MIN:MAX) may change, continues in the job's folder when
+/// `restart_prefix` is the part of the name before it.
+KINDLING_API RunFolder open_run_folder(const std::string& output_path, const std::string& name,
+                                       const std::string& restart_prefix = "");
 
 }  // namespace handlers
 }  // namespace kindling

@@ -117,10 +117,28 @@ class KINDLING_API Metric : public std::enable_shared_from_this<Metric> {
   /// Restores this rank's accumulators from the entry of its rank in state_dict()'s lists.
   /// The attached metric then keeps them through the reset that opens a run resumed in the
   /// middle of an epoch (so an epoch-wise value covers the whole epoch across the restart);
-  /// an epoch that starts at its beginning resets as usual. Local. Throws kindling::UsageError naming the metric and the key when a key is missing,
-  /// a list's length is not the world size, or a value has the wrong type; changes nothing
-  /// then.
+  /// an epoch that starts at its beginning resets as usual. A state saved at another world
+  /// size is resharded by each accumulator's Reshard rule (register_state), so that the
+  /// metric's value over the epoch is the one of the saved ranks' data plus what follows.
+  /// Local. Throws kindling::UsageError naming the metric and the key when a key is missing,
+  /// a value has the wrong type, the world size differs for an accumulator whose rule is
+  /// kRefuse, or replicated values differ between the saved ranks; changes nothing then.
   void load_state_dict(const StateDict& state);
+
+  /// How an accumulator saved at N ranks becomes this run's at M ranks (M != N).
+  enum class Reshard {
+    /// Resumes only at the saved world size (the rule of an accumulator registered without one).
+    kRefuse,
+    /// A sum over ranks (counts, totals, a confusion matrix): rank 0 takes the saved ranks'
+    /// sum, the others zero, so the all-reduced value is unchanged.
+    kSum,
+    /// Per-rank lists of samples (EpochMetric): saved rank r's entries go to rank r % M.
+    kConcatenate,
+    /// The same on every rank that has seen input (a number of classes, an input type, a
+    /// value averaged over ranks at each update): every rank takes it. Saved ranks that never
+    /// saw input (None, 0, an empty list) do not count; differing values are refused.
+    kReplicated,
+  };
 
   const OutputTransform& output_transform() const { return output_transform_; }
   c10::Device device() const { return device_; }
@@ -136,17 +154,18 @@ class KINDLING_API Metric : public std::enable_shared_from_this<Metric> {
   double reduce(double local, dist::ReduceOp op = dist::ReduceOp::kSum) const;
   int64_t reduce(int64_t local, dist::ReduceOp op = dist::ReduceOp::kSum) const;
 
- /// Registers an accumulator that state_dict() saves and load_state_dict() restores (ignite's
+  /// Registers an accumulator that state_dict() saves and load_state_dict() restores (ignite's
   /// _state_dict_all_req_keys). Called from constructors; `slot` must live as long as the
-  /// metric. A key registered twice throws kindling::InternalError.
-  void register_state(const std::string& key, at::Tensor* slot);
-  void register_state(const std::string& key, int64_t* slot);
-  void register_state(const std::string& key, std::vector<at::Tensor>* slot);
+  /// metric; `reshard` says how it resumes at another world size. A key registered twice
+  /// throws kindling::InternalError.
+  void register_state(const std::string& key, at::Tensor* slot, Reshard reshard = Reshard::kRefuse);
+  void register_state(const std::string& key, int64_t* slot, Reshard reshard = Reshard::kRefuse);
+  void register_state(const std::string& key, std::vector<at::Tensor>* slot, Reshard reshard = Reshard::kRefuse);
   /// The general form: `check` says why a saved value does not fit (empty: it fits), `set`
   /// stores one that does.
   void register_state(const std::string& key, std::function<c10::IValue()> get,
-                      std::function<std::string(const c10::IValue&)> check,
-                      std::function<void(const c10::IValue&)> set);
+                      std::function<std::string(const c10::IValue&)> check, std::function<void(const c10::IValue&)> set,
+                      Reshard reshard = Reshard::kRefuse);
 
  private:
   struct Attachment;
@@ -155,6 +174,7 @@ class KINDLING_API Metric : public std::enable_shared_from_this<Metric> {
     std::function<c10::IValue()> get;
     std::function<std::string(const c10::IValue&)> check;
     std::function<void(const c10::IValue&)> set;
+    Reshard reshard;
   };
   std::vector<StateSlot> state_slots_;
   bool restored_ = false;  // load_state_dict() ran and no reset since: see started()

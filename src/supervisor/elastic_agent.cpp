@@ -1,0 +1,158 @@
+// One node's elastic agent (see elastic_agent.h): rounds of join, run, rejoin.
+#include "supervisor/elastic_agent.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "supervisor/elastic.h"
+
+namespace kindling {
+namespace launch {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void say(const std::string& name, const std::string& text) {
+  std::fprintf(stderr, "%s: %s\n", name.c_str(), text.c_str());
+  std::fflush(stderr);
+}
+
+std::string own_host_name() {
+  char host[256] = {0};
+  if (::gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') return "unknown-host";
+  return host;
+}
+
+// Connects to the rendezvous, retrying while nothing listens yet (its host's agent may
+// start later), until `deadline`.
+LineSocket connect_rendezvous(const ElasticAgentOptions& o, Clock::time_point deadline, std::string& error) {
+  while (true) {
+    LineSocket s = LineSocket::connect(o.endpoint_host, o.endpoint_port, std::chrono::seconds(2), error);
+    if (s.valid() || Clock::now() >= deadline) return s;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
+// "ROUND <round> <restarts> <node_rank> <nnodes> <offset> <world> <addr> <port> <hosts> [lost:...]"
+bool parse_round(const std::string& line, RoundLayout& r, std::string& lost) {
+  std::istringstream in(line);
+  std::string word;
+  in >> word >> r.round >> r.restarts >> r.node_rank >> r.nnodes >> r.rank_offset >> r.world_size >> r.master_addr >>
+      r.master_port >> r.hosts;
+  if (word != "ROUND" || !in) return false;
+  std::getline(in >> std::ws, lost);
+  if (lost.rfind("lost:", 0) == 0) lost = lost.substr(5);
+  return true;
+}
+
+// One line that says why this node's workers failed, for the other nodes' messages.
+std::string failure_line(const SupervisorResult& result, const std::vector<std::string>& error_files) {
+  std::string line = first_failure(result, error_files);
+  if (line.empty()) {
+    for (const auto& w : result.workers) {
+      if (!w.failed()) continue;
+      line =
+          "rank " + std::to_string(w.rank) +
+          (w.exited ? " exited with code " + std::to_string(w.exit_code) : " was killed by " + signal_name(w.signal));
+      break;
+    }
+  }
+  for (char& c : line)
+    if (c == '\n' || c == '\r') c = ' ';
+  return line.substr(0, 400);
+}
+
+std::string describe(const RoundLayout& r, int nproc, const std::string& lost) {
+  std::ostringstream s;
+  s << "rendezvous round " << r.round << " (restart " << r.restarts << "): " << r.nnodes << " node"
+    << (r.nnodes == 1 ? "" : "s") << " [" << r.hosts << "], world size " << r.world_size << "; this node is node "
+    << r.node_rank << " with ranks " << r.rank_offset << ".." << r.rank_offset + nproc - 1;
+  if (!lost.empty()) s << "; left out (not back within the last call): " << lost;
+  return s.str();
+}
+
+}  // namespace
+
+int run_elastic_agent(const ElasticAgentOptions& o,
+                      const std::function<std::vector<WorkerSpec>(const RoundLayout&)>& make_workers,
+                      const SupervisorOptions& supervisor) {
+  const std::string& name = supervisor.name;
+  const RendezvousSettings& settings = o.rendezvous;
+  std::unique_ptr<RendezvousServer> server;
+  const int listen_fd = listen_on(o.endpoint_host, o.endpoint_port);
+  if (listen_fd >= 0) {
+    server = std::make_unique<RendezvousServer>(listen_fd, settings);
+    say(name, "serving the rendezvous at " + o.endpoint_host + ":" + std::to_string(o.endpoint_port));
+  }
+  std::string error;
+  LineSocket link = connect_rendezvous(o, Clock::now() + settings.join_timeout, error);
+  if (!link.valid()) {
+    say(name, "cannot reach the rendezvous at " + o.endpoint_host + ":" + std::to_string(o.endpoint_port) +
+                  " within the join timeout: " + error + ". Start the agent of that host, or check --rdzv_endpoint");
+    return 1;
+  }
+  const std::string host = own_host_name();
+  ErrorFolder folder;
+  std::string reason = "new", detail;
+  int last_exit = 0;
+  for (int attempt = 0;; ++attempt) {
+    link.send("JOIN " + settings.run_id + " " + reason + " " + std::to_string(o.nproc_per_node) + " " +
+              std::to_string(find_free_port()) + " " + host + (detail.empty() ? "" : " " + detail));
+    const auto reply =
+        link.receive(Clock::now() + settings.join_timeout + settings.last_call + std::chrono::seconds(60));
+    RoundLayout layout;
+    std::string lost;
+    if (!reply || reply->rfind("FAIL ", 0) == 0 || !parse_round(*reply, layout, lost)) {
+      say(name, !reply ? "lost the rendezvous at " + o.endpoint_host + ":" + std::to_string(o.endpoint_port) +
+                             " (its host's agent ended or cannot be reached)"
+                : reply->rfind("FAIL ", 0) == 0 ? reply->substr(5)
+                                                : "unexpected rendezvous reply '" + reply->substr(0, 120) + "'");
+      return last_exit != 0 ? last_exit : 1;
+    }
+    say(name, describe(layout, o.nproc_per_node, lost));
+    std::vector<WorkerSpec> specs = make_workers(layout);
+    const auto error_files =
+        prepare_attempt(specs, attempt, layout.restarts, settings.max_restarts, settings.run_id, folder);
+    SupervisorOptions options = supervisor;
+    bool linked = true;
+    options.stop_check = [&]() {
+      if (!linked) return false;
+      const auto answer = link.send("POLL") ? link.receive(Clock::now() + std::chrono::seconds(10)) : std::nullopt;
+      if (!answer || answer->rfind("WAITING ", 0) != 0) {
+        linked = false;
+        say(name, "lost the rendezvous while the workers run; they go on, but this node cannot rejoin a next round");
+        return false;
+      }
+      return std::atoi(answer->c_str() + 8) > 0;
+    };
+    const SupervisorResult result = supervise(specs, options);
+    if (result.received_signal != 0) {
+      std::fputs(result.summary.c_str(), stderr);
+      return result.exit_code;
+    }
+    if (result.exit_code == 0 && !result.stopped_on_request) {
+      link.send("DONE");
+      return 0;
+    }
+    if (result.exit_code != 0) {
+      std::fputs(result.summary.c_str(), stderr);
+      reason = "failed";
+      detail = failure_line(result, error_files);
+      last_exit = result.exit_code;
+    } else {
+      say(name, "a node waits for the next rendezvous round; stopped this node's workers to join it");
+      reason = "stopped";
+      detail.clear();
+    }
+    if (!linked) return last_exit != 0 ? last_exit : 1;
+  }
+}
+
+}  // namespace launch
+}  // namespace kindling

@@ -1,0 +1,55 @@
+#pragma once
+// One node's agent of an elastic job (kindling-run --nnodes MIN:MAX): it hosts the
+// rendezvous when --rdzv_endpoint is an address of its own host (rendezvous_server.h),
+// joins a round, starts its workers with the round's layout, and joins the next round when
+// its workers fail or another node waits for one (a failed node, a new node). Plain POSIX;
+// used by kindling-run.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "supervisor/rendezvous_server.h"
+#include "supervisor/supervisor.h"
+
+namespace kindling {
+namespace launch {
+
+/// What a round gives this node.
+struct RoundLayout {
+  int round = 0;
+  /// Failed rounds so far (TORCHELASTIC_RESTART_COUNT).
+  int restarts = 0;
+  int node_rank = 0;
+  int nnodes = 1;
+  /// The global rank of this node's first worker.
+  int rank_offset = 0;
+  int world_size = 1;
+  /// Where worker rank 0 hosts the workers' own store (node 0's address and a port free there).
+  std::string master_addr;
+  int master_port = 0;
+  /// The round's hosts by node rank ("node0,node1"), for messages.
+  std::string hosts;
+};
+
+struct ElasticAgentOptions {
+  /// The rendezvous endpoint (--rdzv_endpoint); the agent whose host owns this address serves it.
+  std::string endpoint_host;
+  int endpoint_port = 29400;
+  /// Nodes, restarts, job identity and timeouts (rendezvous_server.h).
+  RendezvousSettings rendezvous;
+  /// Workers of this node (its share of the world in every round).
+  int nproc_per_node = 1;
+};
+
+/// Runs this node's part of the job until it succeeds, fails for good, or a signal ends it.
+/// `make_workers` builds this node's workers for a round (ranks, torchrun's variables);
+/// the agent adds the attempt's TORCHELASTIC_* variables. Returns the launcher's exit
+/// status: 0 on success, the failed worker's code, 128 + a signal, 1 when the rendezvous
+/// fails (the reason written to stderr, naming the hosts lost). Throws std::runtime_error
+/// when workers cannot be started at all.
+int run_elastic_agent(const ElasticAgentOptions& options,
+                      const std::function<std::vector<WorkerSpec>(const RoundLayout&)>& make_workers,
+                      const SupervisorOptions& supervisor);
+
+}  // namespace launch
+}  // namespace kindling

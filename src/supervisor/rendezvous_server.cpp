@@ -1,0 +1,279 @@
+// The elastic rendezvous between kindling-run agents (see rendezvous_server.h): one thread,
+// one poll() loop over the listening socket and every agent's connection.
+#include "supervisor/rendezvous_server.h"
+
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <sstream>
+
+namespace kindling {
+namespace launch {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string seconds_text(std::chrono::milliseconds d) {
+  std::ostringstream s;
+  s << static_cast<double>(d.count()) / 1000.0 << " s";
+  return s.str();
+}
+
+std::string join_names(const std::vector<std::string>& names, const char* separator) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : separator) + n;
+  return out;
+}
+
+}  // namespace
+
+struct RendezvousServer::Agent {
+  LineSocket socket;
+  std::string address;
+  bool joined = false;
+  Clock::time_point joined_at{};
+  std::string reason, host, detail;
+  int nproc = 0, port = 0;
+  int node_rank = -1;  // in the last round; -1: not a member
+  bool done = false;
+  std::string label() const { return host + " (" + address + ")"; }
+};
+
+RendezvousServer::RendezvousServer(int listen_fd, RendezvousSettings settings)
+    : listen_fd_(listen_fd), settings_(std::move(settings)) {
+  // The thread blocks every signal (it inherits this mask): the launcher's signals belong
+  // to the supervision loop of the main thread.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  thread_ = std::thread([this] { serve(); });
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+RendezvousServer::~RendezvousServer() {
+  finishing_ = true;
+  if (thread_.joinable()) thread_.join();
+  ::close(listen_fd_);
+}
+
+bool RendezvousServer::running_agents_left() const {
+  return std::any_of(agents_.begin(), agents_.end(),
+                     [](const auto& a) { return a->node_rank >= 0 && !a->done && !a->joined; });
+}
+
+void RendezvousServer::serve() {
+  Clock::time_point linger_until{};
+  bool lingering = false;
+  while (true) {
+    if (finishing_) {
+      if (!lingering) {
+        lingering = true;
+        linger_until = Clock::now() + linger;
+      }
+      if (!running_agents_left() || Clock::now() >= linger_until) {
+        std::vector<Agent*> waiting;
+        for (const auto& a : agents_)
+          if (a->joined) waiting.push_back(a.get());
+        fail(waiting,
+             "the agent that serves the rendezvous ended (its own workers completed or it was stopped) "
+             "while this node waited for a next round");
+        break;
+      }
+    }
+    std::vector<pollfd> fds{{listen_fd_, POLLIN, 0}};
+    for (const auto& a : agents_) fds.push_back({a->socket.fd(), POLLIN, 0});
+    const int n = ::poll(fds.data(), fds.size(), 200);
+    if (n > 0) {
+      if (fds[0].revents & POLLIN) accept_agent();
+      for (std::size_t k = 1; k < fds.size(); ++k) {
+        if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        Agent& agent = *agents_[k - 1];
+        agent.socket.read_available();
+        while (auto line = agent.socket.next_line()) on_line(agent, *line);
+      }
+      // A connection that ended leaves the rendezvous (a joined agent leaves the open round).
+      agents_.erase(std::remove_if(agents_.begin(), agents_.end(), [](const auto& a) { return a->socket.closed(); }),
+                    agents_.end());
+    }
+    check_round();
+  }
+}
+
+void RendezvousServer::accept_agent() {
+  const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd < 0) return;
+  auto agent = std::make_unique<Agent>();
+  agent->socket = LineSocket(fd);
+  agent->address = agent->socket.peer_address();
+  agents_.push_back(std::move(agent));
+}
+
+void RendezvousServer::on_line(Agent& agent, const std::string& line) {
+  if (line.rfind("JOIN ", 0) == 0) {
+    on_join(agent, line);
+  } else if (line == "POLL") {
+    // Someone waits for the next round: a member that left the running one, or a new node
+    // while the running round has room for it.
+    int waiting = 0;
+    bool member_waits = false;
+    int members = 0;
+    for (const auto& a : agents_) {
+      members += a->node_rank >= 0 && !a->joined ? 1 : 0;
+      if (!a->joined) continue;
+      ++waiting;
+      member_waits = member_waits || a->node_rank >= 0;
+    }
+    if (!member_waits && members >= settings_.max_nodes) waiting = 0;
+    if (failed_) waiting = std::max(waiting, 1);  // stop the workers; the join gets the failure
+    agent.socket.send("WAITING " + std::to_string(waiting));
+  } else if (line == "DONE") {
+    agent.done = true;
+  } else {
+    agent.socket.send("FAIL " + settings_.name + " rendezvous: unknown request '" + line.substr(0, 80) + "'");
+    ::shutdown(agent.socket.fd(), SHUT_RDWR);
+  }
+}
+
+void RendezvousServer::on_join(Agent& agent, const std::string& line) {
+  std::istringstream in(line.substr(5));
+  std::string run_id;
+  in >> run_id >> agent.reason >> agent.nproc >> agent.port >> agent.host;
+  std::getline(in >> std::ws, agent.detail);
+  if (!in && agent.host.empty()) {
+    agent.socket.send("FAIL " + settings_.name + " rendezvous: malformed join '" + line.substr(0, 120) + "'");
+    ::shutdown(agent.socket.fd(), SHUT_RDWR);
+    return;
+  }
+  if (run_id != settings_.run_id) {
+    agent.socket.send("FAIL the rendezvous at this endpoint runs job '" + settings_.run_id + "', but " + agent.host +
+                      " joined with --rdzv_id '" + run_id + "'; give every node the same --rdzv_id");
+    return;
+  }
+  if (failed_) {
+    agent.socket.send("FAIL " + failure_);
+    return;
+  }
+  agent.joined = true;
+  agent.done = false;
+  agent.joined_at = Clock::now();
+  if (agent.reason == "failed" && round_ >= 0 && restarts_ >= settings_.max_restarts) {
+    // No restart is left: the job has failed, whoever else may still join.
+    std::vector<Agent*> joined;
+    for (const auto& a : agents_)
+      if (a->joined) joined.push_back(a.get());
+    fail(joined, restarts_used_up(agent));
+  }
+}
+
+std::string RendezvousServer::restarts_used_up(const Agent& failed) const {
+  return "the job failed with no restart left (--max_restarts " + std::to_string(settings_.max_restarts) +
+         ", restarts made " + std::to_string(restarts_) + "); the failure was on " + failed.label() +
+         (failed.detail.empty() ? "" : ": " + failed.detail);
+}
+
+void RendezvousServer::check_round() {
+  std::vector<Agent*> joined;
+  for (const auto& a : agents_)
+    if (a->joined) joined.push_back(a.get());
+  const auto now = Clock::now();
+  if (joined.empty()) {
+    open_ = min_reached_ = false;
+    return;
+  }
+  if (!open_) {
+    open_ = true;
+    open_since_ = now;
+  }
+  const int count = static_cast<int>(joined.size());
+  if (count < settings_.min_nodes) {
+    min_reached_ = false;
+  } else if (!min_reached_) {
+    min_reached_ = true;
+    min_since_ = now;
+  }
+  if (count >= settings_.max_nodes || (min_reached_ && now - min_since_ >= settings_.last_call)) {
+    close_round(joined);
+    return;
+  }
+  if (!min_reached_ && now - open_since_ >= settings_.join_timeout) {
+    std::vector<std::string> hosts;
+    for (const Agent* a : joined) hosts.push_back(a->label());
+    std::string message = "rendezvous round " + std::to_string(round_ + 1) + " failed: " + std::to_string(count) +
+                          " node" + (count == 1 ? "" : "s") + " joined (" + join_names(hosts, ", ") +
+                          "), fewer than the minimum of " + std::to_string(settings_.min_nodes) + ", within " +
+                          seconds_text(settings_.join_timeout) + " (join_timeout)";
+    const std::string lost = lost_since_last_round(joined);
+    if (!lost.empty()) message += "; lost since round " + std::to_string(round_) + ": " + lost;
+    message += ". Start the missing nodes, or lower the minimum of --nnodes";
+    fail(joined, message);
+  }
+}
+
+std::string RendezvousServer::lost_since_last_round(const std::vector<Agent*>& joined) const {
+  std::vector<std::string> lost;
+  for (const auto& member : last_members_) {
+    const bool back = std::any_of(joined.begin(), joined.end(), [&](const Agent* a) { return a->label() == member; });
+    if (!back) lost.push_back(member);
+  }
+  return join_names(lost, ", ");
+}
+
+void RendezvousServer::fail(const std::vector<Agent*>& agents, const std::string& message) {
+  failed_ = true;
+  failure_ = message;
+  for (Agent* a : agents) {
+    a->socket.send("FAIL " + message);
+    a->joined = false;
+  }
+  open_ = min_reached_ = false;
+}
+
+void RendezvousServer::close_round(std::vector<Agent*> joined) {
+  // Members of the last round keep their order; new nodes follow in the order they joined.
+  std::stable_sort(joined.begin(), joined.end(), [](const Agent* a, const Agent* b) {
+    const bool am = a->node_rank >= 0, bm = b->node_rank >= 0;
+    if (am != bm) return am;
+    if (am) return a->node_rank < b->node_rank;
+    return a->joined_at < b->joined_at;
+  });
+  const Agent* first_failed = nullptr;
+  for (const Agent* a : joined)
+    if (a->reason == "failed" && first_failed == nullptr) first_failed = a;
+  if (round_ >= 0 && first_failed != nullptr) {
+    if (restarts_ >= settings_.max_restarts) return fail(joined, restarts_used_up(*first_failed));
+    ++restarts_;
+  }
+  const std::string lost = lost_since_last_round(joined);
+  ++round_;
+  for (const auto& a : agents_) a->node_rank = -1;
+  std::vector<std::string> hosts;
+  int world = 0;
+  for (std::size_t i = 0; i < joined.size(); ++i) {
+    joined[i]->node_rank = static_cast<int>(i);
+    hosts.push_back(joined[i]->host);
+    world += joined[i]->nproc;
+  }
+  last_members_.clear();
+  for (const Agent* a : joined) last_members_.push_back(a->label());
+  const Agent& master = *joined.front();
+  int offset = 0;
+  for (Agent* a : joined) {
+    std::ostringstream reply;
+    reply << "ROUND " << round_ << ' ' << restarts_ << ' ' << a->node_rank << ' ' << joined.size() << ' ' << offset
+          << ' ' << world << ' ' << master.address << ' ' << master.port << ' ' << join_names(hosts, ",");
+    if (!lost.empty()) reply << ' ' << "lost:" << lost;
+    a->socket.send(reply.str());
+    offset += a->nproc;
+    a->joined = false;
+  }
+  open_ = min_reached_ = false;
+}
+
+}  // namespace launch
+}  // namespace kindling

@@ -1,0 +1,352 @@
+#!/usr/bin/env python3
+"""Elastic training across the namespace cluster (tests/cluster/cluster.py): kindling-run
+--nnodes MIN:MAX on every host, tests/cluster/elastic_train.cpp as the job.
+
+  lose_and_rejoin  3 hosts; host 2 is killed (every process at once) mid-epoch; the job goes
+                   on at 2 hosts from its last checkpoint; host 2 starts again and joins at
+                   the next round (2 -> 3); the job completes. Checked: every sample of every
+                   epoch is in the weights exactly once (the ledger kept in the checkpoint),
+                   each iteration trained the same global batch as an uninterrupted 2-host run,
+                   the final weights equal that run's, each round's layout and restart count,
+                   and the final checkpoint evaluated by one process equals the distributed
+                   evaluation.
+  cifar10_loses_a_host
+                   examples/cifar10 (the main job) on 3 hosts; host 2 is killed after the first
+                   checkpoints: the job goes on at 2 ranks in the run folder it started, from
+                   its last checkpoint at the same sample (the global batch is kept), and
+                   completes every iteration of every epoch.
+  below_min        2 hosts, --nnodes 2:3; host 1 is killed: the next round cannot reach MIN,
+                   and host 0's launcher ends non-zero within the join timeout, naming node1.
+
+  tests/cluster/elastic_test.py --build build -k lose_and_rejoin
+  tests/cluster/elastic_test.py --build build -k lose_and_rejoin --trials 10   # figures for the docs
+"""
+import argparse
+import collections
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import cluster  # noqa: E402
+from checks import Failure, expect  # noqa: E402
+
+CASES = {}
+SAMPLES, BATCH, EPOCHS, SAVE_EVERY = 600, 12, 3, 5
+ITERATIONS = SAMPLES // BATCH * EPOCHS
+
+
+def case(fn):
+    CASES[fn.__name__] = fn
+    return fn
+
+
+class Host:
+    """A launcher on one host whose output lines are collected as they come."""
+
+    def __init__(self, c, k, argv):
+        self.k = k
+        self.proc = c.popen_on(k, argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines = []
+        self.times = []
+        self.cond = threading.Condition()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            with self.cond:
+                self.lines.append(line.rstrip("\n"))
+                self.times.append(time.monotonic())
+                self.cond.notify_all()
+        with self.cond:
+            self.cond.notify_all()
+
+    def wait_line(self, pattern, timeout, start=0):
+        """The index of the first line from `start` on matching `pattern`; Failure at timeout."""
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                for i in range(start, len(self.lines)):
+                    if regex.search(self.lines[i]):
+                        return i
+                left = deadline - time.monotonic()
+                if left <= 0 or (self.proc.poll() is not None and not self.reader.is_alive()):
+                    raise Failure("host %d: no line matching %r within %d s; output:\n%s" % (
+                        self.k, pattern, timeout, self.text()))
+                self.cond.wait(min(left, 0.5))
+
+    def finish(self, timeout):
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise Failure("host %d: its launcher did not end within %d s (a hang); output:\n%s" % (
+                self.k, timeout, self.text()))
+        self.reader.join(5)
+        return self.proc.returncode
+
+    def text(self):
+        with self.cond:
+            return "\n".join(self.lines)
+
+
+def launcher(args, run_id, folder, nnodes="2:3", join_timeout=60, extra=()):
+    return [args.kindling_run, "--nnodes", nnodes, "--nproc_per_node", "1", "--rdzv_endpoint", "node0:29400",
+            "--rdzv_id", run_id, "--max_restarts", "3", "--grace_period", "2",
+            "--rdzv_conf", "join_timeout=%d,last_call_timeout=3" % join_timeout,
+            args.elastic_train, "train", folder, "--samples", str(SAMPLES), "--batch", str(BATCH), "--epochs",
+            str(EPOCHS), "--save-every", str(SAVE_EVERY), "--sleep-ms", str(args.sleep_ms), *extra]
+
+
+def read_ledger(folder):
+    """{(epoch, iteration): sorted ids} and {(epoch, id): count} from the job's ledger."""
+    by_iteration = collections.defaultdict(list)
+    count = collections.Counter()
+    with open(os.path.join(folder, "ledger.txt")) as f:
+        for line in f:
+            epoch, iteration, sample = (int(v) for v in line.split())
+            by_iteration[(epoch, iteration)].append(sample)
+            count[(epoch, sample)] += 1
+    return {k: sorted(v) for k, v in by_iteration.items()}, count
+
+
+def starts(host):
+    """The START lines of a host's output as dicts, in order."""
+    found = []
+    for line in host.lines:
+        m = re.search(r"START (.*)", line)
+        if m:
+            found.append(dict(item.split("=", 1) for item in m.group(1).split()))
+    return found
+
+
+def weights(text):
+    m = re.findall(r"WEIGHTS (.*)", text)
+    expect(m, "no WEIGHTS line in:\n" + text)
+    return [float(v) for v in m[-1].split()]
+
+
+def eval_line(text):
+    m = re.findall(r"EVAL mse=(\S+) mae=(\S+)", text)
+    expect(m, "no EVAL line in:\n" + text)
+    return tuple(float(v) for v in m[-1])
+
+
+def close(a, b, rel, what):
+    expect(abs(a - b) <= rel * max(abs(a), abs(b), 1e-12), "%s: %r against %r (relative tolerance %g)" % (
+        what, a, b, rel))
+
+
+def lose_and_rejoin_trial(args, c, folder):
+    """One trial; returns its figures."""
+    hosts = [Host(c, k, launcher(args, "elastic", folder)) for k in range(3)]
+    try:
+        i = hosts[0].wait_line(r"PROGRESS world=3 iteration=(2[3-9]|3\d)\b", 120)
+        last_before = int(re.search(r"iteration=(\d+)", hosts[0].lines[i]).group(1))
+        killed_at = time.monotonic()
+        c.kill_host(2)
+        j = hosts[0].wait_line(r"PROGRESS world=2 ", 120, i)
+        resumed_at = hosts[0].times[j]
+        first_after = int(re.search(r"iteration=(\d+)", hosts[0].lines[j]).group(1))
+        k = hosts[0].wait_line(r"PROGRESS world=2 iteration=(6\d|7\d)\b", 120, j)
+        rejoined = Host(c, 2, launcher(args, "elastic", folder))
+        hosts[2] = rejoined
+        hosts[0].wait_line(r"PROGRESS world=3 ", 120, k)
+        codes = [h.finish(180) for h in hosts]
+    finally:
+        for h in hosts:
+            if h.proc.poll() is None:
+                h.proc.kill()
+    for h, code in zip(hosts, codes):
+        expect(code == 0, "host %d's launcher exited %s:\n%s" % (h.k, code, h.text()))
+    by_iteration, count = read_ledger(folder)
+    lost = sum(1 for e in range(1, EPOCHS + 1) for s in range(SAMPLES) if count[(e, s)] == 0)
+    repeated = sum(n - 1 for n in count.values() if n > 1)
+    return {"hosts": hosts, "by_iteration": by_iteration, "count": count, "lost": lost, "repeated": repeated,
+            "resume_seconds": resumed_at - killed_at, "iterations_redone": last_before - first_after + 1}
+
+
+@case
+def lose_and_rejoin(args):
+    work = tempfile.mkdtemp(prefix="kindling-elastic-")
+    try:
+        with cluster.Cluster(hosts=3) as c:
+            reference = os.path.join(work, "reference")
+            os.makedirs(reference)
+            ref_hosts = [Host(c, k, launcher(args, "reference", reference)) for k in range(2)]
+            for h in ref_hosts:
+                expect(h.finish(180) == 0, "the uninterrupted run failed on host %d:\n%s" % (h.k, h.text()))
+            ref_iterations, _ = read_ledger(reference)
+            expect(len(ref_iterations) == ITERATIONS, "the uninterrupted run's ledger has %d iterations, not %d" % (
+                len(ref_iterations), ITERATIONS))
+            figures = []
+            for trial in range(args.trials):
+                folder = os.path.join(work, "trial%d" % trial)
+                os.makedirs(folder)
+                result = lose_and_rejoin_trial(args, c, folder)
+                check_trial(args, result, folder, ref_hosts[0].text(), ref_iterations)
+                figures.append(result)
+                print("trial %d: lost %d, repeated %d, resumed %.1f s after the kill, %d iterations redone" % (
+                    trial, result["lost"], result["repeated"], result["resume_seconds"], result["iterations_redone"]))
+            if args.trials > 1:
+                report(figures)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def check_trial(args, result, folder, reference_text, ref_iterations):
+    hosts = result["hosts"]
+    expect(result["lost"] == 0 and result["repeated"] == 0, "samples lost %d, repeated %d" % (
+        result["lost"], result["repeated"]))
+    expect(len(result["count"]) == SAMPLES * EPOCHS, "the ledger holds %d (epoch, sample) pairs, not %d" % (
+        len(result["count"]), SAMPLES * EPOCHS))
+    for key, ids in ref_iterations.items():
+        expect(result["by_iteration"].get(key) == ids, "epoch %d iteration %d trained other samples than the "
+               "uninterrupted run" % key)
+    # The rounds, as host 0 saw them: 3 nodes, then 2 (node2 left out, restart 1), then 3
+    # again (a membership change: still restart 1).
+    rounds = [line for line in hosts[0].lines if re.search(r"rendezvous round \d+ \(", line)]
+    expect(len(rounds) == 3, "expected 3 rendezvous rounds on host 0, got:\n" + "\n".join(rounds))
+    expect("round 1 (restart 1): 2 nodes [node0,node1]" in rounds[1] and "node2 (10.213.0.12)" in rounds[1],
+           "round 1 should run node0 and node1 and name node2 as left out: " + rounds[1])
+    expect("round 2 (restart 1): 3 nodes [node0,node1,node2]" in rounds[2], "round 2: " + rounds[2])
+    want = [("3", "0"), ("2", "1"), ("3", "1")]
+    seen = [(s["world"], s["restart"]) for s in starts(hosts[0])]
+    expect(seen == want, "host 0's worker started with (world, restart) %s, expected %s" % (seen, want))
+    for s in starts(hosts[0]) + starts(hosts[1]) + starts(hosts[2]):
+        expect(s["nnodes"] == s["world"] and s["node_rank"] == s["rank"] and s["local_rank"] == "0",
+               "a worker's layout is wrong: %s" % s)
+    close_weights = zip(weights(hosts[0].text()), weights(reference_text))
+    for n, (a, b) in enumerate(close_weights):
+        # The same samples in the same global batches: only the all-reduce's order of additions
+        # differs (3 or 2 partial sums), a few float32 ulps per step over 150 steps.
+        close(a, b, 1e-5, "weight %d against the uninterrupted run" % n)
+    one = subprocess.run([args.elastic_train, "evaluate", folder, "--samples", str(SAMPLES)], capture_output=True,
+                         text=True)
+    expect(one.returncode == 0, "evaluate failed: " + one.stderr)
+    distributed, single = eval_line(hosts[0].text()), eval_line(one.stdout)
+    for name, a, b in zip(("mse", "mae"), distributed, single):
+        close(a, b, 1e-6, name + " of the 3-rank evaluation against one process")
+
+
+def report(figures):
+    n = len(figures)
+    completed = sum(1 for f in figures if f["lost"] == 0 and f["repeated"] == 0)
+    print("| trials | completed | samples lost | samples repeated | resumed after (s, median) |"
+          " iterations redone (median) |")
+    print("|---|---|---|---|---|---|")
+    resume = sorted(f["resume_seconds"] for f in figures)
+    redone = sorted(f["iterations_redone"] for f in figures)
+    print("| %d | %d | %d | %d | %.1f (%.1f-%.1f) | %d (%d-%d) |" % (
+        n, completed, sum(f["lost"] for f in figures), sum(f["repeated"] for f in figures), resume[n // 2],
+        resume[0], resume[-1], redone[n // 2], redone[0], redone[-1]))
+
+
+@case
+def cifar10_loses_a_host(args):
+    out = tempfile.mkdtemp(prefix="kindling-elastic-cifar10-")
+    epochs, per_epoch = 2, 10
+    try:
+        with cluster.Cluster(hosts=3) as c:
+            command = [args.kindling_run, "--nnodes", "2:3", "--nproc_per_node", "1", "--rdzv_endpoint", "node0",
+                       "--rdzv_id", "cifar10-elastic", "--max_restarts", "2", "--rdzv_conf", "last_call_timeout=3",
+                       args.cifar10, "--train_subset", str(48 * per_epoch), "--test_subset", "96", "--batch_size",
+                       "48", "--num_epochs", str(epochs), "--num_workers", "0", "--log_every_iters", "1",
+                       "--checkpoint_every", "2", "--output_path", out]
+            hosts = [Host(c, k, command) for k in range(3)]
+            try:
+                hosts[0].wait_line(r"\[rank0\]: Epoch \[1/%d\]: \[[5-8]/%d\]" % (epochs, per_epoch), 240)
+                c.kill_host(2)
+                codes = [h.finish(240) for h in hosts[:2]]
+            finally:
+                for h in hosts:
+                    if h.proc.poll() is None:
+                        h.proc.kill()
+            text = hosts[0].text()
+            expect(codes == [0, 0], "hosts 0 and 1 exited %s after losing host 2:\n%s" % (codes, text))
+            resumed = re.search(r"Resumed from (\S+) at iteration (\d+)", text)
+            expect(resumed, "no 'Resumed from' line after the loss:\n" + text)
+            expect("the same global batch, so the epoch goes on at the same sample" in text,
+                   "the 2-rank round did not go on at the same sample:\n" + text)
+            folders = [f for f in os.listdir(out) if os.path.isdir(os.path.join(out, f))]
+            expect(len(folders) == 1 and resumed.group(1).startswith(os.path.join(out, folders[0])),
+                   "the restart at 2 ranks did not continue in the job's run folder: %s" % folders)
+            last = os.path.join(out, folders[0], "training_checkpoint_%d.pt" % (epochs * per_epoch))
+            expect(os.path.exists(last), "no checkpoint of the last iteration %d: %s" % (
+                epochs * per_epoch, os.listdir(os.path.join(out, folders[0]))))
+            expect("| %d | " % epochs in text and "2 process(es) on gloo" in text,
+                   "rank 0 printed no result of the 2-rank round's last epoch:\n" + text)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+@case
+def below_min(args):
+    work = tempfile.mkdtemp(prefix="kindling-elastic-")
+    try:
+        with cluster.Cluster(hosts=2) as c:
+            hosts = [Host(c, k, launcher(args, "below", work, join_timeout=8)) for k in range(2)]
+            try:
+                hosts[0].wait_line(r"PROGRESS world=2 iteration=1\d\b", 120)
+                killed_at = time.monotonic()
+                c.kill_host(1)
+                code = hosts[0].finish(60)
+            finally:
+                for h in hosts:
+                    if h.proc.poll() is None:
+                        h.proc.kill()
+            took = time.monotonic() - killed_at
+            text = hosts[0].text()
+            expect(code not in (0, None), "host 0's launcher exited %s after losing host 1:\n%s" % (code, text))
+            expect("fewer than the minimum of 2" in text and "lost since round 0: node1 (10.213.0.11)" in text,
+                   "host 0 should say the round has fewer than MIN nodes and name node1:\n" + text)
+            expect(took < 8 + 3 + 30, "host 0 ended %.0f s after the loss, beyond the join timeout" % took)
+            expect(not cluster.pids_on(0), "processes left on host 0: %s" % cluster.pids_on(0))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build", required=True)
+    p.add_argument("-k", default="", help="run only this case")
+    p.add_argument("--trials", type=int, default=1)
+    p.add_argument("--sleep-ms", type=int, default=40, help="pause per iteration (the job's pace)")
+    args = p.parse_args()
+    reason = cluster.available()
+    if reason:
+        print("skipped: " + reason)
+        return 77
+    build = os.path.abspath(args.build)
+    args.kindling_run = os.path.join(build, "kindling-run")
+    args.elastic_train = os.path.join(build, "tests", "elastic_train")
+    args.cifar10 = os.path.join(build, "examples", "cifar10", "cifar10")
+    failed = 0
+    for name, fn in CASES.items():
+        if args.k and args.k != name:
+            continue
+        started = time.monotonic()
+        try:
+            fn(args)
+            print("PASS %s (%.0f s)" % (name, time.monotonic() - started))
+        except Failure as e:
+            failed += 1
+            print("FAIL %s: %s" % (name, e))
+    left = cluster.leftovers()
+    if left:
+        print("FAIL: the fixture left %s" % left)
+        failed += 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+// The training job of the elastic cases (tests/cluster/elastic_test.py), started by
+// kindling-run --nnodes MIN:MAX on every host. A linear model trained on a dataset whose
+// samples carry their ids, with the Checkpoint handler's two-line resume: after a
+// rendezvous round at another world size it goes on from the latest checkpoint.
+//
+//   elastic_train train DIR [--samples 600] [--batch 12] [--epochs 3] [--save-every 5] [--sleep-ms 40]
+//   elastic_train evaluate DIR     # one process, no launcher: the final checkpoint's metrics
+//
+// --batch is the global batch (each rank takes batch / world size, auto_dataloader's rule).
+// Every rank gathers the ids of each iteration's global batch into a ledger kept in the
+// checkpoint, so the ledger lists exactly the samples whose gradients are in the saved
+// weights: a sample trained again after a restart is counted only if the first pass was
+// saved. Rank 0 prints "PROGRESS world=W iteration=I epoch=E" every iteration and, at the
+// end, writes DIR/ledger.txt ("<epoch> <iteration> <id>" lines) and DIR/final.pt (the
+// model), prints "WEIGHTS <w1> <w2> <w3> <b>" (%.9g), then
+// evaluates on every rank and prints "EVAL mse=<v> mae=<v>" (%.9g). `evaluate` loads
+// DIR/final.pt into one process and prints the same line. Every rank prints "START rank=R
+// world=W node_rank=N nnodes=K local_rank=L restart=C" (C: TORCHELASTIC_RESTART_COUNT) first.
+#include <ATen/ATen.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+#include <torch/serialize.h>
+
+#include <kindling/dist/auto.h>
+#include <kindling/dist/dist.h>
+#include <kindling/engine/engine.h>
+#include <kindling/engine/supervised.h>
+#include <kindling/handlers/checkpoint.h>
+#include <kindling/metrics/regression.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace kd = kindling::dist;
+namespace kh = kindling::handlers;
+namespace km = kindling::metrics;
+using kindling::data::Example;
+using kindling::engine::Engine;
+using kindling::engine::Events;
+
+namespace {
+
+// Sample i: its id in column 0 (not seen by the model), three features, a linear target.
+class IdDataset : public kindling::data::Dataset {
+ public:
+  explicit IdDataset(int64_t n) : n_(n) {}
+  int64_t size() const override { return n_; }
+  Example get(int64_t index) const override {
+    const float t = static_cast<float>(index) / static_cast<float>(n_);
+    return {at::tensor({static_cast<float>(index), t, t * t, 1.0f - t}), at::tensor({2.0f * t - 0.5f * t * t + 0.25f})};
+  }
+
+ private:
+  int64_t n_;
+};
+
+// The ids of every iteration's global batch that made it into the model, kept in the checkpoint.
+struct Ledger {
+  std::vector<int64_t> rows;  // epoch, iteration, id, ...
+  kindling::StateDict state_dict() const {
+    auto d = kindling::new_state_dict();
+    d.insert("rows", at::tensor(rows, at::kLong));
+    return d;
+  }
+  void load_state_dict(const kindling::StateDict& d) {
+    const at::Tensor t = d.at("rows").toTensor().contiguous();
+    rows.assign(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel());
+  }
+};
+
+std::map<std::string, std::string> flags(int argc, char** argv) {
+  std::map<std::string, std::string> f{
+      {"--samples", "600"}, {"--batch", "12"}, {"--epochs", "3"}, {"--save-every", "5"}, {"--sleep-ms", "40"}};
+  for (int i = 3; i + 1 < argc; i += 2) f[argv[i]] = argv[i + 1];
+  return f;
+}
+
+std::pair<at::Tensor, at::Tensor> features(const Example& b, std::optional<c10::Device>, bool) {
+  return {b.data.narrow(1, 1, 3), b.target};
+}
+
+// Distributed (or one-process) evaluation of `model` on the whole dataset.
+void evaluate(torch::nn::Linear model, int64_t samples) {
+  auto loader = kd::auto_dataloader(std::make_shared<IdDataset>(samples),
+                                    kindling::data::DataLoaderOptions().batch_size(24).shuffle(false));
+  Engine evaluator = kindling::engine::create_supervised_evaluator(
+      model, {{"mse", std::make_shared<km::MeanSquaredError>()}, {"mae", std::make_shared<km::MeanAbsoluteError>()}},
+      kindling::engine::SupervisedEvaluatorOptions().prepare_batch(features));
+  evaluator.run(loader);
+  if (kd::get_rank() == 0) {
+    const auto& m = evaluator.state().metrics;
+    std::printf("EVAL mse=%.9g mae=%.9g\n", m.at("mse").number(), m.at("mae").number());
+    std::fflush(stdout);
+  }
+}
+
+int train(const std::string& dir, const std::map<std::string, std::string>& f) {
+  kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(60)));
+  const int64_t samples = std::stoll(f.at("--samples")), sleep_ms = std::stoll(f.at("--sleep-ms"));
+  const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  std::printf("START rank=%d world=%d node_rank=%d nnodes=%d local_rank=%d restart=%s\n", kd::get_rank(),
+              kd::get_world_size(), kd::get_node_rank(), kd::get_nnodes(), kd::get_local_rank(),
+              restart ? restart : "unset");
+  std::fflush(stdout);
+  auto loader = kd::auto_dataloader(
+      std::make_shared<IdDataset>(samples),
+      kindling::data::DataLoaderOptions().batch_size(std::stoll(f.at("--batch"))).shuffle(true).seed(7));
+  at::manual_seed(3);
+  torch::nn::Linear linear(3, 1);
+  auto model = kd::auto_model(linear);
+  torch::optim::SGD optimizer(model->parameters(), 0.2);
+  Engine trainer = kindling::engine::create_supervised_trainer(
+      model, optimizer, [](const at::Tensor& y, const at::Tensor& t) { return at::mse_loss(y, t); },
+      kindling::engine::SupervisedTrainerOptions().prepare_batch(features));
+  Ledger ledger;
+  kh::Objects to_save{{"trainer", kh::stateful(trainer)},
+                      {"model", kh::stateful(model)},
+                      {"optimizer", kh::stateful(optimizer)},
+                      {"ledger", kh::stateful(ledger)}};
+  trainer.on(Events::ITERATION_COMPLETED, [&](Engine& e) {
+    const at::Tensor ids = kd::all_gather(e.state().batch_as<Example>().data.select(1, 0).to(at::kLong).contiguous());
+    for (int64_t i = 0; i < ids.numel(); ++i) {
+      ledger.rows.insert(ledger.rows.end(), {e.state().epoch, e.state().iteration, ids[i].item<int64_t>()});
+    }
+    if (kd::get_rank() == 0) {
+      std::printf("PROGRESS world=%d iteration=%lld epoch=%lld\n", kd::get_world_size(),
+                  static_cast<long long>(e.state().iteration), static_cast<long long>(e.state().epoch));
+      std::fflush(stdout);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
+  });
+  // After the ledger's handler: a checkpoint holds the ids of the iterations in its weights.
+  auto checkpoint = std::make_shared<kh::Checkpoint>(to_save, dir, kh::CheckpointOptions().filename_prefix("training"));
+  checkpoint->attach(trainer, {Events::ITERATION_COMPLETED.every(std::stoll(f.at("--save-every")))});
+  if (auto last = kh::Checkpoint::find_latest(dir, "training")) kh::Checkpoint::load_objects(to_save, *last);
+  trainer.run(loader, std::stoll(f.at("--epochs")));
+  if (kd::get_rank() == 0) {
+    std::ofstream out(dir + "/ledger.txt");
+    for (std::size_t i = 0; i + 2 < ledger.rows.size(); i += 3)
+      out << ledger.rows[i] << " " << ledger.rows[i + 1] << " " << ledger.rows[i + 2] << "\n";
+    std::printf("WEIGHTS");
+    for (const at::Tensor& p : {linear->weight, linear->bias}) {
+      const at::Tensor flat = p.detach().flatten();
+      for (int64_t i = 0; i < flat.numel(); ++i) std::printf(" %.9g", flat[i].item<double>());
+    }
+    std::printf("\n");
+    torch::save(linear, dir + "/final.pt");
+  }
+  evaluate(linear, samples);
+  kd::finalize();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3 || (std::string(argv[1]) != "train" && std::string(argv[1]) != "evaluate")) {
+    std::fprintf(stderr, "usage: elastic_train train|evaluate DIR [--flag value]...\n");
+    return 2;
+  }
+  const auto f = flags(argc, argv);
+  if (std::string(argv[1]) == "train") return train(argv[2], f);
+  torch::nn::Linear linear(3, 1);
+  torch::load(linear, std::string(argv[2]) + "/final.pt");
+  evaluate(linear, std::stoll(f.at("--samples")));
+  return 0;
+}

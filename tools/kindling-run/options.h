@@ -1,0 +1,44 @@
+#pragma once
+// kindling-run's command line: torchrun's option names and spellings, checked together so
+// that a mistake fails before anything starts.
+#include <string>
+#include <vector>
+
+namespace kindling_run {
+
+/// The usage text (--help, and after a usage error).
+extern const char* const kUsage;
+
+/// A command line that cannot run; `message` says which option, the value seen and what to do.
+struct UsageError {
+  std::string message;
+};
+
+struct Options {
+  int nproc_per_node = 1;
+  /// --nnodes N (min == max) or MIN:MAX.
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  bool standalone = false;
+  bool prefix = true;
+  double grace_seconds = 3;
+  int max_restarts = 0;
+  std::string run_id;  // empty: a new unique one
+  /// Elastic mode (--nnodes MIN:MAX, or --rdzv_endpoint with the c10d backend): the node
+  /// ranks and the world come from rendezvous rounds between the agents.
+  bool elastic = false;
+  std::string rdzv_host;
+  int rdzv_port = 29400;
+  double join_timeout = 600;
+  double last_call_timeout = 30;
+  bool addr_given = false, port_given = false, node_rank_given = false;
+  std::vector<std::string> program;
+};
+
+/// Parses argv (prints kUsage and exits 0 for -h / --help). Throws UsageError.
+Options parse(int argc, char** argv);
+
+}  // namespace kindling_run
