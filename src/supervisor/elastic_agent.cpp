@@ -103,7 +103,8 @@ int run_elastic_agent(const ElasticAgentOptions& o,
   int last_exit = 0;
   for (int attempt = 0;; ++attempt) {
     link.send("JOIN " + settings.run_id + " " + reason + " " + std::to_string(o.nproc_per_node) + " " +
-              std::to_string(find_free_port()) + " " + host + (detail.empty() ? "" : " " + detail));
+              std::to_string(find_free_port()) + " " + host + (server ? " 1" : " 0") +
+              (detail.empty() ? "" : " " + detail));
     const auto reply =
         link.receive(Clock::now() + settings.join_timeout + settings.last_call + std::chrono::seconds(60));
     RoundLayout layout;

@@ -41,6 +41,7 @@ struct RendezvousServer::Agent {
   std::string reason, host, detail;
   int nproc = 0, port = 0;
   int node_rank = -1;  // in the last round; -1: not a member
+  int serving = 0;     // 1: the agent that runs this server (node 0 when it is new)
   bool done = false;
   std::string label() const { return host + " (" + address + ")"; }
 };
@@ -143,9 +144,10 @@ void RendezvousServer::on_line(Agent& agent, const std::string& line) {
 void RendezvousServer::on_join(Agent& agent, const std::string& line) {
   std::istringstream in(line.substr(5));
   std::string run_id;
-  in >> run_id >> agent.reason >> agent.nproc >> agent.port >> agent.host;
+  const bool parsed =
+      static_cast<bool>(in >> run_id >> agent.reason >> agent.nproc >> agent.port >> agent.host >> agent.serving);
   std::getline(in >> std::ws, agent.detail);
-  if (!in && agent.host.empty()) {
+  if (!parsed) {
     agent.socket.send("FAIL " + settings_.name + " rendezvous: malformed join '" + line.substr(0, 120) + "'");
     ::shutdown(agent.socket.fd(), SHUT_RDWR);
     return;
@@ -162,19 +164,29 @@ void RendezvousServer::on_join(Agent& agent, const std::string& line) {
   agent.joined = true;
   agent.done = false;
   agent.joined_at = Clock::now();
-  if (agent.reason == "failed" && round_ >= 0 && restarts_ >= settings_.max_restarts) {
+  // What opened this round decides whether it is a restart: a member's failure, or a node
+  // that arrived while the running round had room. Workers that fail after their peers were
+  // stopped for a membership change (a collective with a stopped peer fails) do not count.
+  const bool member = agent.node_rank >= 0;
+  if (cause_ == Cause::kNone && round_ >= 0) {
+    if (member && agent.reason == "failed") {
+      cause_ = Cause::kFailure;
+      first_failure_ = agent.label() + (agent.detail.empty() ? "" : ": " + agent.detail);
+    }
+    if (!member && static_cast<int>(last_members_.size()) < settings_.max_nodes) cause_ = Cause::kMembership;
+  }
+  if (cause_ == Cause::kFailure && agent.reason == "failed" && restarts_ >= settings_.max_restarts) {
     // No restart is left: the job has failed, whoever else may still join.
     std::vector<Agent*> joined;
     for (const auto& a : agents_)
       if (a->joined) joined.push_back(a.get());
-    fail(joined, restarts_used_up(agent));
+    fail(joined, restarts_used_up());
   }
 }
 
-std::string RendezvousServer::restarts_used_up(const Agent& failed) const {
+std::string RendezvousServer::restarts_used_up() const {
   return "the job failed with no restart left (--max_restarts " + std::to_string(settings_.max_restarts) +
-         ", restarts made " + std::to_string(restarts_) + "); the failure was on " + failed.label() +
-         (failed.detail.empty() ? "" : ": " + failed.detail);
+         ", restarts made " + std::to_string(restarts_) + "); the failure was on " + first_failure_;
 }
 
 void RendezvousServer::check_round() {
@@ -235,18 +247,20 @@ void RendezvousServer::fail(const std::vector<Agent*>& agents, const std::string
 }
 
 void RendezvousServer::close_round(std::vector<Agent*> joined) {
-  // Members of the last round keep their order; new nodes follow in the order they joined.
+  // Members of the last round keep their order; new nodes follow, the serving agent first
+  // (in the first round rank 0 runs on the endpoint's host, which must stay up anyway), then
+  // in the order they joined.
   std::stable_sort(joined.begin(), joined.end(), [](const Agent* a, const Agent* b) {
     const bool am = a->node_rank >= 0, bm = b->node_rank >= 0;
     if (am != bm) return am;
     if (am) return a->node_rank < b->node_rank;
+    if (a->serving != b->serving) return a->serving > b->serving;
     return a->joined_at < b->joined_at;
   });
-  const Agent* first_failed = nullptr;
-  for (const Agent* a : joined)
-    if (a->reason == "failed" && first_failed == nullptr) first_failed = a;
-  if (round_ >= 0 && first_failed != nullptr) {
-    if (restarts_ >= settings_.max_restarts) return fail(joined, restarts_used_up(*first_failed));
+  const bool restart = round_ >= 0 && cause_ == Cause::kFailure;
+  cause_ = Cause::kNone;
+  if (restart) {
+    if (restarts_ >= settings_.max_restarts) return fail(joined, restarts_used_up());
     ++restarts_;
   }
   const std::string lost = lost_since_last_round(joined);

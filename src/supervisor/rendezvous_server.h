@@ -2,16 +2,18 @@
 // The elastic rendezvous of kindling-run agents (--nnodes MIN:MAX), served by the agent on
 // the --rdzv_endpoint host on a thread of its own. Each (re)start of the job is one round:
 // agents join; the round closes at MAX nodes at once, or at MIN or more once the last call
-// has passed with no one new; each agent gets its node rank, the ranks of its workers and
-// where the workers' own rendezvous is. While a round runs, agents ask whether anyone
+// has passed with no one new; each agent gets its node rank (the last round's order, then
+// the serving agent, then new nodes as they joined), the ranks of its workers and where the
+// workers' own rendezvous is. While a round runs, agents ask whether anyone
 // waits for the next one (a node that failed or a new one): then they stop their workers
 // and join it. Plain POSIX; internal to src/supervisor/.
 //
-// Wire (one text line each): agent -> "JOIN <run_id> <reason> <nproc> <port> <host>
-// [detail]" (reason: new, failed, stopped; port: a free port on the agent's host for the
-// workers' store), "POLL", "DONE"; server -> "ROUND <round> <restarts> <node_rank> <nnodes>
-// <rank_offset> <world_size> <master_addr> <master_port> <hosts,...>", "WAITING <n>",
-// "FAIL <message>".
+// Wire (one text line each). Agent -> server: "JOIN <run_id> <reason> <nproc> <port>
+// <host> <serving> [detail]" (reason: new, failed, stopped; port: a free port on the
+// agent's host for the workers' store; serving: 1 from the agent that runs the server),
+// "POLL", "DONE". Server -> agent: "ROUND <round> <restarts> <node_rank> <nnodes>
+// <rank_offset> <world_size> <master_addr> <master_port> <hosts,...> [lost:...]",
+// "WAITING <n>", "FAIL <message>".
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -63,7 +65,7 @@ class RendezvousServer {
   void check_round();
   void close_round(std::vector<Agent*> joined);
   void fail(const std::vector<Agent*>& agents, const std::string& message);
-  std::string restarts_used_up(const Agent& failed) const;
+  std::string restarts_used_up() const;
   std::string lost_since_last_round(const std::vector<Agent*>& joined) const;
   bool running_agents_left() const;
 
@@ -73,6 +75,9 @@ class RendezvousServer {
   int round_ = -1;
   int restarts_ = 0;
   bool failed_ = false;
+  /// What opened the round being gathered (see on_join).
+  enum class Cause { kNone, kFailure, kMembership } cause_ = Cause::kNone;
+  std::string first_failure_;  // "host (address): what failed" when cause_ is kFailure
   std::string failure_;
   std::vector<std::string> last_members_;  // "host (address)" of the last round, by node rank
   std::chrono::steady_clock::time_point open_since_{}, min_since_{};

@@ -35,16 +35,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import cluster  # noqa: E402
-from checks import Failure, expect  # noqa: E402
+from checks import CASES, Failure, case, expect, prepare  # noqa: E402
 
-CASES = {}
 SAMPLES, BATCH, EPOCHS, SAVE_EVERY = 600, 12, 3, 5
 ITERATIONS = SAMPLES // BATCH * EPOCHS
-
-
-def case(fn):
-    CASES[fn.__name__] = fn
-    return fn
 
 
 class Host:
@@ -322,14 +316,10 @@ def main():
     p.add_argument("--trials", type=int, default=1)
     p.add_argument("--sleep-ms", type=int, default=40, help="pause per iteration (the job's pace)")
     args = p.parse_args()
-    reason = cluster.available()
-    if reason:
-        print("skipped: " + reason)
-        return 77
-    build = os.path.abspath(args.build)
-    args.kindling_run = os.path.join(build, "kindling-run")
-    args.elastic_train = os.path.join(build, "tests", "elastic_train")
-    args.cifar10 = os.path.join(build, "examples", "cifar10", "cifar10")
+    skip = prepare(args)
+    if skip:
+        return skip
+    args.elastic_train = os.path.join(os.path.abspath(args.build), "tests", "elastic_train")
     failed = 0
     for name, fn in CASES.items():
         if args.k and args.k != name:

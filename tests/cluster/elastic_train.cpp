@@ -28,6 +28,8 @@
 #include <kindling/handlers/checkpoint.h>
 #include <kindling/metrics/regression.h>
 
+#include "support/id_dataset.h"
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -45,20 +47,6 @@ using kindling::engine::Engine;
 using kindling::engine::Events;
 
 namespace {
-
-// Sample i: its id in column 0 (not seen by the model), three features, a linear target.
-class IdDataset : public kindling::data::Dataset {
- public:
-  explicit IdDataset(int64_t n) : n_(n) {}
-  int64_t size() const override { return n_; }
-  Example get(int64_t index) const override {
-    const float t = static_cast<float>(index) / static_cast<float>(n_);
-    return {at::tensor({static_cast<float>(index), t, t * t, 1.0f - t}), at::tensor({2.0f * t - 0.5f * t * t + 0.25f})};
-  }
-
- private:
-  int64_t n_;
-};
 
 // The ids of every iteration's global batch that made it into the model, kept in the checkpoint.
 struct Ledger {
@@ -87,7 +75,7 @@ std::pair<at::Tensor, at::Tensor> features(const Example& b, std::optional<c10::
 
 // Distributed (or one-process) evaluation of `model` on the whole dataset.
 void evaluate(torch::nn::Linear model, int64_t samples) {
-  auto loader = kd::auto_dataloader(std::make_shared<IdDataset>(samples),
+  auto loader = kd::auto_dataloader(std::make_shared<kindling::testing::IdDataset>(samples),
                                     kindling::data::DataLoaderOptions().batch_size(24).shuffle(false));
   Engine evaluator = kindling::engine::create_supervised_evaluator(
       model, {{"mse", std::make_shared<km::MeanSquaredError>()}, {"mae", std::make_shared<km::MeanAbsoluteError>()}},
@@ -109,7 +97,7 @@ int train(const std::string& dir, const std::map<std::string, std::string>& f) {
               restart ? restart : "unset");
   std::fflush(stdout);
   auto loader = kd::auto_dataloader(
-      std::make_shared<IdDataset>(samples),
+      std::make_shared<kindling::testing::IdDataset>(samples),
       kindling::data::DataLoaderOptions().batch_size(std::stoll(f.at("--batch"))).shuffle(true).seed(7));
   at::manual_seed(3);
   torch::nn::Linear linear(3, 1);

@@ -20,6 +20,7 @@
 #include "kindling/engine/supervised.h"
 #include "kindling/handlers/checkpoint.h"
 #include "support/files.h"
+#include "support/id_dataset.h"
 #include "support/multiprocess.h"
 
 namespace {
@@ -31,17 +32,6 @@ using kindling::engine::Engine;
 using kindling::engine::Events;
 
 constexpr int64_t kSamples = 96;  // divides every global batch used here: no padding to account for
-
-// Sample i: its id in column 0 (not seen by the model), three features, a linear target.
-class IdDataset : public kindling::data::Dataset {
- public:
-  int64_t size() const override { return kSamples; }
-  Example get(int64_t index) const override {
-    const float t = static_cast<float>(index) / kSamples;
-    at::Tensor x = at::tensor({static_cast<float>(index), t, t * t, 1.0f - t});
-    return {x, at::tensor({2.0f * t - 0.5f * t * t + 0.25f})};
-  }
-};
 
 std::string env(const char* name) {
   const char* v = std::getenv(name);
@@ -57,7 +47,7 @@ KINDLING_WORKER(elastic_phase) {
   kd::initialize(kindling::testing::test_backend(), kd::InitOptions().timeout(std::chrono::seconds(60)));
   const std::string dir = env("ELASTIC_DIR"), tag = env("ELASTIC_TAG");
   const int64_t stop_at = std::stoll(env("ELASTIC_STOP_AT")), batch = std::stoll(env("ELASTIC_BATCH"));
-  auto loader = kd::auto_dataloader(std::make_shared<IdDataset>(),
+  auto loader = kd::auto_dataloader(std::make_shared<kindling::testing::IdDataset>(kSamples),
                                     kindling::data::DataLoaderOptions().batch_size(batch).shuffle(true).seed(7));
   at::manual_seed(3);
   auto model = kd::auto_model(torch::nn::Linear(3, 1));
