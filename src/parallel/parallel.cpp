@@ -19,8 +19,7 @@
 #include "kindling/dist/launch_env.h"
 #include "kindling/error.h"
 #include "kindling/log.h"
-#include "supervisor/elastic.h"
-#include "supervisor/supervisor.h"
+#include "parallel/spawn.h"
 
 namespace kindling {
 namespace dist {
@@ -33,44 +32,32 @@ using ::kindling::detail::get_env;
 // one started it (KINDLING_PARALLEL_CHILD) and leaves the others inert.
 std::atomic<int> g_parallel_count{0};
 
-std::vector<std::string> own_command_line() {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::string> args;
-  std::size_t start = 0;
-  for (std::size_t i = 0; i < all.size(); ++i) {
-    if (all[i] == '\0') {
-      args.push_back(all.substr(start, i - start));
-      start = i + 1;
-    }
-  }
-  char exe[4096];
-  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  KINDLING_CHECK_T(LaunchError, n > 0 && !args.empty(),
-                   "kindling::dist::Parallel: cannot find this program's path and arguments in /proc/self; use "
-                   "StartMethod::kFork or start the program with kindling-run");
-  args[0] = std::string(exe, static_cast<std::size_t>(n));
-  return args;
-}
-
 int self_index_from_env() {
   auto v = get_env("KINDLING_PARALLEL_CHILD");
   if (!v) return -1;
   return ::kindling::detail::parse_int(*v, "environment variable KINDLING_PARALLEL_CHILD");
 }
 
-InitOptions init_options(const ParallelOptions& o) {
-  InitOptions init;
-  if (o.init_method()) init.init_method(*o.init_method());
-  if (o.timeout()) init.timeout(*o.timeout());
-  if (o.stall_timeout()) init.stall_timeout(*o.stall_timeout());
-  return init;
-}
-
 const std::string kWhere = "kindling::dist::Parallel: ";
 
 std::string text_of(const std::optional<int>& v) { return v ? std::to_string(*v) : std::string(); }
 std::string text_of(const std::optional<std::string>& v) { return v.value_or(""); }
+
+// The elastic spawn mode's options (rdzv_endpoint given).
+void check_elastic_options(const ParallelOptions& o) {
+  const int nnodes = o.nnodes().value_or(1);
+  const int fewest = o.min_nnodes().value_or(nnodes);
+  KINDLING_CHECK(fewest >= 1 && fewest <= nnodes, kWhere, "min_nnodes must be between 1 and nnodes=", nnodes,
+                 " (the most nodes), got ", fewest);
+  KINDLING_CHECK(!o.node_rank() && !o.master_addr() && !o.master_port() && !o.init_method(), kWhere,
+                 "with rdzv_endpoint the rendezvous assigns node ranks and where the ranks meet; drop node_rank, "
+                 "master_addr, master_port and init_method");
+  KINDLING_CHECK(nnodes == 1 || o.rdzv_id(), kWhere, "rdzv_endpoint with nnodes=", nnodes,
+                 " needs rdzv_id, the job's identity, the same on every node");
+  KINDLING_CHECK(o.nproc_per_node(), kWhere,
+                 "rdzv_endpoint starts this node's processes itself: give nproc_per_node too");
+  KINDLING_CHECK(o.last_call_timeout().count() >= 0, kWhere, "last_call_timeout must not be negative");
+}
 
 // Checks the options on their own (not against a launcher) and returns the backend's traits.
 const detail::BackendTraits& check_parallel_options(const ParallelOptions& o) {
@@ -86,12 +73,19 @@ const detail::BackendTraits& check_parallel_options(const ParallelOptions& o) {
   forbid_serial("master_addr", text_of(o.master_addr()), o.master_addr().has_value());
   forbid_serial("master_port", text_of(o.master_port()), o.master_port().has_value());
   forbid_serial("init_method", text_of(o.init_method()), o.init_method().has_value());
+  forbid_serial("rdzv_endpoint", text_of(o.rdzv_endpoint()), o.rdzv_endpoint().has_value());
 
   KINDLING_CHECK(!o.nproc_per_node() || *o.nproc_per_node() >= 1, kWhere, "nproc_per_node must be positive, got ",
                  *o.nproc_per_node());
   KINDLING_CHECK(!o.nnodes() || *o.nnodes() >= 1, kWhere, "nnodes must be positive, got ", *o.nnodes());
   const int nnodes = o.nnodes().value_or(1);
-  KINDLING_CHECK(nnodes == 1 || o.node_rank(), kWhere, "nnodes is ", nnodes,
+  if (o.rdzv_endpoint()) {
+    check_elastic_options(o);
+  } else {
+    KINDLING_CHECK(!o.min_nnodes(), kWhere, "min_nnodes=", *o.min_nnodes(),
+                   " needs rdzv_endpoint (the elastic rendezvous between the nodes)");
+  }
+  KINDLING_CHECK(nnodes == 1 || o.node_rank() || o.rdzv_endpoint(), kWhere, "nnodes is ", nnodes,
                  ", so node_rank must be given too (the index of this node, 0..", nnodes - 1, ")");
   KINDLING_CHECK(!o.node_rank() || (*o.node_rank() >= 0 && *o.node_rank() < nnodes), kWhere,
                  "node_rank must be between 0 and ", nnodes - 1, " for nnodes=", nnodes, ", got ", *o.node_rank());
@@ -101,7 +95,7 @@ const detail::BackendTraits& check_parallel_options(const ParallelOptions& o) {
   KINDLING_CHECK(o.max_restarts() >= 0, kWhere, "max_restarts must not be negative, got ", o.max_restarts());
   KINDLING_CHECK(!o.init_method() || (!o.master_addr() && !o.master_port()), kWhere, "init_method '", *o.init_method(),
                  "' and master_addr/master_port both say where ranks meet; give one or the other");
-  detail::check_init_options(traits, init_options(o), "kindling::dist::Parallel");
+  detail::check_init_options(traits, parallel_init_options(o), "kindling::dist::Parallel");
   return traits;
 }
 
@@ -125,7 +119,15 @@ void check_agrees_with_launcher(const ParallelOptions& o, const LaunchEnvironmen
                    *launch.local_world_size, " processes on this node, but nproc_per_node=", *o.nproc_per_node(),
                    "; drop nproc_per_node when using a launcher, or make them agree");
   }
-  if (o.nproc_per_node()) {
+  if (o.nproc_per_node() && o.rdzv_endpoint()) {
+    // An elastic round: any number of nodes between min_nnodes and nnodes.
+    const int nproc = *o.nproc_per_node(), fewest = o.min_nnodes().value_or(nnodes);
+    KINDLING_CHECK(
+        launch.world_size % nproc == 0 && launch.world_size >= fewest * nproc && launch.world_size <= nnodes * nproc,
+        kWhere, "started by ", who, " with world size ", launch.world_size, ", but min_nnodes=", fewest,
+        " to nnodes=", nnodes, " nodes of nproc_per_node=", nproc, " processes allow ", fewest * nproc, " to ",
+        nnodes * nproc, " in steps of ", nproc);
+  } else if (o.nproc_per_node()) {
     KINDLING_CHECK(launch.world_size == nnodes * *o.nproc_per_node(), kWhere, "started by ", who, " with world size ",
                    launch.world_size, ", but nnodes=", nnodes, " x nproc_per_node=", *o.nproc_per_node(), " = ",
                    nnodes * *o.nproc_per_node(), "; drop these options when using a launcher, or make them agree");
@@ -152,7 +154,8 @@ void check_can_spawn(const detail::BackendTraits& traits, const ParallelOptions&
                  " backend cannot start its own processes: its ranks are started and connected by ",
                  traits.own_launcher, ". Run ", traits.launch_command ? traits.launch_command(processes) : "it",
                  "; under it this Parallel only initializes");
-  KINDLING_CHECK(nnodes == 1 || o.init_method() || (o.master_addr() && o.master_port()), kWhere, "nnodes is ", nnodes,
+  KINDLING_CHECK(nnodes == 1 || o.rdzv_endpoint() || o.init_method() || (o.master_addr() && o.master_port()), kWhere,
+                 "nnodes is ", nnodes,
                  ", so master_addr and master_port (the address of node 0, the same on every node) or init_method "
                  "must be given");
 }
@@ -181,14 +184,15 @@ Parallel::Parallel(ParallelOptions options) : options_(std::move(options)), inde
     return;
   } else {
     KINDLING_CHECK(
-        !o.nnodes() && !o.node_rank() && !o.master_addr() && !o.master_port(), kWhere,
-        "nnodes / node_rank / master_addr / master_port only apply when this program starts the processes: "
+        !o.nnodes() && !o.node_rank() && !o.master_addr() && !o.master_port() && !o.rdzv_endpoint(), kWhere,
+        "nnodes / node_rank / master_addr / master_port / rdzv_endpoint only apply when this program starts the "
+        "processes: "
         "give nproc_per_node too, or start the program with a launcher (kindling-run, torchrun, mpirun, srun)");
   }
   if (o.master_addr() && !get_env("MASTER_ADDR")) ::kindling::detail::set_env("MASTER_ADDR", *o.master_addr());
   if (o.master_port() && !get_env("MASTER_PORT"))
     ::kindling::detail::set_env("MASTER_PORT", std::to_string(*o.master_port()));
-  initialize(*o.backend(), init_options(o));
+  initialize(*o.backend(), parallel_init_options(o));
   initialized_here_ = true;
   if (get_rank() == 0) {
     log(LogLevel::kInfo, kWhere + "initialized process group with backend '" + *o.backend() + "' (" +
@@ -242,93 +246,11 @@ void run_here(const std::function<void(int)>& fn, bool child, const std::functio
   std::exit(0);
 }
 
-// Where the spawned ranks meet.
-struct Meeting {
-  std::string addr;
-  int port = 0;
-};
-
-// One WorkerSpec per local rank: the launcher's variables, and either this program's command
-// line (exec) or a forked entry that initializes, runs fn and finalizes.
-std::vector<launch::WorkerSpec> worker_specs(const ParallelOptions& o, int index, const Meeting& at,
-                                             const std::function<void(int)>& fn) {
-  const int nproc = *o.nproc_per_node();
-  const int nnodes = o.nnodes().value_or(1);
-  const int node_rank = o.node_rank().value_or(0);
-  std::vector<std::string> argv;
-  if (o.start_method() == StartMethod::kExec) argv = own_command_line();
-  std::vector<launch::WorkerSpec> specs;
-  for (int local = 0; local < nproc; ++local) {
-    launch::WorkerSpec spec;
-    spec.rank = node_rank * nproc + local;
-    spec.local_rank = local;
-    spec.env = {{"RANK", std::to_string(spec.rank)},
-                {"LOCAL_RANK", std::to_string(local)},
-                {"WORLD_SIZE", std::to_string(nnodes * nproc)},
-                {"LOCAL_WORLD_SIZE", std::to_string(nproc)},
-                {"GROUP_RANK", std::to_string(node_rank)},
-                {"GROUP_WORLD_SIZE", std::to_string(nnodes)},
-                {"MASTER_ADDR", at.addr},
-                {"MASTER_PORT", std::to_string(at.port)},
-                {"KINDLING_PARALLEL_CHILD", std::to_string(index)}};
-    if (o.start_method() == StartMethod::kExec) {
-      spec.argv = argv;
-    } else {
-      spec.entry = [&o, &fn, local]() -> int {
-        try {
-          initialize(*o.backend(), init_options(o));
-          fn(local);
-          finalize();
-        } catch (const std::exception& e) {
-          record_error(e);
-          log(LogLevel::kError, std::string("kindling::dist::Parallel: the function failed: ") + e.what());
-          return 1;
-        }
-        return 0;
-      };
-    }
-    specs.push_back(std::move(spec));
-  }
-  return specs;
-}
-
-// Spawn mode: starts this node's ranks under the supervisor (restarts included) and waits.
-void spawn(const ParallelOptions& o, int index, const std::function<void(int)>& fn) {
-  const int nproc = *o.nproc_per_node();
-  const int node_rank = o.node_rank().value_or(0);
-  const int world = o.nnodes().value_or(1) * nproc;
-  Meeting at;
-  at.addr = o.master_addr().value_or("127.0.0.1");
-  // One node and no port given: pick a free one, so that concurrent jobs do not collide.
-  at.port = o.master_port() ? *o.master_port() : (o.init_method() ? 15000 : launch::find_free_port());
-  const auto specs = worker_specs(o, index, at, fn);
-  log(LogLevel::kInfo, "kindling::dist::Parallel: starting " + std::to_string(nproc) + " processes (backend '" +
-                           *o.backend() + "', ranks " + std::to_string(node_rank * nproc) + ".." +
-                           std::to_string(node_rank * nproc + nproc - 1) + " of " + std::to_string(world) + ", " +
-                           (o.start_method() == StartMethod::kExec ? "exec" : "fork") + ", rendezvous " +
-                           (o.init_method() ? *o.init_method() : at.addr + ":" + std::to_string(at.port)) + ")");
-  launch::SupervisorOptions sup;
-  sup.prefix_output = false;
-  sup.grace_period = o.grace_period();
-  sup.name = "kindling::dist::Parallel";
-  launch::ElasticOptions elastic;
-  elastic.max_restarts = o.max_restarts();
-  elastic.fresh_port = !o.master_port() && !o.init_method();  // the failed attempt's port may linger
-  launch::SupervisorResult result;
-  try {
-    result = launch::supervise_elastic(specs, sup, elastic);
-  } catch (const std::runtime_error& e) {
-    throw LaunchError(e.what());
-  }
-  if (result.exit_code != 0) throw LaunchError(result.summary, result.exit_code);
-  if (!result.summary.empty()) log(LogLevel::kInfo, result.summary);
-}
-
 }  // namespace
 
 void Parallel::run_impl(const std::function<void(int)>& fn) {
   if (inert_) return;
-  if (spawn_mode_) return spawn(options_, index_, fn);
+  if (spawn_mode_) return spawn_ranks(options_, index_, fn);
   run_here(fn, self_index_from_env() >= 0, [this] {
     finalize();
     initialized_here_ = false;

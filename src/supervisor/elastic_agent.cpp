@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <memory>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -29,13 +30,33 @@ std::string own_host_name() {
   return host;
 }
 
-// Connects to the rendezvous, retrying while nothing listens yet (its host's agent may
-// start later), until `deadline`.
-LineSocket connect_rendezvous(const ElasticAgentOptions& o, Clock::time_point deadline, std::string& error) {
+// Connects to the rendezvous, serving it first when the endpoint is an address of this host
+// that nobody serves yet. Both are tried again while nobody answers: the serving agent may
+// start later, and two agents of one host that bind at the same moment can both fail to
+// listen (both sockets are bound before either listens). Retries are spread at random so
+// that such agents do not meet again; every 10 s the agent says what it waits for.
+LineSocket reach_rendezvous(const ElasticAgentOptions& o, const std::string& name,
+                            std::unique_ptr<RendezvousServer>& server, std::string& error) {
+  const std::string where = o.endpoint_host + ":" + std::to_string(o.endpoint_port);
+  const auto deadline = Clock::now() + o.rendezvous.join_timeout;
+  auto next_note = Clock::now() + std::chrono::seconds(10);
+  std::mt19937 random(std::random_device{}() ^ static_cast<unsigned>(::getpid()));
+  std::uniform_int_distribution<int> pause_ms(100, 600);
   while (true) {
+    if (!server) {
+      const int listen_fd = listen_on(o.endpoint_host, o.endpoint_port);
+      if (listen_fd >= 0) {
+        server = std::make_unique<RendezvousServer>(listen_fd, o.rendezvous);
+        say(name, "serving the rendezvous at " + where);
+      }
+    }
     LineSocket s = LineSocket::connect(o.endpoint_host, o.endpoint_port, std::chrono::seconds(2), error);
     if (s.valid() || Clock::now() >= deadline) return s;
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    if (Clock::now() >= next_note) {
+      say(name, "waiting for the rendezvous at " + where + " (" + error + ")");
+      next_note += std::chrono::seconds(10);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms(random)));
   }
 }
 
@@ -79,19 +100,37 @@ std::string describe(const RoundLayout& r, int nproc, const std::string& lost) {
 
 }  // namespace
 
+std::string parse_endpoint(const std::string& text, std::string& host, int& port) {
+  std::string name = text, number;
+  if (!text.empty() && text[0] == '[') {
+    const auto close = text.find(']');
+    if (close == std::string::npos) return "'" + text + "' lacks its ']'";
+    name = text.substr(1, close - 1);
+    if (close + 1 < text.size() && text[close + 1] == ':') number = text.substr(close + 2);
+  } else if (const auto colon = text.rfind(':'); colon != std::string::npos && text.find(':') == colon) {
+    name = text.substr(0, colon);
+    number = text.substr(colon + 1);
+    if (number.empty()) return "'" + text + "' has an empty port";
+  }
+  if (name.empty()) return "needs a host, got '" + text + "'";
+  if (!number.empty()) {
+    const bool digits = number.size() <= 5 && number.find_first_not_of("0123456789") == std::string::npos;
+    const int value = digits ? std::stoi(number) : 0;
+    if (value < 1 || value > 65535) return "port must be between 1 and 65535, got '" + number + "'";
+    port = value;
+  }
+  host = name;
+  return {};
+}
+
 int run_elastic_agent(const ElasticAgentOptions& o,
                       const std::function<std::vector<WorkerSpec>(const RoundLayout&)>& make_workers,
                       const SupervisorOptions& supervisor) {
   const std::string& name = supervisor.name;
   const RendezvousSettings& settings = o.rendezvous;
   std::unique_ptr<RendezvousServer> server;
-  const int listen_fd = listen_on(o.endpoint_host, o.endpoint_port);
-  if (listen_fd >= 0) {
-    server = std::make_unique<RendezvousServer>(listen_fd, settings);
-    say(name, "serving the rendezvous at " + o.endpoint_host + ":" + std::to_string(o.endpoint_port));
-  }
   std::string error;
-  LineSocket link = connect_rendezvous(o, Clock::now() + settings.join_timeout, error);
+  LineSocket link = reach_rendezvous(o, name, server, error);
   if (!link.valid()) {
     say(name, "cannot reach the rendezvous at " + o.endpoint_host + ":" + std::to_string(o.endpoint_port) +
                   " within the join timeout: " + error + ". Start the agent of that host, or check --rdzv_endpoint");

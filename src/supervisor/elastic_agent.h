@@ -41,6 +41,11 @@ struct ElasticAgentOptions {
   int nproc_per_node = 1;
 };
 
+/// Reads a rendezvous endpoint: "host", "host:port" or "[IPv6 address]:port" (the port
+/// stays `port`'s value when not given). Returns what is wrong with `text` (empty when it is
+/// fine: then `host` and `port` are set). Never throws.
+std::string parse_endpoint(const std::string& text, std::string& host, int& port);
+
 /// Runs this node's part of the job until it succeeds, fails for good, or a signal ends it.
 /// `make_workers` builds this node's workers for a round (ranks, torchrun's variables);
 /// the agent adds the attempt's TORCHELASTIC_* variables. Returns the launcher's exit

@@ -47,6 +47,13 @@ TEST(ParallelOptionsCheck, EveryInvalidCombinationIsRejected) {
     {O("gloo").nproc_per_node(2).init_method("udp://x"), "unsupported init_method 'udp://x'"},
     {O("gloo").nnodes(2).node_rank(1), "only apply when this program starts the processes"},
     {O("gloo").nproc_per_node(2).timeout(std::chrono::milliseconds(0)), "timeout must be positive"},
+    {O("gloo").nproc_per_node(2).nnodes(3).min_nnodes(4).rdzv_endpoint("node0").rdzv_id("j"),
+     "min_nnodes must be between 1 and nnodes=3 (the most nodes), got 4"},
+    {O("gloo").nproc_per_node(2).nnodes(2).min_nnodes(1), "min_nnodes=1 needs rdzv_endpoint"},
+    {O("gloo").nproc_per_node(2).nnodes(2).rdzv_endpoint("node0"), "needs rdzv_id, the job's identity"},
+    {O("gloo").nproc_per_node(2).nnodes(2).rdzv_endpoint("node0").rdzv_id("j").node_rank(1),
+     "the rendezvous assigns node ranks"},
+    {O("serial").rdzv_endpoint("node0"), "argument 'rdzv_endpoint' should not be given either"},
 #if KINDLING_HAS_MPI
     {O("mpi").nproc_per_node(2), "started and connected by MPI's launcher (mpirun, srun --mpi=pmix). Run `mpirun -np 2"},
 #endif
@@ -213,6 +220,43 @@ TEST(ParallelSpawn, TwoNodesOnOneMachineFormOneJob) {
   o.deadline = std::chrono::seconds(90);
   auto results = run_workers("parallel_two_nodes", o);
   for (const auto& r : results) EXPECT_TRUE(r.ok()) << describe(results);
+}
+
+// Two elastic "nodes" on one machine (rdzv_endpoint: the rendezvous rounds of kindling-run
+// --nnodes MIN:MAX, in the program): the rendezvous gives them node ranks 0 and 1.
+KINDLING_WORKER(parallel_elastic_nodes) {
+  const int port = std::atoi(std::getenv("KINDLING_TEST_PORT"));
+  kd::Parallel p(kd::ParallelOptions("gloo")
+                     .nproc_per_node(2)
+                     .nnodes(2)
+                     .rdzv_endpoint("127.0.0.1:" + std::to_string(port))
+                     .rdzv_id("parallel-elastic")
+                     .timeout(std::chrono::seconds(60)));
+  p.run([](int local_rank) {
+    WCHECK(kd::get_world_size() == 4);
+    WCHECK(kd::get_rank() == kd::get_node_rank() * 2 + local_rank, << kd::get_rank());
+    WCHECK(kd::get_nnodes() == 2 && kd::get_nproc_per_node() == 2);
+    WCHECK(kd::all_reduce(int64_t{kd::get_rank()}) == 6);
+    std::printf("ELASTIC rank %d node %d\n", kd::get_rank(), kd::get_node_rank());
+  });
+}
+
+TEST(ParallelSpawn, ElasticNodesOnOneMachineFormOneJob) {
+  LaunchOptions o;
+  o.world_size = 2;
+  o.set_dist_env = false;
+  o.deadline = std::chrono::seconds(90);
+  auto results = run_workers("parallel_elastic_nodes", o);
+  std::string all;
+  for (const auto& r : results) {
+    EXPECT_TRUE(r.ok()) << describe(results);
+    all += r.out;
+  }
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_NE(all.find("ELASTIC rank " + std::to_string(rank) + " node " + std::to_string(rank / 2)),
+              std::string::npos)
+        << all;
+  }
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 #include <functional>
 #include <iostream>
 
+#include "supervisor/elastic_agent.h"
+
 namespace kindling_run {
 
 const char* const kUsage =
@@ -87,23 +89,6 @@ void set_nnodes(Options& o, const std::string& value) {
   o.elastic = true;
 }
 
-// --rdzv_endpoint host[:port] ([v6 address]:port for IPv6).
-void set_endpoint(Options& o, const std::string& value) {
-  std::string host = value, port;
-  if (!value.empty() && value[0] == '[') {
-    const auto close = value.find(']');
-    if (close == std::string::npos) throw UsageError{"kindling-run: --rdzv_endpoint '" + value + "' lacks its ']'"};
-    host = value.substr(1, close - 1);
-    if (close + 1 < value.size() && value[close + 1] == ':') port = value.substr(close + 2);
-  } else if (const auto colon = value.rfind(':'); colon != std::string::npos && value.find(':') == colon) {
-    host = value.substr(0, colon);
-    port = value.substr(colon + 1);
-  }
-  if (host.empty()) throw UsageError{"kindling-run: --rdzv_endpoint needs a host, got '" + value + "'"};
-  o.rdzv_host = host;
-  if (!port.empty()) o.rdzv_port = parse_number("--rdzv_endpoint's port", port);
-}
-
 // --rdzv_conf join_timeout=S,last_call_timeout=S
 void set_rdzv_conf(Options& o, const std::string& value) {
   std::size_t start = 0;
@@ -152,7 +137,8 @@ void set_option(Options& o, const std::string& arg, const std::string& name, con
       throw UsageError{"kindling-run: --rdzv_id needs a non-empty identity without spaces, other than 'none', got '" +
                        o.run_id + "'"};
   } else if (name == "--rdzv_endpoint") {
-    set_endpoint(o, take());
+    const std::string problem = kindling::launch::parse_endpoint(take(), o.rdzv_host, o.rdzv_port);
+    if (!problem.empty()) throw UsageError{"kindling-run: --rdzv_endpoint " + problem};
   } else if (name == "--rdzv_backend") {
     backend = take();
     if (backend != "c10d" && backend != "static")

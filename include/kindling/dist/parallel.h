@@ -94,6 +94,22 @@ class KINDLING_API ParallelOptions {
   /// TORCHELASTIC_RESTART_COUNT (kindling::dist::restart_count()). Default 0.
   KINDLING_ARG(int, max_restarts) = 0;
 
+  /// Elastic spawn mode (what `kindling-run --nnodes MIN:MAX` does, in this program):
+  /// "host[:port]" (port 29400 when not given) of the rendezvous between the nodes'
+  /// programs, the same on every node; the node that owns the address serves it and must
+  /// stay up. nnodes is then the most nodes, min_nnodes the fewest, and node ranks and the
+  /// world are made anew in each rendezvous round: when a child fails on any node, every
+  /// node starts its children again (max_restarts) with the nodes that are back within
+  /// last_call_timeout; a node that starts later joins at a new round. See
+  /// docs/fault-tolerance.md. node_rank, master_addr, master_port and init_method do not apply.
+  KINDLING_ARG(std::optional<std::string>, rdzv_endpoint);
+  /// Elastic: the fewest nodes the job runs with (default nnodes).
+  KINDLING_ARG(std::optional<int>, min_nnodes);
+  /// Elastic: the job's identity, the same on every node (required with nnodes > 1).
+  KINDLING_ARG(std::optional<std::string>, rdzv_id);
+  /// Elastic: how long a round of min_nnodes or more waits for more nodes (default 30 s).
+  KINDLING_ARG(std::chrono::milliseconds, last_call_timeout) = std::chrono::seconds(30);
+
   /// Spawn mode: how children start (default kExec; see StartMethod).
   KINDLING_ARG(StartMethod, start_method) = StartMethod::kExec;
 
