@@ -53,15 +53,8 @@ std::vector<launch::WorkerSpec> worker_specs(const ParallelOptions& o, int index
     launch::WorkerSpec spec;
     spec.rank = at.rank_offset + local;
     spec.local_rank = local;
-    spec.env = {{"RANK", std::to_string(spec.rank)},
-                {"LOCAL_RANK", std::to_string(local)},
-                {"WORLD_SIZE", std::to_string(at.world_size)},
-                {"LOCAL_WORLD_SIZE", std::to_string(nproc)},
-                {"GROUP_RANK", std::to_string(at.node_rank)},
-                {"GROUP_WORLD_SIZE", std::to_string(at.nnodes)},
-                {"MASTER_ADDR", at.master_addr},
-                {"MASTER_PORT", std::to_string(at.master_port)},
-                {"KINDLING_PARALLEL_CHILD", std::to_string(index)}};
+    spec.env = launch::worker_environment(at, local, nproc);
+    spec.env.emplace_back("KINDLING_PARALLEL_CHILD", std::to_string(index));
     if (o.start_method() == StartMethod::kExec) {
       spec.argv = argv;
     } else {

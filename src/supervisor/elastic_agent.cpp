@@ -100,6 +100,17 @@ std::string describe(const RoundLayout& r, int nproc, const std::string& lost) {
 
 }  // namespace
 
+std::vector<std::pair<std::string, std::string>> worker_environment(const RoundLayout& layout, int local, int nproc) {
+  return {{"RANK", std::to_string(layout.rank_offset + local)},
+          {"LOCAL_RANK", std::to_string(local)},
+          {"WORLD_SIZE", std::to_string(layout.world_size)},
+          {"LOCAL_WORLD_SIZE", std::to_string(nproc)},
+          {"GROUP_RANK", std::to_string(layout.node_rank)},
+          {"GROUP_WORLD_SIZE", std::to_string(layout.nnodes)},
+          {"MASTER_ADDR", layout.master_addr},
+          {"MASTER_PORT", std::to_string(layout.master_port)}};
+}
+
 std::string parse_endpoint(const std::string& text, std::string& host, int& port) {
   std::string name = text, number;
   if (!text.empty() && text[0] == '[') {

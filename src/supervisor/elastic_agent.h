@@ -6,6 +6,7 @@
 // used by kindling-run.
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "supervisor/rendezvous_server.h"
@@ -40,6 +41,11 @@ struct ElasticAgentOptions {
   /// Workers of this node (its share of the world in every round).
   int nproc_per_node = 1;
 };
+
+/// torchrun's variables of local rank `local` of a node of `nproc` workers in `layout`:
+/// RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, MASTER_ADDR
+/// and MASTER_PORT (kindling-run and Parallel's spawn mode add their own). Never throws.
+std::vector<std::pair<std::string, std::string>> worker_environment(const RoundLayout& layout, int local, int nproc);
 
 /// Reads a rendezvous endpoint: "host", "host:port" or "[IPv6 address]:port" (the port
 /// stays `port`'s value when not given). Returns what is wrong with `text` (empty when it is

@@ -63,6 +63,13 @@ RendezvousServer::~RendezvousServer() {
   ::close(listen_fd_);
 }
 
+std::vector<RendezvousServer::Agent*> RendezvousServer::joined_agents() const {
+  std::vector<Agent*> joined;
+  for (const auto& a : agents_)
+    if (a->joined) joined.push_back(a.get());
+  return joined;
+}
+
 bool RendezvousServer::running_agents_left() const {
   return std::any_of(agents_.begin(), agents_.end(),
                      [](const auto& a) { return a->node_rank >= 0 && !a->done && !a->joined; });
@@ -78,10 +85,7 @@ void RendezvousServer::serve() {
         linger_until = Clock::now() + linger;
       }
       if (!running_agents_left() || Clock::now() >= linger_until) {
-        std::vector<Agent*> waiting;
-        for (const auto& a : agents_)
-          if (a->joined) waiting.push_back(a.get());
-        fail(waiting,
+        fail(joined_agents(),
              "the agent that serves the rendezvous ended (its own workers completed or it was stopped) "
              "while this node waited for a next round");
         break;
@@ -177,10 +181,7 @@ void RendezvousServer::on_join(Agent& agent, const std::string& line) {
   }
   if (cause_ == Cause::kFailure && agent.reason == "failed" && restarts_ >= settings_.max_restarts) {
     // No restart is left: the job has failed, whoever else may still join.
-    std::vector<Agent*> joined;
-    for (const auto& a : agents_)
-      if (a->joined) joined.push_back(a.get());
-    fail(joined, restarts_used_up());
+    fail(joined_agents(), restarts_used_up());
   }
 }
 
@@ -190,9 +191,7 @@ std::string RendezvousServer::restarts_used_up() const {
 }
 
 void RendezvousServer::check_round() {
-  std::vector<Agent*> joined;
-  for (const auto& a : agents_)
-    if (a->joined) joined.push_back(a.get());
+  const std::vector<Agent*> joined = joined_agents();
   const auto now = Clock::now();
   if (joined.empty()) {
     open_ = min_reached_ = false;

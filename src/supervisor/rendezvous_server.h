@@ -68,6 +68,8 @@ class RendezvousServer {
   std::string restarts_used_up() const;
   std::string lost_since_last_round(const std::vector<Agent*>& joined) const;
   bool running_agents_left() const;
+  /// The agents waiting for the next round, in the order they connected.
+  std::vector<Agent*> joined_agents() const;
 
   int listen_fd_;
   RendezvousSettings settings_;

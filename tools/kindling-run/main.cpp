@@ -61,18 +61,11 @@ std::vector<WorkerSpec> make_workers(const Options& o, const RoundLayout& layout
     w.rank = layout.rank_offset + local;
     w.local_rank = local;
     w.argv = o.program;
-    w.env = {{"RANK", std::to_string(w.rank)},
-             {"LOCAL_RANK", std::to_string(local)},
-             {"WORLD_SIZE", std::to_string(layout.world_size)},
-             {"LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node)},
-             {"GROUP_RANK", std::to_string(layout.node_rank)},
-             {"GROUP_WORLD_SIZE", std::to_string(layout.nnodes)},
-             {"ROLE_RANK", std::to_string(w.rank)},
-             {"ROLE_WORLD_SIZE", std::to_string(layout.world_size)},
-             {"ROLE_NAME", "default"},
-             {"MASTER_ADDR", layout.master_addr},
-             {"MASTER_PORT", std::to_string(layout.master_port)},
-             {"KINDLING_RUN", "1"}};
+    w.env = kindling::launch::worker_environment(layout, local, o.nproc_per_node);
+    w.env.insert(w.env.end(), {{"ROLE_RANK", std::to_string(w.rank)},
+                               {"ROLE_WORLD_SIZE", std::to_string(layout.world_size)},
+                               {"ROLE_NAME", "default"},
+                               {"KINDLING_RUN", "1"}});
     // Share the cores between the workers unless the user decided (torchrun sets 1).
     if (!omp_set) w.env.emplace_back("OMP_NUM_THREADS", omp_threads);
     workers.push_back(std::move(w));
