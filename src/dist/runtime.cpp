@@ -45,6 +45,7 @@ void maybe_sync() {
 std::shared_ptr<GroupState> resolve(const Group& group, const char* caller) {
   maybe_sync();
   auto& rt = runtime();
+  if (rt.world == nullptr) warn_if_never_initialized(caller);
   if (group.state() == nullptr) return rt.world;
   KINDLING_CHECK(group.state()->valid.load(), "kindling::dist::", caller,
                  ": the group was created before finalize() and is no longer valid; create it again with "
@@ -65,6 +66,7 @@ void install_model(std::unique_ptr<Backend> backend, int rank, int world_size, s
   world->comm = backend->world();
   world->timeout = timeout;
   rt.backend_name = backend->name();
+  note_model_installed();
   rt.traits = find_backend(rt.backend_name);
   rt.rank = rank;
   rt.world_size = world_size;
@@ -308,6 +310,17 @@ void set_local_rank(int local_rank) {
   runtime().local_rank_hint = local_rank;
 }
 
+namespace {
+// The runtime for a public query of this rank's place: picks up an external context, and
+// warns when a launcher started several ranks that never initialized.
+const detail::Runtime& queried(const char* what) {
+  detail::maybe_sync();
+  const auto& rt = detail::runtime();
+  if (rt.world == nullptr) detail::warn_if_never_initialized(what);
+  return rt;
+}
+}  // namespace
+
 bool is_initialized() {
   detail::maybe_sync();
   return runtime().world != nullptr;
@@ -321,30 +334,12 @@ std::string model_name() {
   detail::maybe_sync();
   return runtime().world ? "native-dist" : "serial";
 }
-int get_rank() {
-  detail::maybe_sync();
-  return runtime().rank;
-}
-int get_local_rank() {
-  detail::maybe_sync();
-  return runtime().local_rank;
-}
-int get_world_size() {
-  detail::maybe_sync();
-  return runtime().world_size;
-}
-int get_nproc_per_node() {
-  detail::maybe_sync();
-  return runtime().nproc_per_node;
-}
-int get_nnodes() {
-  detail::maybe_sync();
-  return runtime().nnodes;
-}
-int get_node_rank() {
-  detail::maybe_sync();
-  return runtime().node_rank;
-}
+int get_rank() { return queried("get_rank").rank; }
+int get_local_rank() { return queried("get_local_rank").local_rank; }
+int get_world_size() { return queried("get_world_size").world_size; }
+int get_nproc_per_node() { return queried("get_nproc_per_node").nproc_per_node; }
+int get_nnodes() { return queried("get_nnodes").nnodes; }
+int get_node_rank() { return queried("get_node_rank").node_rank; }
 
 std::string hostname() {
   char buf[256] = {0};

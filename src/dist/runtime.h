@@ -62,6 +62,14 @@ std::shared_ptr<GroupState> resolve(const Group& group, const char* caller);
 void install_model(std::unique_ptr<Backend> backend, int rank, int world_size, std::chrono::milliseconds timeout,
                    std::chrono::milliseconds stall_period, std::optional<int> env_local_rank);
 
+/// Warns once per process (kindling's log, every rank) when a launcher runs this program as
+/// one of several ranks and `what` (a rank query or a collective) is called while no
+/// distributed model was ever installed: every rank then acts as rank 0 of 1 without a
+/// word. is_initialized() does not warn. Never throws. (uninitialized_warning.cpp)
+void warn_if_never_initialized(const char* what);
+/// Records that a distributed model was installed (no warning afterwards, after finalize too).
+void note_model_installed();
+
 /// The default stall period: KINDLING_STALL_TIMEOUT, else 60 s.
 std::chrono::milliseconds default_stall_period();
 

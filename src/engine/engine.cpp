@@ -35,21 +35,21 @@ Engine::Engine(Engine&&) noexcept = default;
 Engine& Engine::operator=(Engine&&) noexcept = default;
 
 void Engine::terminate(bool skip_completed) {
-  log(LogLevel::kDebug, name + ": Terminate signaled. Engine will stop after current iteration is finished.");
+  logger.info(name + ": Terminate signaled. Engine will stop after current iteration is finished.");
   terminate_ = skip_completed ? Stop::kSkipCompleted : Stop::kYes;
 }
 
 void Engine::terminate_epoch() {
-  log(LogLevel::kDebug, name +
-                            ": Terminate current epoch is signaled. Current epoch iteration will stop after "
-                            "current iteration is finished.");
+  logger.info(name +
+              ": Terminate current epoch is signaled. Current epoch iteration will stop after "
+              "current iteration is finished.");
   terminate_epoch_ = true;
 }
 
 void Engine::interrupt() {
-  log(LogLevel::kDebug, name +
-                            ": interrupt signaled. Engine will interrupt the run after current iteration is "
-                            "finished.");
+  logger.info(name +
+              ": interrupt signaled. Engine will interrupt the run after current iteration is "
+              "finished.");
   interrupt_ = true;
 }
 
@@ -147,7 +147,7 @@ State& Engine::run_source(std::shared_ptr<detail::DataSource> data, const RunOpt
     data_started_ = false;
     interrupted_at_ = Phase::kNone;
     if (exception_routed_) throw;
-    log(LogLevel::kError, name + " run is terminating due to exception: " + describe(std::current_exception()));
+    logger.error(name + " run is terminating due to exception: " + describe(std::current_exception()));
     handle_exception(std::current_exception());
   }
   data_started_ = false;
@@ -190,8 +190,8 @@ void Engine::prepare_run(detail::DataSource& data, const RunOptions& o) {
     state_.max_iters = o.max_iters();
   }
   if (interrupted_at_ != Phase::kNone) {
-    log(LogLevel::kDebug, name + " run resuming from iteration " + std::to_string(state_.iteration) + ", epoch " +
-                              std::to_string(state_.epoch) + " after interrupt()");
+    logger.info(name + " run resuming from iteration " + std::to_string(state_.iteration) + ", epoch " +
+                std::to_string(state_.epoch) + " after interrupt()");
     return;
   }
   std::optional<int64_t> epoch_length = o.epoch_length();
@@ -212,10 +212,10 @@ void Engine::prepare_run(detail::DataSource& data, const RunOptions& o) {
     state_.max_epochs = o.max_iters() ? std::nullopt : std::optional<int64_t>(o.max_epochs().value_or(1));
     state_.epoch_length = epoch_length;
     sharding_ = data.sharding();
-    log(LogLevel::kDebug, name + " run starting with " +
-                              (o.max_iters() ? "max_iters=" + std::to_string(*o.max_iters())
-                                             : "max_epochs=" + std::to_string(*state_.max_epochs)) +
-                              ".");
+    logger.info(name + " run starting with " +
+                (o.max_iters() ? "max_iters=" + std::to_string(*o.max_iters())
+                               : "max_epochs=" + std::to_string(*state_.max_epochs)) +
+                ".");
     return;
   }
   const std::optional<detail::Sharding> now = data.sharding();
@@ -232,10 +232,10 @@ void Engine::prepare_run(detail::DataSource& data, const RunOptions& o) {
   // last one done: a run continued after terminate() and one resumed from state_dict() agree.
   if (state_.epoch_length && *state_.epoch_length > 0)
     state_.epoch = origin_.epoch + (state_.iteration - origin_.iteration) / *state_.epoch_length;
-  log(LogLevel::kDebug, name + " run resuming from iteration " + std::to_string(state_.iteration) + ", epoch " +
-                            std::to_string(state_.epoch) + " until " +
-                            (state_.max_iters ? std::to_string(*state_.max_iters) + " iterations"
-                                              : std::to_string(state_.max_epochs.value_or(0)) + " epochs"));
+  logger.info(name + " run resuming from iteration " + std::to_string(state_.iteration) + ", epoch " +
+              std::to_string(state_.epoch) + " until " +
+              (state_.max_iters ? std::to_string(*state_.max_iters) + " iterations"
+                                : std::to_string(state_.max_epochs.value_or(0)) + " epochs"));
 }
 
 void Engine::run_epochs() {
@@ -281,15 +281,15 @@ void Engine::run_epochs() {
         throw;
       } catch (...) {
         const std::exception_ptr error = std::current_exception();
-        log(LogLevel::kError, name + ": current run is terminating due to exception: " + describe(error));
+        logger.error(name + ": current run is terminating due to exception: " + describe(error));
         handle_exception(error);  // returns when a handler dealt with it: the epoch ends here
       }
       state_.times["EPOCH_COMPLETED"] = since(epoch_start_);
       fire(Events::EPOCH_COMPLETED);
       state_.times["EPOCH_COMPLETED"] = since(epoch_start_);
       check(Phase::kEpochCompleted);
-      log(LogLevel::kDebug, name + ": Epoch[" + std::to_string(state_.epoch) +
-                                "] Complete. Time taken: " + hms(state_.times["EPOCH_COMPLETED"]));
+      logger.info(name + ": Epoch[" + std::to_string(state_.epoch) +
+                  "] Complete. Time taken: " + hms(state_.times["EPOCH_COMPLETED"]));
     }
   } catch (const TerminateSignal&) {
     fire(Events::TERMINATE);
@@ -299,7 +299,7 @@ void Engine::run_epochs() {
     fire(Events::COMPLETED);
     state_.times["COMPLETED"] = since(run_start_);
   }
-  log(LogLevel::kDebug, name + " run finished. Time taken: " + hms(state_.times["COMPLETED"]));
+  logger.info(name + " run complete. Time taken: " + hms(state_.times["COMPLETED"]));
 }
 
 // Draws the next batch into state_.batch, positioning the data first when the run starts
@@ -378,10 +378,10 @@ void Engine::run_one_epoch(Phase at) {
                            "starting over (iteration ",
                            state_.iteration, " of max_iters=", *state_.max_iters,
                            "); an Engine needs data that can be iterated again");
-            log(LogLevel::kWarning, name +
-                                        ": data iterator can not provide data anymore but required total number "
-                                        "of iterations to run is not reached. Current iteration: " +
-                                        std::to_string(state_.iteration));
+            logger.warning(name +
+                           ": data iterator can not provide data anymore but required total number "
+                           "of iterations to run is not reached. Current iteration: " +
+                           std::to_string(state_.iteration));
             return;
           }
           fire(Events::DATALOADER_STOP_ITERATION);

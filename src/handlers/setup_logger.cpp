@@ -178,5 +178,11 @@ bool Logger::silenced() const { return impl_->silenced; }
 
 const std::string& Logger::name() const { return impl_->name; }
 
+Logger::operator engine::EngineLogger() const {
+  const Logger self = *this;  // shares impl_, so later set_level() calls apply
+  return engine::EngineLogger([self](LogLevel level, const std::string& message) { self.log(level, message); },
+                              [self](LogLevel level) { return self.is_enabled_for(level); });
+}
+
 }  // namespace handlers
 }  // namespace kindling

@@ -250,8 +250,8 @@ TEST(InitializeTest, JoinsTorchrunAgentStoreAsClient) {
               {"MASTER_PORT", std::to_string(port)}};
   auto results = run_workers("agent_store_client", opts);
   for (const auto& r : results) EXPECT_TRUE(r.ok()) << describe(results);
-  // torch.distributed's layout of the same LibTorch version: up to 2.5 each restart's keys under
-  // /worker/attempt_<restart count>; from 2.6 on (a new agent store per restart) no prefix.
+    // torch.distributed's layout of the same LibTorch version: up to 2.5 each restart's keys under
+    // /worker/attempt_<restart count>; from 2.6 on (a new agent store per restart) no prefix.
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 6)
   const std::string prefix;
 #else
@@ -310,4 +310,43 @@ TEST(SyncTest, PicksUpExternalProcessGroupLazily) {
   opts.env = {{"LOCAL_WORLD_SIZE", "3"}};
   auto results = run_workers("external_process_group", opts);
   for (const auto& r : results) EXPECT_TRUE(r.ok()) << describe(results);
+}
+
+// A rank query and a collective before initialize, under a launcher of 2 ranks: one warning
+// (the first call's name, the launcher's rank and size, what to do); after a model was
+// installed, no warning even once finalized.
+KINDLING_WORKER(query_before_initialize) {
+  const bool early = std::getenv("KINDLING_TEST_EARLY") != nullptr;
+  if (early) {
+    WCHECK(kd::get_world_size() == 1, << "serial before initialize, as idist");
+    WCHECK(kd::get_rank() == 0);
+    WCHECK(kd::all_reduce(3) == 3, << "a collective returns its input in the serial model");
+  }
+  WCHECK(!kd::is_initialized());
+  kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(30)));
+  kd::barrier();
+  kd::finalize();
+  WCHECK(kd::get_rank() == 0, << "serial again after finalize");
+}
+
+TEST(InitializeTest, QueriesBeforeInitializeUnderALauncherWarnOnce) {
+  const std::string warning = "was called before kindling::dist::initialize";
+  LaunchOptions opts;
+  opts.env["KINDLING_TEST_EARLY"] = "1";
+  auto results = run_workers("query_before_initialize", opts);
+  for (const auto& r : results) {
+    ASSERT_TRUE(r.ok()) << describe(results);
+    const auto first = r.err.find(warning);
+    ASSERT_NE(first, std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find(warning, first + 1), std::string::npos) << "warned more than once:\n" << r.err;
+    EXPECT_NE(r.err.find("kindling::dist::get_world_size was called"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("as rank " + std::to_string(r.rank) + " of 2"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("Call kindling::dist::initialize(backend) first"), std::string::npos) << r.err;
+  }
+  opts.env.clear();  // the same program without the early calls: no warning
+  results = run_workers("query_before_initialize", opts);
+  for (const auto& r : results) {
+    ASSERT_TRUE(r.ok()) << describe(results);
+    EXPECT_EQ(r.err.find(warning), std::string::npos) << r.err;
+  }
 }

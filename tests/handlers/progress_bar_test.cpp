@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kindling/handlers/progress_bar.h"
+#include "kindling/log.h"
 #include "support/multiprocess.h"
 #include "support/terminal.h"
 
@@ -36,6 +37,7 @@ void train_with_bar(kh::ProgressBarOptions options, int64_t sleep_ms) {
 }  // namespace
 
 KINDLING_WORKER(progress_bar_on_terminal) {
+  kindling::set_log_level(kindling::LogLevel::kWarning);  // the bar's lines only, not the engine's
   train_with_bar(kh::ProgressBarOptions().persist(true).ascii(true), 40);
   std::fprintf(stderr, "DEMO-EXIT\n");
 }

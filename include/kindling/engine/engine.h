@@ -58,6 +58,7 @@
 #include "kindling/engine/detail/data_source.h"
 #include "kindling/engine/detail/process_function.h"
 #include "kindling/engine/events.h"
+#include "kindling/engine/logger.h"
 #include "kindling/engine/state.h"
 #include "kindling/engine/state_dict.h"
 #include "kindling/engine/value.h"
@@ -198,6 +199,10 @@ class KINDLING_API Engine {
 
   /// The name used in log lines ("Engine" unless changed), e.g. "trainer".
   std::string name = "Engine";
+  /// Where the engine's own lines go (ignite's engine.logger): the run's start, each
+  /// epoch's time and the run's end at INFO (see kindling/engine/logger.h for the default
+  /// and its ranks); assign a kindling::handlers::setup_logger(...) to use yours.
+  EngineLogger logger;
 
  private:
   enum class Stop { kNo, kYes, kSkipCompleted };

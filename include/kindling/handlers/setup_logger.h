@@ -35,6 +35,7 @@
 #include <string>
 #include <utility>
 
+#include "kindling/engine/logger.h"
 #include "kindling/export.h"
 #include "kindling/log.h"
 
@@ -83,6 +84,10 @@ class KINDLING_API Logger {
   /// Whether this logger was silenced (its distributed_rank was not 0).
   bool silenced() const;
   const std::string& name() const;
+  /// This logger as an engine's logger (`trainer.logger = setup_logger("trainer");`, as
+  /// ignite's tutorial): the engine's lines then follow this logger's level, format, file
+  /// and ranks. The engine shares it (a copy).
+  operator engine::EngineLogger() const;  // NOLINT(google-explicit-constructor): ignite's assignment
 
  private:
   struct Impl;

@@ -1,0 +1,46 @@
+// kindling::engine::EngineLogger: the default writes through kindling's log, with rank 0's
+// INFO lines kept and other ranks' lowered to DEBUG.
+#include "kindling/engine/logger.h"
+
+#include <utility>
+
+#include "common/identity.h"
+#include "kindling/error.h"
+
+namespace kindling {
+namespace engine {
+
+namespace {
+
+// The level a line of the default logger is written at on this rank.
+LogLevel default_level_on_this_rank(LogLevel level) {
+  if (level == LogLevel::kInfo && kindling::detail::rank_or_launcher_rank() != 0) return LogLevel::kDebug;
+  return level;
+}
+
+}  // namespace
+
+EngineLogger::EngineLogger()
+    : write_([](LogLevel level, const std::string& message) {
+        kindling::log(default_level_on_this_rank(level), message);
+      }),
+      enabled_([](LogLevel level) {
+        const LogLevel threshold = kindling::log_level();
+        return threshold != LogLevel::kOff && default_level_on_this_rank(level) >= threshold;
+      }) {}
+
+EngineLogger::EngineLogger(Write write, Enabled enabled) : write_(std::move(write)), enabled_(std::move(enabled)) {
+  KINDLING_CHECK(static_cast<bool>(write_) && static_cast<bool>(enabled_),
+                 "kindling::engine::EngineLogger: the write and enabled functions must both be given (got ",
+                 write_ ? "write" : "no write", " and ", enabled_ ? "enabled" : "no enabled",
+                 "); leave the default logger in place, or convert a kindling::handlers::Logger");
+}
+
+void EngineLogger::log(LogLevel level, const std::string& message) const {
+  if (is_enabled_for(level)) write_(level, message);
+}
+
+bool EngineLogger::is_enabled_for(LogLevel level) const { return level != LogLevel::kOff && enabled_(level); }
+
+}  // namespace engine
+}  // namespace kindling

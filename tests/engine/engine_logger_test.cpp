@@ -1,0 +1,128 @@
+// Engine::logger: ignite's lines (run start, each epoch's time, the end) at INFO through
+// kindling's log, silenced by the log level; INFO lowered to DEBUG on ranks other than 0;
+// a setup_logger logger assigned to the engine; a logger of one's own.
+#include <gtest/gtest.h>
+
+#include <stdlib.h>
+
+#include <optional>
+#include <regex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kindling/engine/engine.h"
+#include "kindling/handlers/setup_logger.h"
+#include "kindling/log.h"
+#include "support/errors.h"
+
+namespace {
+
+namespace ke = kindling::engine;
+using kindling::LogLevel;
+
+// Restores the log level, and RANK when a test set it.
+class EngineLoggerTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    kindling::set_log_level(saved_level_);
+    if (saved_rank_) {
+      ::setenv("RANK", saved_rank_->c_str(), 1);
+    } else {
+      ::unsetenv("RANK");
+    }
+  }
+  LogLevel saved_level_ = kindling::log_level();
+  std::optional<std::string> saved_rank_ =
+      std::getenv("RANK") ? std::optional<std::string>(std::getenv("RANK")) : std::nullopt;
+};
+
+// Two epochs of three iterations; what the engine wrote on stderr.
+std::string run_two_epochs(ke::Engine& engine) {
+  std::vector<int> data{1, 2, 3};
+  ::testing::internal::CaptureStderr();
+  engine.run(data, 2);
+  return ::testing::internal::GetCapturedStderr();
+}
+
+ke::Engine make_trainer() {
+  ke::Engine trainer([](ke::Engine&, const int& b) { return static_cast<double>(b); });
+  trainer.name = "trainer";
+  return trainer;
+}
+
+TEST_F(EngineLoggerTest, DefaultLoggerWritesIgnitesLinesAtInfo) {
+  ::unsetenv("RANK");
+  kindling::set_log_level(LogLevel::kInfo);
+  ke::Engine trainer = make_trainer();
+  const std::string err = run_two_epochs(trainer);
+  EXPECT_NE(err.find("trainer run starting with max_epochs=2."), std::string::npos) << err;
+  const std::regex epoch_line(R"(trainer: Epoch\[[12]\] Complete\. Time taken: \d\d:\d\d:\d\d\.\d\d\d)");
+  EXPECT_EQ(std::distance(std::sregex_iterator(err.begin(), err.end(), epoch_line), std::sregex_iterator()), 2) << err;
+  EXPECT_TRUE(std::regex_search(err, std::regex(R"(trainer run complete\. Time taken: \d\d:\d\d:\d\d\.\d\d\d)")))
+      << err;
+}
+
+TEST_F(EngineLoggerTest, LogLevelSilencesTheDefaultLogger) {
+  ::unsetenv("RANK");
+  kindling::set_log_level(LogLevel::kWarning);
+  ke::Engine trainer = make_trainer();
+  EXPECT_FALSE(trainer.logger.is_enabled_for(LogLevel::kInfo));
+  EXPECT_EQ(run_two_epochs(trainer), "");
+}
+
+TEST_F(EngineLoggerTest, OtherRanksWriteInfoLinesOnlyAtDebug) {
+  ::setenv("RANK", "1", 1);  // a launcher's rank 1 before initialize
+  kindling::set_log_level(LogLevel::kInfo);
+  ke::Engine trainer = make_trainer();
+  EXPECT_FALSE(trainer.logger.is_enabled_for(LogLevel::kInfo));
+  EXPECT_TRUE(trainer.logger.is_enabled_for(LogLevel::kWarning));
+  EXPECT_EQ(run_two_epochs(trainer), "");
+  kindling::set_log_level(LogLevel::kDebug);
+  const std::string err = run_two_epochs(trainer);
+  EXPECT_NE(err.find("trainer run starting with max_epochs=2."), std::string::npos) << err;
+  EXPECT_NE(err.find("trainer: Epoch[2] Complete."), std::string::npos) << err;
+}
+
+TEST_F(EngineLoggerTest, SetupLoggerBecomesTheEnginesLogger) {
+  ::unsetenv("RANK");
+  kindling::set_log_level(LogLevel::kOff);  // kindling's own log is not where these lines go
+  ke::Engine trainer = make_trainer();
+  auto logger = kindling::handlers::setup_logger("Trainer", LogLevel::kInfo, "%(name)s %(levelname)s: %(message)s");
+  trainer.logger = logger;
+  std::string err = run_two_epochs(trainer);
+  EXPECT_NE(err.find("Trainer INFO: trainer run starting with max_epochs=2.\n"), std::string::npos) << err;
+  EXPECT_NE(err.find("Trainer INFO: trainer: Epoch[1] Complete. Time taken: "), std::string::npos) << err;
+  logger.set_level(LogLevel::kWarning);  // the engine shares the logger
+  EXPECT_EQ(run_two_epochs(trainer), "");
+}
+
+TEST_F(EngineLoggerTest, OwnLoggerGetsEveryEnabledLineWithItsLevel) {
+  ke::Engine trainer = make_trainer();
+  std::vector<std::pair<LogLevel, std::string>> lines;
+  trainer.logger = ke::EngineLogger([&](LogLevel l, const std::string& m) { lines.emplace_back(l, m); },
+                                    [](LogLevel l) { return l >= LogLevel::kInfo; });
+  trainer.on(ke::Events::ITERATION_COMPLETED, [](ke::Engine& e) {
+    if (e.state().iteration == 4) e.terminate();
+  });
+  std::vector<int> data{1, 2, 3};
+  trainer.run(data, 5);
+  std::vector<std::string> texts;
+  for (const auto& [level, text] : lines) {
+    EXPECT_EQ(level, LogLevel::kInfo) << text;
+    texts.push_back(text.substr(0, text.find(" Time taken")));
+  }
+  const std::vector<std::string> expected{
+      "trainer run starting with max_epochs=5.", "trainer: Epoch[1] Complete.",
+      "trainer: Terminate signaled. Engine will stop after current iteration is finished.", "trainer run complete."};
+  EXPECT_EQ(texts, expected);
+}
+
+TEST_F(EngineLoggerTest, ALoggerWithoutFunctionsIsRefused) {
+  const std::string message = kindling::testing::error_of<kindling::UsageError>(
+      [] { ke::EngineLogger(nullptr, [](LogLevel) { return true; }); });
+  EXPECT_NE(message.find("kindling::engine::EngineLogger"), std::string::npos) << message;
+  EXPECT_NE(message.find("no write"), std::string::npos) << message;
+}
+
+}  // namespace
