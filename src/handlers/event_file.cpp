@@ -63,7 +63,35 @@ void put_float(std::string& out, uint32_t field, float value) {
 // Event's fields.
 constexpr uint32_t kEventWallTime = 1, kEventStep = 2, kEventFileVersion = 3, kEventSummary = 5;
 // Summary's repeated value, and Summary.Value's fields.
-constexpr uint32_t kSummaryValue = 1, kValueTag = 1, kValueSimpleValue = 2;
+constexpr uint32_t kSummaryValue = 1, kValueTag = 1, kValueSimpleValue = 2, kValueHisto = 5;
+// HistogramProto's fields.
+constexpr uint32_t kHistoMin = 1, kHistoMax = 2, kHistoNum = 3, kHistoSum = 4, kHistoSumSquares = 5,
+                   kHistoBucketLimit = 6, kHistoBucket = 7;
+
+// A packed repeated double field (proto3's default for repeated scalars, and [packed = true]
+// in summary.proto).
+void put_packed_doubles(std::string& out, uint32_t field, const std::vector<double>& values) {
+  std::string packed;
+  packed.reserve(values.size() * 8);
+  for (double v : values) {
+    uint64_t bits = 0;
+    std::memcpy(&bits, &v, sizeof(bits));
+    put_fixed64(packed, bits);
+  }
+  put_bytes(out, field, packed);
+}
+
+// Event{wall_time, step, summary{value}} around one encoded Summary.Value.
+std::string summary_event(double wall_time, int64_t step, const std::string& summary_value) {
+  std::string summary;
+  put_bytes(summary, kSummaryValue, summary_value);
+  std::string event;
+  put_double(event, kEventWallTime, wall_time);
+  put_key(event, kEventStep, kVarint);
+  put_varint(event, static_cast<uint64_t>(step));  // int64: two's complement, 10 bytes when negative
+  put_bytes(event, kEventSummary, summary);
+  return event;
+}
 
 const std::array<uint32_t, 256>& crc32c_table() {
   static const std::array<uint32_t, 256> table = [] {
@@ -113,14 +141,22 @@ std::string scalar_event(double wall_time, int64_t step, const std::string& tag,
   std::string summary_value;
   put_bytes(summary_value, kValueTag, tag);
   put_float(summary_value, kValueSimpleValue, value);
-  std::string summary;
-  put_bytes(summary, kSummaryValue, summary_value);
-  std::string event;
-  put_double(event, kEventWallTime, wall_time);
-  put_key(event, kEventStep, kVarint);
-  put_varint(event, static_cast<uint64_t>(step));  // int64: two's complement, 10 bytes when negative
-  put_bytes(event, kEventSummary, summary);
-  return event;
+  return summary_event(wall_time, step, summary_value);
+}
+
+std::string histogram_event(double wall_time, int64_t step, const std::string& tag, const HistogramSummary& h) {
+  std::string histo;
+  put_double(histo, kHistoMin, h.min);
+  put_double(histo, kHistoMax, h.max);
+  put_double(histo, kHistoNum, h.num);
+  put_double(histo, kHistoSum, h.sum);
+  put_double(histo, kHistoSumSquares, h.sum_squares);
+  put_packed_doubles(histo, kHistoBucketLimit, h.bucket_limit);
+  put_packed_doubles(histo, kHistoBucket, h.bucket);
+  std::string summary_value;
+  put_bytes(summary_value, kValueTag, tag);
+  put_bytes(summary_value, kValueHisto, histo);
+  return summary_event(wall_time, step, summary_value);
 }
 
 double wall_time_now() {

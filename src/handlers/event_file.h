@@ -10,7 +10,9 @@
 // .proto files, running protoc in the build and linking one more library, all for five
 // fields: Event{wall_time = 1 (double), step = 2 (int64), file_version = 3 (string),
 // summary = 5 (Summary)}, Summary{value = 1 (repeated Value)}, Value{tag = 1 (string),
-// simple_value = 2 (float)}. Their encoding is a few dozen lines (event_file.cpp), and the
+// simple_value = 2 (float), histo = 5 (HistogramProto)}, HistogramProto{min = 1, max = 2,
+// num = 3, sum = 4, sum_squares = 5 (doubles), bucket_limit = 6, bucket = 7 (packed
+// repeated doubles)}. Their encoding is a few dozen lines (event_file.cpp), and the
 // tests decode the result with the real protobuf runtime (tests/handlers/read_tfevents.py).
 //
 // Why CRC32C is computed here: zlib (already linked) offers crc32, whose polynomial is
@@ -19,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "handlers/json_text.h"
 
@@ -38,6 +41,15 @@ std::string tfrecord(const std::string& data);
 std::string file_version_event(double wall_time);
 /// The encoded Event{wall_time, step, summary{value{tag, simple_value}}}.
 std::string scalar_event(double wall_time, int64_t step, const std::string& tag, float value);
+
+/// TensorFlow's HistogramProto: bucket i counts the values in (bucket_limit[i-1],
+/// bucket_limit[i]], the first bucket those from `min`.
+struct HistogramSummary {
+  double min = 0, max = 0, num = 0, sum = 0, sum_squares = 0;
+  std::vector<double> bucket_limit, bucket;
+};
+/// The encoded Event{wall_time, step, summary{value{tag, histo}}}.
+std::string histogram_event(double wall_time, int64_t step, const std::string& tag, const HistogramSummary& histogram);
 
 /// Seconds since the Unix epoch, with the clock's resolution.
 double wall_time_now();

@@ -20,6 +20,8 @@
 #include "common/strings.h"
 #include "common/files.h"
 #include "handlers/event_file.h"
+#include "handlers/event_file_sink.h"
+#include "handlers/logger_events.h"
 #include "kindling/dist/dist.h"
 #include "kindling/error.h"
 #include "kindling/log.h"
@@ -85,27 +87,6 @@ void add_value(const std::string& name, const Value& value, Scalars& out, SkipWa
   }
 }
 
-// The event being fired among `events`: a handler is given only the engine, which set
-// last_event() just before calling its handlers.
-const Event& firing_event(const Engine& engine, const std::vector<Event>& events) {
-  if (events.size() > 1 && engine.last_event()) {
-    for (const Event& e : events) {
-      if (e.same_event(*engine.last_event())) return e;
-    }
-  }
-  return events.front();
-}
-
-void check_counters(const engine::EventsList& events, const std::string& where, const char* hint) {
-  KINDLING_CHECK(!events.events().empty(), where, ": no event given; pass e.g. Events::EPOCH_COMPLETED");
-  for (const Event& e : events.events()) {
-    KINDLING_CHECK(e.counter() != EventCounter::kNone, where, ": event ", e.name(),
-                   " has no counter to take the step from (it fires at most once per run); attach to an "
-                   "iteration, epoch or user-defined event",
-                   hint);
-  }
-}
-
 // The number `name` of one parameter group's options; nullopt when they have none.
 std::optional<double> option_value(const torch::optim::OptimizerOptions& options, const std::string& name) {
   namespace optim = torch::optim;
@@ -155,50 +136,30 @@ std::vector<double> read_params(const torch::optim::Optimizer& optimizer, const 
   return values;
 }
 
-// The TensorBoard event file of rank 0.
-class EventFileSink final : public detail::ScalarSink {
- public:
-  explicit EventFileSink(const std::string& log_dir) {
-    ::kindling::detail::make_directories(log_dir, kWho);
-    const double now = detail::wall_time_now();
-    const std::string base = ::kindling::detail::join_path(
-        log_dir, "events.out.tfevents." + std::to_string(static_cast<int64_t>(now)) + "." + dist::hostname());
-    int error = EEXIST;
-    for (int n = 0; n < 1000 && error == EEXIST; ++n) {
-      error = file_.open(n == 0 ? base : base + "." + std::to_string(n), O_CREAT | O_EXCL);
-    }
-    KINDLING_CHECK_T(Error, error == 0, kWho, ": cannot create the event file ", base, " (", std::strerror(error),
-                     "); check that ", log_dir, " is a writable directory");
-    file_.write(detail::tfrecord(detail::file_version_event(now)), kWho);
-  }
-
-  void write(const std::string& tag, const std::string& name, double value, int64_t step) override {
-    const std::string full = tag.empty() ? name : tag + "/" + name;
-    KINDLING_CHECK(detail::is_utf8(full), kWho, ": the tag '", full,
-                   "' is not valid UTF-8 (TensorBoard reads tags as UTF-8 strings); use a UTF-8 tag");
-    const std::string record =
-        detail::tfrecord(detail::scalar_event(detail::wall_time_now(), step, full, static_cast<float>(value)));
-    std::lock_guard<std::mutex> lock(mutex_);
-    KINDLING_CHECK(file_.is_open(), kWho, ": '", full,
-                   "' was logged after close() (or after the logger was destroyed); close the logger after the "
-                   "last run, or first remove its handlers with the HandlerHandle that attach_* returned");
-    file_.write(record, kWho);
-  }
-
-  void close() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    file_.close(kWho);
-  }
-
-  const std::string& path() const { return file_.path(); }
-
- private:
-  static inline const std::string kWho = "kindling::handlers::TensorboardLogger";
-  std::mutex mutex_;
-  ::kindling::detail::OutputFile file_;
-};
-
 }  // namespace
+
+namespace detail {
+
+const Event& firing_event(const Engine& engine, const std::vector<Event>& events) {
+  if (events.size() > 1 && engine.last_event()) {
+    for (const Event& e : events) {
+      if (e.same_event(*engine.last_event())) return e;
+    }
+  }
+  return events.front();
+}
+
+void check_counters(const engine::EventsList& events, const std::string& where, const char* hint) {
+  KINDLING_CHECK(!events.events().empty(), where, ": no event given; pass e.g. Events::EPOCH_COMPLETED");
+  for (const Event& e : events.events()) {
+    KINDLING_CHECK(e.counter() != EventCounter::kNone, where, ": event ", e.name(),
+                   " has no counter to take the step from (it fires at most once per run); attach to an "
+                   "iteration, epoch or user-defined event",
+                   hint);
+  }
+}
+
+}  // namespace detail
 
 GlobalStepTransform global_step_from_engine(engine::Engine& other, std::optional<engine::Event> custom_event,
                                             engine::EventCounter fallback) {
@@ -248,7 +209,7 @@ engine::HandlerHandle BaseLogger::attach_output_handler(Engine& engine, const en
                  "engine.state().metrics ({\"all\"} for every metric), an output_transform, or both");
   KINDLING_CHECK(!events.events().empty(), where, ": no event given; pass e.g. Events::EPOCH_COMPLETED");
   if (!global_step_transform) {
-    check_counters(events, where, ", or pass a global_step_transform");
+    detail::check_counters(events, where, ", or pass a global_step_transform");
     global_step_transform = [](Engine& e, const Event& event) { return e.state().counter(event); };
   }
   const bool all_metrics = metric_names.size() == 1 && metric_names[0] == "all";
@@ -276,7 +237,7 @@ engine::HandlerHandle BaseLogger::attach_output_handler(Engine& engine, const en
     if (output_transform) {
       for (const auto& [name, value] : output_transform(e.state().output)) scalars.emplace_back(name, value);
     }
-    const int64_t step = global_step_transform(e, firing_event(e, list));
+    const int64_t step = global_step_transform(e, detail::firing_event(e, list));
     for (const auto& [name, value] : scalars) sink->write(tag, name, value, step);
   });
 }
@@ -286,14 +247,14 @@ engine::HandlerHandle BaseLogger::attach_opt_params_handler(Engine& engine, cons
                                                             const std::string& param_name,
                                                             const std::optional<std::string>& tag) {
   const std::string where = "kindling::handlers::" + who_ + "::attach_opt_params_handler";
-  check_counters(events, where, "");
+  detail::check_counters(events, where, "");
   KINDLING_CHECK(!optimizer.param_groups().empty(), where,
                  ": the optimizer has no parameter group; attach after giving it its parameters");
   read_params(optimizer, param_name, where);  // fails now rather than at the first event
   return engine.add_event_handler(events, [sink = sink_, list = events.events(), optimizer = &optimizer, param_name,
                                            tag = tag.value_or(""), where](Engine& e) {
     if (!sink) return;  // inert on ranks other than 0
-    const int64_t step = e.state().counter(firing_event(e, list));
+    const int64_t step = e.state().counter(detail::firing_event(e, list));
     const std::vector<double> values = read_params(*optimizer, param_name, where);
     for (std::size_t i = 0; i < values.size(); ++i) {
       sink->write(tag, param_name + "/group_" + std::to_string(i), values[i], step);
@@ -307,9 +268,9 @@ TensorboardLogger::TensorboardLogger(std::string log_dir)
                  "kindling::handlers::TensorboardLogger: log_dir is an empty string; give the directory for the "
                  "event files, e.g. \"runs/exp1\"");
   if (detail::this_rank() != 0) return;  // inert
-  auto sink = std::make_shared<EventFileSink>(log_dir_);
-  file_path_ = sink->path();
-  set_sink(std::move(sink));
+  events_ = std::make_shared<detail::EventFileSink>(log_dir_);
+  file_path_ = events_->path();
+  set_sink(events_);
 }
 
 void TensorboardLogger::add_scalar(const std::string& tag, double value, int64_t step) {

@@ -10,6 +10,8 @@ tensorflow/core/util/event.proto and tensorflow/core/framework/summary.proto. It
 
     VERSION <wall_time> <file_version>          for the first record
     SCALAR <step> <value> <wall_time> <tag>     for each scalar (the tag is the rest of the line)
+    HISTO <step> <min> <max> <num> <sum> <sum_squares> <limits> <counts> <tag>
+                                                for each histogram (limits and counts joined by ",")
 
 with repr() numbers (they read back exactly). Exit status 0 when the whole file is valid,
 1 with the reason on stderr otherwise, 2 when google.protobuf cannot be imported.
@@ -50,7 +52,7 @@ def masked_crc32c(data):
 
 
 def event_class():
-    """TensorFlow's Event / Summary / Summary.Value, only the fields kindling writes.
+    """TensorFlow's Event / Summary / Summary.Value / HistogramProto, only the fields kindling writes.
 
     proto2 syntax so that HasField tells which fields were written (the wire format is the
     same as proto3's)."""
@@ -60,6 +62,14 @@ def event_class():
     value = proto.message_type.add(name="Value")
     value.field.add(name="tag", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
     value.field.add(name="simple_value", number=2, type=F.TYPE_FLOAT, label=F.LABEL_OPTIONAL)
+    value.field.add(name="histo", number=5, type=F.TYPE_MESSAGE, label=F.LABEL_OPTIONAL,
+                    type_name=".kindling_test.HistogramProto")
+    histo = proto.message_type.add(name="HistogramProto")
+    for number, name in enumerate(["min", "max", "num", "sum", "sum_squares"], start=1):
+        histo.field.add(name=name, number=number, type=F.TYPE_DOUBLE, label=F.LABEL_OPTIONAL)
+    for number, name in [(6, "bucket_limit"), (7, "bucket")]:
+        field = histo.field.add(name=name, number=number, type=F.TYPE_DOUBLE, label=F.LABEL_REPEATED)
+        field.options.packed = True  # summary.proto's [packed = true]
     summary = proto.message_type.add(name="Summary")
     summary.field.add(name="value", number=1, type=F.TYPE_MESSAGE, label=F.LABEL_REPEATED,
                       type_name=".kindling_test.Value")
@@ -130,9 +140,19 @@ def main():
             if event.HasField("file_version") or not event.HasField("step") or len(event.summary.value) != 1:
                 fail("record at byte %d is not a one-scalar event" % offset)
             value = event.summary.value[0]
-            if not value.HasField("tag") or not value.HasField("simple_value"):
-                fail("record at byte %d has a value without tag or simple_value" % offset)
-            print("SCALAR %d %r %r %s" % (event.step, value.simple_value, event.wall_time, value.tag))
+            if not value.HasField("tag") or value.HasField("simple_value") == value.HasField("histo"):
+                fail("record at byte %d has a value without tag, or not exactly one of simple_value and histo" %
+                     offset)
+            if value.HasField("simple_value"):
+                print("SCALAR %d %r %r %s" % (event.step, value.simple_value, event.wall_time, value.tag))
+            else:
+                h = value.histo
+                if len(h.bucket_limit) != len(h.bucket) or not h.bucket:
+                    fail("record at byte %d has a histogram with %d limits and %d buckets" %
+                         (offset, len(h.bucket_limit), len(h.bucket)))
+                print("HISTO %d %r %r %r %r %r %s %s %s" % (
+                    event.step, h.min, h.max, h.num, h.sum, h.sum_squares, ",".join(repr(x) for x in h.bucket_limit),
+                    ",".join(repr(x) for x in h.bucket), value.tag))
         count += 1
     if count == 0:
         fail("the file is empty")

@@ -43,7 +43,13 @@
 #include "kindling/engine/value.h"
 #include "kindling/export.h"
 
+namespace at {
+class Tensor;
+}  // namespace at
 namespace torch {
+namespace nn {
+class Module;
+}  // namespace nn
 namespace optim {
 class Optimizer;
 }  // namespace optim
@@ -72,7 +78,18 @@ KINDLING_API GlobalStepTransform global_step_from_engine(engine::Engine& other,
                                                          std::optional<engine::Event> custom_event = std::nullopt,
                                                          engine::EventCounter fallback = engine::EventCounter::kEpoch);
 
+/// What a parameter scalar handler logs of each parameter (or gradient): `name` goes in the
+/// tag ("weights_norm/..."), `reduce` maps the tensor to the number.
+struct KINDLING_API ParamReduction {
+  std::string name;
+  std::function<double(const at::Tensor&)> reduce;
+  /// The 2-norm of all elements (torch.norm, ignite's default reduction).
+  static ParamReduction norm();
+};
+
 namespace detail {
+class EventFileSink;
+
 /// Internal: where a logger's scalars go (an event file, JSON lines). Thread-safe.
 class KINDLING_API ScalarSink {
  public:
@@ -129,6 +146,29 @@ class KINDLING_API BaseLogger {
                                                   const std::string& param_name = "lr",
                                                   const std::optional<std::string>& tag = std::nullopt);
 
+  /// ignite's WeightsScalarHandler: on each of `events`, logs reduction(p) for each parameter
+  /// p of `model` (named_parameters(), recursively) whose name starts with one of
+  /// `whitelist` (every parameter when it is empty), as "<tag>/weights_<reduction.name>/<name>"
+  /// with the name's dots turned into slashes ("weights_norm/fc1/weight"; no "<tag>/" for an
+  /// empty tag), at the engine's counter for the event. Throws kindling::UsageError when no
+  /// parameter passes the whitelist (naming the parameters), the reduction has no function
+  /// or an event has no counter. `model` must outlive the handler. Call it on every rank; it
+  /// writes on rank 0 only (under DDP the ranks' parameters are equal).
+  engine::HandlerHandle attach_weights_scalar_handler(engine::Engine& engine, const engine::EventsList& events,
+                                                      const torch::nn::Module& model,
+                                                      ParamReduction reduction = ParamReduction::norm(),
+                                                      const std::string& tag = "",
+                                                      std::vector<std::string> whitelist = {});
+  /// ignite's GradsScalarHandler: as attach_weights_scalar_handler, of each parameter's
+  /// gradient, as "<tag>/grads_<reduction.name>/<name>"; a parameter without a gradient (not
+  /// used yet, or frozen) is skipped at that step. Attach it where the gradients exist (e.g.
+  /// ITERATION_COMPLETED of a trainer whose step does not zero them afterwards). Throws as
+  /// attach_weights_scalar_handler.
+  engine::HandlerHandle attach_grads_scalar_handler(engine::Engine& engine, const engine::EventsList& events,
+                                                    const torch::nn::Module& model,
+                                                    ParamReduction reduction = ParamReduction::norm(),
+                                                    const std::string& tag = "",
+                                                    std::vector<std::string> whitelist = {});
   /// Flushes and closes the file (fsync); later writes throw kindling::UsageError. A no-op
   /// when already closed and on ranks other than 0. Throws kindling::Error when the system
   /// reports that the data could not be written.
@@ -155,7 +195,7 @@ class KINDLING_API BaseLogger {
 /// file_version "brain.Event:2", then one Event{wall_time, step, summary{value{tag,
 /// simple_value}}} per scalar. Each record is written with one write(2) as it is logged
 /// (TensorBoard sees it at once); close() fsyncs. Values are stored as float32 (TensorBoard's
-/// simple_value).
+/// simple_value); histograms as TensorFlow's HistogramProto (float64).
 class KINDLING_API TensorboardLogger : public BaseLogger {
  public:
   /// On rank 0: creates `log_dir` (and missing parents) and the event file, and writes the
@@ -169,6 +209,30 @@ class KINDLING_API TensorboardLogger : public BaseLogger {
   /// that is not UTF-8, kindling::Error when the write fails.
   void add_scalar(const std::string& tag, double value, int64_t step);
 
+  /// Writes a histogram of the finite elements of `values` (any shape and floating or integer
+  /// type, read as float64) under `tag` at `step` (TensorBoard's add_histogram): min, max,
+  /// count, sum, sum of squares, and `bins` equal-width buckets from the smallest to the
+  /// largest element (numpy.histogram's rule: each bucket holds its lower edge, the last also
+  /// its upper one; one bucket when all elements are equal). Non-finite elements are left
+  /// out with one warning per tag; nothing is written when none is finite. A no-op on ranks
+  /// other than 0. Throws kindling::UsageError for bins < 1, an undefined tensor, a tag that
+  /// is not UTF-8 or after close(); kindling::Error when the write fails.
+  void add_histogram(const std::string& tag, const at::Tensor& values, int64_t step, int bins = 30);
+  /// ignite's WeightsHistHandler: on each of `events`, a histogram of each parameter of
+  /// `model` whose name starts with one of `whitelist` (all when empty) as
+  /// "<tag>/weights/<name>" (dots turned into slashes, no "<tag>/" for an empty tag), at the
+  /// engine's counter for the event, with add_histogram's buckets. Throws
+  /// kindling::UsageError when no parameter passes the whitelist, bins < 1, or an event has
+  /// no counter. `model` must outlive the handler. Call it on every rank; rank 0 writes.
+  engine::HandlerHandle attach_weights_hist_handler(engine::Engine& engine, const engine::EventsList& events,
+                                                    const torch::nn::Module& model, const std::string& tag = "",
+                                                    std::vector<std::string> whitelist = {}, int bins = 30);
+  /// ignite's GradsHistHandler: as attach_weights_hist_handler, of each parameter's gradient,
+  /// as "<tag>/grads/<name>"; a parameter without a gradient is skipped at that step.
+  engine::HandlerHandle attach_grads_hist_handler(engine::Engine& engine, const engine::EventsList& events,
+                                                  const torch::nn::Module& model, const std::string& tag = "",
+                                                  std::vector<std::string> whitelist = {}, int bins = 30);
+
   const std::string& log_dir() const { return log_dir_; }
   /// The event file's path on rank 0; "" on other ranks.
   const std::string& file_path() const { return file_path_; }
@@ -176,6 +240,7 @@ class KINDLING_API TensorboardLogger : public BaseLogger {
  private:
   std::string log_dir_;
   std::string file_path_;
+  std::shared_ptr<detail::EventFileSink> events_;  // rank 0's file (null elsewhere)
 };
 
 }  // namespace handlers
