@@ -221,6 +221,7 @@ void make_trainer(Job& job) {
             return Value(loss.item<double>());  // named "batch loss" by the common handlers
           })));
   job.trainer->name = "trainer";
+  job.trainer->logger = job.logger;  // as the tutorial: the engine's lines ("Epoch[1] Complete. ...") through it
   if (job.split) job.split->attach(*job.trainer, model.reducer());
 }
 
@@ -272,6 +273,9 @@ void attach_evaluators_and_logs(Job& job) {
         {{"Accuracy", std::make_shared<km::Accuracy>()}, {"Loss", std::make_shared<km::Loss>(job.criterion)}},
         kindling::engine::SupervisedEvaluatorOptions().device(kd::device()).non_blocking(true).amp(config.with_amp));
     e.name = name;
+    // The tutorial's evaluators keep ignite's default logger, silent below WARNING; the
+    // evaluation time is logged by the trainer's handler below.
+    e.logger = kh::setup_logger(name, kindling::LogLevel::kWarning);
     return e;
   };
   job.train_evaluator.emplace(make_evaluator("train_evaluator"));
@@ -350,15 +354,13 @@ void attach_timing(Job& job) {
     epoch->train_end = Clock::now();
   });
   const int64_t batch = job.config.batch_size;
-  job.trainer->on(Events::EPOCH_COMPLETED, [&job, epoch, batch](Engine& t) {
+  job.trainer->on(Events::EPOCH_COMPLETED, [&job, epoch, batch](Engine&) {
     Results& r = job.results;
     if (epoch->iterations > 0) {
       const double train_s = std::chrono::duration<double>(epoch->train_end - epoch->start).count();
       r.train_samples_per_s.push_back(static_cast<double>(epoch->iterations * batch) / train_s);
     }
     r.epoch_seconds.push_back(std::chrono::duration<double>(Clock::now() - epoch->start).count());
-    job.logger.info("Epoch[" + std::to_string(t.state().epoch) +
-                    "] Complete. Time taken: " + fixed(r.epoch_seconds.back(), 1) + " s");
   });
 }
 

@@ -100,7 +100,7 @@ void training(int /*local_rank*/, const Options& o) {
   kd::auto_optim(optimizer);
 
   Engine trainer = kindling::engine::create_supervised_trainer(model, optimizer, loss_fn);
-  trainer.name = "trainer";
+  trainer.name = "trainer";  // the engine's log lines name it: "trainer: Epoch[1] Complete. Time taken: ..."
   auto epoch_loss = std::make_shared<km::Average>();
   epoch_loss->attach(trainer, "train_loss");
 
