@@ -95,15 +95,8 @@ void Checkpoint::operator()(Engine& engine) {
   double priority;
   std::string score;
   if (options_.score_function() || options_.score_name()) {
-    if (options_.score_function()) {
-      priority = options_.score_function()(engine);
-    } else {
-      auto it = engine.state().metrics.find(*options_.score_name());
-      KINDLING_CHECK(it != engine.state().metrics.end(), "kindling::handlers::Checkpoint: score_name '",
-                     *options_.score_name(), "' names no metric of the engine (", engine.name,
-                     "); attach that metric or give a score_function");
-      priority = it->second.number();
-    }
+    priority = options_.score_function() ? options_.score_function()(engine)
+                                         : get_default_score_fn(*options_.score_name())(engine);
     KINDLING_CHECK(std::isfinite(priority), "kindling::handlers::Checkpoint: the score is ", priority,
                    "; a checkpoint needs a finite number to rank files");
     char text[64];
@@ -207,6 +200,27 @@ std::string unreadable_because(const std::vector<char>& bytes, const std::string
 }
 
 }  // namespace
+
+std::function<double(engine::Engine&)> Checkpoint::get_default_score_fn(const std::string& metric_name,
+                                                                        double score_sign) {
+  return [metric_name, score_sign](engine::Engine& engine) {
+    const auto& metrics = engine.state().metrics;
+    auto it = metrics.find(metric_name);
+    const bool numeric =
+        it != metrics.end() && (it->second.is_number() || (it->second.is_tensor() && it->second.tensor().defined() &&
+                                                           it->second.tensor().numel() == 1));
+    if (!numeric) {
+      std::string present;
+      for (const auto& kv : metrics) present += (present.empty() ? "" : ", ") + kv.first;
+      KINDLING_CHECK(false, "kindling::handlers::Checkpoint: the score's metric '", metric_name, "' ",
+                     it == metrics.end() ? "is not among the metrics of engine "
+                                         : "is not a number (nor a one-element tensor) in engine ",
+                     engine.name, " (it has: ", present.empty() ? "none" : present,
+                     "); attach that metric to the engine whose event saves the checkpoint, or give a score_function");
+    }
+    return score_sign * it->second.number();
+  };
+}
 
 StateDict Checkpoint::load_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -1,4 +1,4 @@
-// setup_common_training_handlers: ignite's bundle of training handlers.
+// setup_common_training_handlers and setup_tb_logging: ignite's bundles of training handlers.
 #include "kindling/handlers/common.h"
 
 #include "kindling/error.h"
@@ -51,11 +51,37 @@ std::shared_ptr<CommonHandlers> setup_common_training_handlers(Engine& trainer, 
                      ? o.save_handler()
                      : std::make_shared<DiskSaver>(*o.output_path(), DiskSaverOptions().require_empty(false));
     made->checkpoint = std::make_shared<Checkpoint>(
-        o.to_save(), saver, CheckpointOptions().filename_prefix("training").n_saved(o.n_saved()).include_self(o.checkpoint_include_self()));
+        o.to_save(), saver,
+        CheckpointOptions().filename_prefix("training").n_saved(o.n_saved()).include_self(o.checkpoint_include_self()));
     made->checkpoint->attach(trainer, Events::ITERATION_COMPLETED.every(o.save_every_iters()));
   }
   trainer.on(Events::COMPLETED, [made] {});  // the trainer keeps the handlers alive
   return made;
+}
+
+std::unique_ptr<TensorboardLogger> setup_tb_logging(const std::string& output_path, Engine& trainer,
+                                                    const std::map<std::string, torch::optim::Optimizer*>& optimizers,
+                                                    const std::map<std::string, Engine*>& evaluators,
+                                                    int64_t log_every_iters) {
+  const char* where = "kindling::handlers::setup_tb_logging";
+  KINDLING_CHECK(log_every_iters >= 1, where, ": log_every_iters must be at least 1, got ", log_every_iters);
+  for (const auto& [name, optimizer] : optimizers) {
+    KINDLING_CHECK(optimizer != nullptr, where, ": optimizer '", name, "' is a null pointer; pass &optimizer");
+  }
+  for (const auto& [name, evaluator] : evaluators) {
+    KINDLING_CHECK(evaluator != nullptr, where, ": evaluator '", name, "' is a null pointer; pass &evaluator");
+    KINDLING_CHECK(!name.empty(), where, ": an evaluator has an empty name; name it, e.g. \"validation\" (its tag)");
+  }
+  auto logger = std::make_unique<TensorboardLogger>(output_path);
+  logger->attach_output_handler(trainer, Events::ITERATION_COMPLETED.every(log_every_iters), "training", {"all"});
+  for (const auto& [name, optimizer] : optimizers) {
+    logger->attach_opt_params_handler(trainer, Events::ITERATION_STARTED.every(log_every_iters), *optimizer, "lr",
+                                      name.empty() ? std::nullopt : std::optional<std::string>(name));
+  }
+  for (const auto& [name, evaluator] : evaluators) {
+    logger->attach_output_handler(*evaluator, Events::COMPLETED, name, {"all"}, {}, global_step_from_engine(trainer));
+  }
+  return logger;
 }
 
 }  // namespace handlers

@@ -71,6 +71,22 @@ TEST(CheckpointTest, KeepsTheBestWithIgnitesFileNames) {
   EXPECT_EQ(other.saved()[1].filename, "best_model_4_test_accuracy=0.9500.pt");
 }
 
+TEST(CheckpointTest, DefaultScoreFunctionReadsTheMetricWithItsSign) {
+  Engine evaluator([](Engine&, const int&) {});
+  evaluator.name = "evaluator";
+  evaluator.state().metrics["loss"] = 0.25;
+  evaluator.state().metrics["confusion"] = at::eye(2);
+  EXPECT_EQ(kh::Checkpoint::get_default_score_fn("loss")(evaluator), 0.25);
+  EXPECT_EQ(kh::Checkpoint::get_default_score_fn("loss", -1.0)(evaluator), -0.25);
+  std::string message = error_of<kindling::UsageError>([&] { kh::Checkpoint::get_default_score_fn("acc")(evaluator); });
+  EXPECT_NE(
+      message.find("the score's metric 'acc' is not among the metrics of engine evaluator (it has: confusion, loss)"),
+      std::string::npos)
+      << message;
+  message = error_of<kindling::UsageError>([&] { kh::Checkpoint::get_default_score_fn("confusion")(evaluator); });
+  EXPECT_NE(message.find("'confusion' is not a number"), std::string::npos) << message;
+}
+
 TEST(CheckpointTest, TrainingCheckpointRoundTripsEveryObject) {
   const std::string dir = kindling::testing::make_temp_dir("ckpt");
   auto model = make_linear(2);
@@ -251,8 +267,7 @@ TEST(CheckpointTest, OptimizerStateIsCheckedBeforeUse) {
   train_once(wide, sgd_wide);
   const kindling::StateDict before = kh::stateful(sgd_wide)->state_dict();
   const std::string shapes = error_of([&] { kh::stateful(sgd_wide)->load_state_dict(small); });
-  EXPECT_NE(shapes.find("parameter 0 (group 0) has a 'momentum_buffer' of shape [3, 4]"), std::string::npos)
-      << shapes;
+  EXPECT_NE(shapes.find("parameter 0 (group 0) has a 'momentum_buffer' of shape [3, 4]"), std::string::npos) << shapes;
   EXPECT_NE(shapes.find("the parameter's shape is [5, 4]"), std::string::npos) << shapes;
   const kindling::StateDict after = kh::stateful(sgd_wide)->state_dict();
   EXPECT_DOUBLE_EQ(after.at("param_groups").toList().get(0).toGenericDict().at("lr").toDouble(), 0.2);

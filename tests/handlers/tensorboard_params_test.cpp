@@ -2,7 +2,7 @@
 // WeightsScalarHandler, GradsScalarHandler) and add_histogram: real histogram summaries that
 // the independent reader (tests/handlers/read_tfevents.py) and TensorBoard's own
 // EventAccumulator both parse; each histogram recounted here from the parameter's values at
-// that step; norms; non-finite values; errors.
+// that step; norms; non-finite values; errors; and ignite's common.setup_tb_logging.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kindling/engine/engine.h"
+#include "kindling/handlers/common.h"
 #include "kindling/handlers/tensorboard.h"
 #include "support/errors.h"
 #include "support/files.h"
@@ -258,6 +259,32 @@ TEST(TensorboardParamsTest, MisuseIsRefusedWithWhatToDo) {
   EXPECT_NE(message.find("the reduction has no function"), std::string::npos) << message;
   message = kindling::testing::error_of<kindling::UsageError>([&] { tb.add_histogram("x", at::Tensor(), 0); });
   EXPECT_NE(message.find("'x' is undefined"), std::string::npos) << message;
+}
+
+TEST(TensorboardParamsTest, SetupTbLoggingLogsTrainerMetricsLearningRatesAndEvaluators) {
+  kindling::testing::TempDir dir("tb_setup");
+  ParamsNet net;
+  torch::optim::SGD sgd(net.parameters(), torch::optim::SGDOptions(0.25));
+  Engine trainer([](Engine& e, const int&) { e.state().metrics["loss"] = 1.0 / e.state().iteration; });
+  Engine evaluator([](Engine& e, const int&) { e.state().metrics["accuracy"] = 0.5 + e.state().iteration; });
+  trainer.on(Events::EPOCH_COMPLETED, [&] { evaluator.run(std::vector<int>{1, 2}, 1); });
+  std::string path;
+  {
+    auto tb =
+        kh::setup_tb_logging(dir.path(), trainer, {{"", &sgd}, {"second", &sgd}}, {{"validation", &evaluator}}, 2);
+    path = tb->file_path();
+    trainer.run(std::vector<int>(4, 0), 2);
+  }
+  const ReaderOutput got = read_independently(path);
+  using Points = std::vector<std::pair<int64_t, double>>;
+  EXPECT_EQ(got.scalars.at("training/loss"), (Points{{2, 0.5}, {4, 0.25}, {6, static_cast<float>(1.0 / 6)}, {8, 0.125}}));
+  EXPECT_EQ(got.scalars.at("lr/group_0"), (Points{{2, 0.25}, {4, 0.25}, {6, 0.25}, {8, 0.25}}));
+  EXPECT_EQ(got.scalars.at("second/lr/group_0").size(), 4u);
+  EXPECT_EQ(got.scalars.at("validation/accuracy"), (Points{{1, 2.5}, {2, 2.5}}));  // at the trainer's epoch
+  const std::string message = kindling::testing::error_of<kindling::UsageError>([&] {
+    kh::setup_tb_logging(dir.path(), trainer, {}, {{"validation", nullptr}});
+  });
+  EXPECT_NE(message.find("evaluator 'validation' is a null pointer"), std::string::npos) << message;
 }
 
 }  // namespace

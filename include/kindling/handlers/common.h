@@ -13,8 +13,13 @@
 ///   ... common->checkpoint->last_checkpoint() ...
 /// \endcode
 ///
-/// Ranks: every rank calls it (the checkpoint is written by its saver's rank, the bar by rank 0).
+/// setup_tb_logging (ignite's common.setup_tb_logging): a TensorboardLogger with the trainer's
+/// metrics, the optimizers' learning rates and the evaluators' metrics attached.
+///
+/// Ranks: every rank calls them (the checkpoint is written by its saver's rank, the bar and
+/// the TensorBoard file by rank 0).
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,6 +32,7 @@
 #include "kindling/handlers/checkpoint.h"
 #include "kindling/handlers/param_scheduler.h"
 #include "kindling/handlers/progress_bar.h"
+#include "kindling/handlers/tensorboard.h"
 
 namespace kindling {
 namespace handlers {
@@ -85,6 +91,22 @@ struct KINDLING_API CommonHandlers {
 /// Every rank calls it.
 KINDLING_API std::shared_ptr<CommonHandlers> setup_common_training_handlers(engine::Engine& trainer,
                                                                             const CommonTrainingOptions& options);
+
+/// ignite's common.setup_tb_logging: a TensorboardLogger writing in `output_path` with
+/// - the trainer's metrics (e.g. setup_common_training_handlers' running averages) as
+///   "training/<name>" every `log_every_iters` iterations (ITERATION_COMPLETED);
+/// - each optimizer's learning rate every `log_every_iters` iterations (ITERATION_STARTED),
+///   as "lr/group_<i>" for the name "" and "<name>/lr/group_<i>" otherwise;
+/// - each evaluator's metrics at its COMPLETED as "<name>/<metric>", at the trainer's epoch
+///   (global_step_from_engine(trainer)).
+/// The optimizers and evaluators must outlive the logger's handlers. Throws
+/// kindling::UsageError for log_every_iters < 1 or a null pointer (naming its key), and what
+/// TensorboardLogger's constructor throws. Every rank calls it; rank 0 writes. Close the
+/// logger (or let it go) after the run.
+KINDLING_API std::unique_ptr<TensorboardLogger> setup_tb_logging(
+    const std::string& output_path, engine::Engine& trainer,
+    const std::map<std::string, torch::optim::Optimizer*>& optimizers = {},
+    const std::map<std::string, engine::Engine*>& evaluators = {}, int64_t log_every_iters = 100);
 
 }  // namespace handlers
 }  // namespace kindling
