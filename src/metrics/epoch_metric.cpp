@@ -17,8 +17,9 @@ namespace metrics {
 
 namespace {
 
-// A Value on the wire (broadcast_object): its kind and (name, tensor) entries. Kind -1
-// carries the message of the exception compute_fn threw.
+// A Value on the wire (broadcast_object): its kind and (name, tensor) entries. A negative
+// kind carries the message of the exception compute_fn threw, and its type (WireError), so
+// that every rank throws what rank 0 throws.
 using Wire = std::pair<int, std::vector<std::pair<std::string, at::Tensor>>>;
 
 Wire to_wire(const Value& v) {
@@ -39,8 +40,10 @@ Wire to_wire(const Value& v) {
   return w;
 }
 
-Wire error_wire(const std::string& message) {
-  Wire w{-1, {}};
+enum WireError : int { kWireError = -1, kWireUsageError = -2, kWireNotComputable = -3 };
+
+Wire error_wire(const std::string& message, WireError type = kWireError) {
+  Wire w{type, {}};
   w.second.emplace_back(message, at::zeros({0}));
   return w;
 }
@@ -105,6 +108,7 @@ void EpochMetric::update(const Value& output) {
   };
   y_pred = prepare(y_pred);
   y = prepare(y);
+  check_input(y_pred, y);
   if (!predictions_.empty()) {
     const at::Tensor& p = predictions_.back();
     const at::Tensor& t = targets_.back();
@@ -135,6 +139,8 @@ void EpochMetric::update(const Value& output) {
     }
   }
 }
+
+void EpochMetric::check_input(const at::Tensor&, const at::Tensor&) const {}
 
 Value EpochMetric::compute() {
   const std::string who = "kindling::metrics::" + name();
@@ -189,7 +195,10 @@ Value EpochMetric::compute() {
       wire = to_wire(result);
     } catch (const std::exception& e) {
       failure = std::current_exception();
-      wire = error_wire(e.what());
+      const WireError type = dynamic_cast<const NotComputableError*>(&e) ? kWireNotComputable
+                             : dynamic_cast<const UsageError*>(&e)       ? kWireUsageError
+                                                                         : kWireError;
+      wire = error_wire(e.what(), type);
     } catch (...) {
       failure = std::current_exception();
       wire = error_wire("it threw something that is not a std::exception");
@@ -199,7 +208,11 @@ Value EpochMetric::compute() {
   if (failure) std::rethrow_exception(failure);
   if (root) return result;
   if (received.first < 0) {
-    throw Error(detail::rank_prefix() + who + ": compute_fn failed on rank 0: " + received.second.at(0).first);
+    const std::string message =
+        detail::rank_prefix() + who + ": compute_fn failed on rank 0: " + received.second.at(0).first;
+    if (received.first == kWireNotComputable) throw NotComputableError(message);
+    if (received.first == kWireUsageError) throw UsageError(message);
+    throw Error(message);
   }
   return from_wire(received);
 }

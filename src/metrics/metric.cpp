@@ -43,7 +43,6 @@ UsageEvents events_of(Usage usage) {
   return {Events::EPOCH_STARTED, Events::ITERATION_COMPLETED, Events::EPOCH_COMPLETED};
 }
 
-
 Metric::Metric(OutputTransform output_transform, c10::Device device)
     : output_transform_(std::move(output_transform)), device_(device) {}
 
@@ -78,7 +77,13 @@ void Metric::detach(Engine& engine, Usage usage) {
   for (auto& kv : a.completed) {
     if (kv.second.attached()) {
       kv.second.remove();
-      engine.state().metrics.erase(kv.first);
+      auto stored = engine.state().metrics.find(kv.first);
+      if (stored == engine.state().metrics.end()) continue;
+      // A named value's entries were stored under their own keys too (see completed()).
+      if (stored->second.is_named()) {
+        for (const auto& entry : stored->second.named_elements()) engine.state().metrics.erase(entry.first);
+      }
+      engine.state().metrics.erase(stored);
     }
   }
   e->second.erase(u);
@@ -118,15 +123,32 @@ void Metric::iteration_completed(Engine& engine) {
   }
 }
 
+namespace {
+
+// A tensor as State::metrics holds it: a 0-dim one as a number, others on the CPU.
+Value metric_stored(const at::Tensor& t) {
+  if (t.dim() == 0) return t.item<double>();
+  return t.device().is_cpu() ? t : t.cpu();
+}
+
+}  // namespace
+
 void Metric::completed(Engine& engine, const std::string& name) {
   Value result = compute();
-  if (result.is_tensor()) {
-    at::Tensor t = result.tensor();
-    if (t.dim() == 0) {
-      result = Value(t.item<double>());
-    } else if (!t.device().is_cpu()) {
-      result = Value(t.cpu());
+  if (result.is_tensor()) result = metric_stored(result.tensor());
+  if (result.is_named()) {
+    // ignite's rule for a mapping: every entry also under its own key.
+    std::map<std::string, at::Tensor> whole;
+    std::string keys;
+    for (const auto& kv : result.named_elements()) {
+      whole.emplace(kv.first, kv.second.device().is_cpu() ? kv.second : kv.second.cpu());
+      keys += (keys.empty() ? "" : ", ") + kv.first;
     }
+    KINDLING_CHECK(!result.contains(name), "kindling::metrics::", this->name(), ": the name '", name,
+                   "' it is attached under is also a key of its named value (", keys,
+                   "), whose entries are stored under their own keys; attach it under another name");
+    for (const auto& kv : whole) engine.state().metrics[kv.first] = metric_stored(kv.second);
+    result = Value::named(std::move(whole));
   }
   engine.state().metrics[name] = std::move(result);
 }

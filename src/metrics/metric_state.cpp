@@ -18,6 +18,10 @@ void Metric::register_state(const std::string& key, std::function<c10::IValue()>
   state_slots_.push_back({key, std::move(get), std::move(check), std::move(set), reshard});
 }
 
+void Metric::register_member_state(const std::string& prefix, const Metric& member) {
+  for (const StateSlot& s : member.state_slots_) register_state(prefix + s.key, s.get, s.check, s.set, s.reshard);
+}
+
 void Metric::register_state(const std::string& key, at::Tensor* slot, Reshard reshard) {
   register_state(
       key, [slot]() { return slot->defined() ? c10::IValue(slot->detach().cpu()) : c10::IValue(); },

@@ -1,6 +1,7 @@
 // Every metric computed over uneven shards by 1, 2 or 3 real processes (gloo and mpi; a
 // rank with no batch at all at 3) equals the single-process value on the union of the
-// shards; RunningAverage of the output averages over the ranks every iteration.
+// shards (the ranking metrics' curves and a MetricGroup's entries element by element);
+// RunningAverage of the output averages over the ranks every iteration.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -36,6 +37,7 @@ constexpr int64_t kBatch = 4;
 // One sample's fields, made deterministically from its index.
 struct Sample {
   at::Tensor logits, y, bin_pred, bin_y, multilabel_pred, multilabel_y, reg_pred, reg_y;
+  at::Tensor tied;  // a binary score in steps of 1/4: many ties across ranks
 };
 
 Sample sample(int64_t i) {
@@ -49,6 +51,7 @@ Sample sample(int64_t i) {
   s.multilabel_y = (at::rand({3}, gen) > 0.4).to(at::kLong);
   s.reg_pred = at::randn({}, gen).to(at::kDouble);
   s.reg_y = at::randn({}, gen).to(at::kDouble);
+  s.tied = at::floor((at::rand({}, gen) + 0.4 * static_cast<double>(i % 2)) * 4) / 4;
   return s;
 }
 
@@ -67,6 +70,29 @@ std::vector<int64_t> shard(int rank, int ws) {
   return out;
 }
 
+// A metric's value as comma-separated numbers: a number; a tensor's elements; a tuple's
+// (the curves) or named value's (a MetricGroup's, by name) tensors one after the other.
+std::string as_text(const Value& value) {
+  std::vector<at::Tensor> tensors;
+  if (value.is_tuple()) {
+    tensors = value.tuple_elements();
+  } else if (value.is_named()) {
+    for (const auto& kv : value.named_elements()) tensors.push_back(kv.second);
+  } else {
+    tensors.push_back(value.tensor());  // a number as a 0-dim tensor
+  }
+  std::ostringstream text;
+  for (const at::Tensor& tensor : tensors) {
+    const at::Tensor t = tensor.to(at::kDouble).reshape(-1);
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      char buf[40];
+      std::snprintf(buf, sizeof(buf), "%.17g", t[i].item<double>());
+      text << (text.tellp() > 0 ? "," : "") << buf;
+    }
+  }
+  return text.str();
+}
+
 std::vector<Value> batches(const std::vector<int64_t>& indices) {
   std::vector<Value> out;
   for (std::size_t b = 0; b < indices.size(); b += kBatch) {
@@ -81,6 +107,7 @@ std::vector<Value> batches(const std::vector<int64_t>& indices) {
       parts["ml_y"].push_back(s.multilabel_y);
       parts["reg_pred"].push_back(s.reg_pred);
       parts["reg_y"].push_back(s.reg_y);
+      parts["tied"].push_back(s.tied);
     }
     std::map<std::string, at::Tensor> named;
     for (auto& kv : parts) named[kv.first] = at::stack(kv.second);
@@ -130,26 +157,26 @@ std::map<std::string, std::string> evaluate(const std::vector<int64_t>& indices)
   metrics.push_back({"miou", km::mIoU(cm)});
   auto acc = std::make_shared<km::Accuracy>(pick("logits", "y"));
   metrics.push_back({"lambda", acc * 2.0 + 1.0});
+  using Ranked = km::RankingMetric::Average;
+  metrics.push_back({"roc_auc", std::make_shared<km::ROC_AUC>(pick("tied", "bin_y"))});
+  metrics.push_back({"roc_auc_ovr_weighted", std::make_shared<km::ROC_AUC>(pick("logits", "y"), Ranked::kWeighted)});
+  metrics.push_back({"roc_auc_multilabel_none", std::make_shared<km::ROC_AUC>(pick("ml_pred", "ml_y"), Ranked::kNone)});
+  metrics.push_back({"average_precision", std::make_shared<km::AveragePrecision>(pick("tied", "bin_y"))});
+  metrics.push_back({"average_precision_ovr", std::make_shared<km::AveragePrecision>(pick("logits", "y"))});
+  metrics.push_back(
+      {"average_precision_micro", std::make_shared<km::AveragePrecision>(pick("ml_pred", "ml_y"), Ranked::kMicro)});
+  metrics.push_back({"roc_curve", std::make_shared<km::RocCurve>(pick("tied", "bin_y"))});
+  metrics.push_back({"pr_curve", std::make_shared<km::PrecisionRecallCurve>(pick("tied", "bin_y"))});
+  metrics.push_back({"group", std::make_shared<km::MetricGroup>(km::MetricGroup::Members{
+                                  {"group_accuracy", std::make_shared<km::Accuracy>(pick("logits", "y"))},
+                                  {"group_auc", std::make_shared<km::ROC_AUC>(pick("tied", "bin_y"))},
+                                  {"group_pr", std::make_shared<km::PrecisionRecallCurve>(pick("tied", "bin_y"))},
+                              })});
   for (auto& [name, m] : metrics) m->attach(evaluator, name);
   auto data = batches(indices);
   evaluator.run(data, 1);
   std::map<std::string, std::string> out;
-  for (const auto& [name, value] : evaluator.state().metrics) {
-    std::ostringstream text;
-    if (value.is_number()) {
-      char buf[40];
-      std::snprintf(buf, sizeof(buf), "%.17g", value.number());
-      text << buf;
-    } else {
-      at::Tensor t = value.tensor().to(at::kDouble).reshape(-1);
-      for (int64_t i = 0; i < t.numel(); ++i) {
-        char buf[40];
-        std::snprintf(buf, sizeof(buf), "%.17g", t[i].item<double>());
-        text << (i ? "," : "") << buf;
-      }
-    }
-    out[name] = text.str();
-  }
+  for (const auto& [name, value] : evaluator.state().metrics) out[name] = as_text(value);
   return out;
 }
 
@@ -198,6 +225,7 @@ TEST_P(DistributedMetricsTest, EqualTheSingleProcessValueOnTheUnion) {
         // Loss averages float32 batch means, and the batches group other samples on other
         // world sizes: float32 rounding. Everything else accumulates exactly (counts, float64).
         const double tolerance = metric == "loss" ? 1e-6 : 1e-12;
+        if (have[i] == want[i]) continue;  // also the ROC curve's first threshold, +infinity
         EXPECT_NEAR(have[i], want[i], tolerance * std::max(1.0, std::abs(want[i])))
             << metric << "[" << i << "] on rank " << r.rank;
       }

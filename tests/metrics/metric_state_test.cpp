@@ -34,6 +34,7 @@ using kindling::engine::Engine;
 using kindling::engine::Events;
 using kindling::engine::Value;
 using kindling::testing::error_of;
+using kindling::testing::join_rank_states;
 using kindling::testing::LaunchOptions;
 using kindling::testing::pick;
 using kindling::testing::run_workers;
@@ -302,20 +303,6 @@ class Counter : public km::Metric {
   int64_t count_ = 0;
 };
 
-// The single-rank states of `per_rank` joined into one state of per_rank.size() ranks, as a
-// distributed Metric::state_dict() lists them.
-StateDict joined(const std::vector<std::shared_ptr<km::Metric>>& per_rank) {
-  StateDict state = kindling::new_state_dict();
-  for (const auto& m : per_rank) {
-    for (const auto& entry : m->state_dict()) {
-      const std::string& key = entry.key().toStringRef();
-      if (!state.contains(key)) state.insert(key, c10::impl::GenericList(c10::AnyType::get()));
-      state.at(key).toList().push_back(entry.value().toList().get(0));
-    }
-  }
-  return state;
-}
-
 }  // namespace
 
 TEST(MetricStateTest, SavedAtThreeRanksResumesAtOneOverTheUnion) {
@@ -339,7 +326,7 @@ TEST(MetricStateTest, SavedAtThreeRanksResumesAtOneOverTheUnion) {
   for (size_t i = 0; i < whole.size(); ++i) {
     const std::string& name = whole[i].first;
     if (name == "running") continue;  // per-rank values of a one-process simulation differ; see below
-    const StateDict three = joined({saved[0][i].second, saved[1][i].second, saved[2][i].second});
+    const StateDict three = join_rank_states({saved[0][i].second, saved[1][i].second, saved[2][i].second});
     resumed[i].second->load_state_dict(three);
     for (const auto* m : {&resumed, &whole}) (*m)[i].second->update((*m)[i].second->output_transform()(batch(9, 0)));
     const auto got = numbers(resumed[i].second->compute()), want = numbers(whole[i].second->compute());
@@ -361,19 +348,19 @@ TEST(MetricStateTest, StatesThatCannotBeReshardedAreRefusedWithTheReason) {
     running.push_back(m);
   }
   auto fresh = km::RunningAverage::of_output([](const Value& o) { return Value(o["reg"].sum()); }, 0.8);
-  EXPECT_NE(error_of([&] { fresh->load_state_dict(joined(running)); })
+  EXPECT_NE(error_of([&] { fresh->load_state_dict(join_rank_states(running)); })
                 .find("'_value' should be the same on every rank, but saved rank 0 and saved rank 1 hold different "
                       "values"),
             std::string::npos);
   // Equal replicated values (as every rank of a real run holds) resume.
-  fresh->load_state_dict(joined({running[0], running[0]}));
+  fresh->load_state_dict(join_rank_states({running[0], running[0]}));
   EXPECT_EQ(text(fresh->compute()), text(running[0]->compute()));
 
   // An accumulator registered without a rule resumes only at its world size.
   auto a = std::make_shared<Counter>(), b = std::make_shared<Counter>();
   a->update(Value(1.0));
   Counter c;
-  const std::string error = error_of([&] { c.load_state_dict(joined({a, b})); });
+  const std::string error = error_of([&] { c.load_state_dict(join_rank_states({a, b})); });
   EXPECT_NE(error.find("Counter::load_state_dict: '_count' holds the state of 2 rank(s) but this run has 1; this "
                        "accumulator has no rule to reshard it"),
             std::string::npos)

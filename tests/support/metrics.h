@@ -2,7 +2,9 @@
 // Helpers the metric tests share.
 #include <kindling/kindling.h>
 
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace kindling {
 namespace testing {
@@ -11,6 +13,20 @@ namespace testing {
 /// names `pred` and `target` of a named engine output.
 inline metrics::OutputTransform pick(const std::string& pred, const std::string& target) {
   return [pred, target](const engine::Value& o) { return engine::Value{o[pred], o[target]}; };
+}
+
+/// The single-rank states of `per_rank` joined into one state of per_rank.size() ranks, as a
+/// distributed Metric::state_dict() lists them (entry r of each key's list is rank r's).
+inline StateDict join_rank_states(const std::vector<std::shared_ptr<metrics::Metric>>& per_rank) {
+  StateDict state = new_state_dict();
+  for (const auto& m : per_rank) {
+    for (const auto& entry : m->state_dict()) {
+      const std::string& key = entry.key().toStringRef();
+      if (!state.contains(key)) state.insert(key, c10::impl::GenericList(c10::AnyType::get()));
+      state.at(key).toList().push_back(entry.value().toList().get(0));
+    }
+  }
+  return state;
 }
 
 }  // namespace testing

@@ -40,9 +40,17 @@ class KINDLING_API EpochMetric : public Metric {
   void update(const Value& output) override;
   /// compute_fn over all ranks' samples, in rank order (a collective: every rank). Throws
   /// NotComputableError when no rank stored a sample; rethrows on rank 0 what compute_fn
-  /// throws, and throws kindling::Error on the other ranks then.
+  /// throws, and throws on the other ranks then an exception of the same kind
+  /// (NotComputableError, kindling::UsageError, else kindling::Error) quoting its message.
   Value compute() override;
   std::string name() const override { return "EpochMetric"; }
+
+ protected:
+  /// Called by update() on each batch after the (batch_size, 1) squeeze and before storing
+  /// it (ignite's _check_shape / _check_type): a subclass throws kindling::UsageError there
+  /// to refuse input its compute_fn cannot use, and nothing is stored. Local. The default
+  /// accepts everything.
+  virtual void check_input(const at::Tensor& y_pred, const at::Tensor& y) const;
 
  private:
   ComputeFunction compute_fn_;

@@ -92,8 +92,8 @@ class KINDLING_API Metric : public std::enable_shared_from_this<Metric> {
   virtual std::string name() const = 0;
 
   /// Attaches to `engine` under `name`: reset, update and compute on the usage's events;
-  /// compute stores its result in engine.state().metrics[name]. Attaching one metric
-  /// twice (two names) shares the reset and update. The metric must be owned by a
+  /// compute stores its result in engine.state().metrics[name] (see completed()). Attaching
+  /// one metric twice (two names) shares the reset and update. The metric must be owned by a
   /// std::shared_ptr (the engine keeps it alive). Throws kindling::UsageError otherwise.
   virtual void attach(engine::Engine& engine, const std::string& name, Usage usage = Usage::kEpochWise);
   /// Removes this metric's handlers of `usage` from `engine` (and the names it stored).
@@ -106,6 +106,10 @@ class KINDLING_API Metric : public std::enable_shared_from_this<Metric> {
   /// update (without gradients); compute then store.
   void started(engine::Engine& engine);
   void iteration_completed(engine::Engine& engine);
+  /// Stores compute()'s value in engine.state().metrics[name]: a 0-dim tensor as a number,
+  /// a tensor on the CPU. A named value (ignite's mapping, e.g. MetricGroup's) is stored
+  /// whole under `name` and each entry also under its own key (a 0-dim one as a number), as
+  /// ignite does; throws kindling::UsageError when `name` is one of those keys.
   void completed(engine::Engine& engine, const std::string& name);
 
   /// Every rank's accumulators, as ignite's Metric.state_dict(): {key: [rank 0's value, rank
@@ -166,6 +170,11 @@ class KINDLING_API Metric : public std::enable_shared_from_this<Metric> {
   void register_state(const std::string& key, std::function<c10::IValue()> get,
                       std::function<std::string(const c10::IValue&)> check, std::function<void(const c10::IValue&)> set,
                       Reshard reshard = Reshard::kRefuse);
+  /// Registers every accumulator of `member` as this metric's, under "<prefix><key>" and with
+  /// the member's Reshard rule, so that this metric's state_dict() and load_state_dict()
+  /// cover the member's state (MetricGroup). `member` must live as long as this metric. A
+  /// key registered twice throws kindling::InternalError.
+  void register_member_state(const std::string& prefix, const Metric& member);
 
  private:
   struct Attachment;

@@ -13,16 +13,24 @@
 /// - running_average.h   RunningAverage
 /// - epoch_metric.h      EpochMetric (a function over all predictions and targets)
 /// - metrics_lambda.h    MetricsLambda and arithmetic on metrics
+/// - ranking.h           RankingMetric: what the ranking metrics share (input kinds, Average)
+/// - roc_auc.h           ROC_AUC, RocCurve
+/// - average_precision.h AveragePrecision, PrecisionRecallCurve
+/// - metric_group.h      MetricGroup (named metrics updated and attached together)
 #include "kindling/metrics/metric.h"
 #include "kindling/metrics/classification.h"
 #include "kindling/metrics/accuracy.h"
 #include "kindling/metrics/average.h"
+#include "kindling/metrics/average_precision.h"
 #include "kindling/metrics/confusion_matrix.h"
 #include "kindling/metrics/epoch_metric.h"
 #include "kindling/metrics/fbeta.h"
 #include "kindling/metrics/loss.h"
+#include "kindling/metrics/metric_group.h"
 #include "kindling/metrics/metrics_lambda.h"
 #include "kindling/metrics/precision_recall.h"
+#include "kindling/metrics/ranking.h"
 #include "kindling/metrics/regression.h"
+#include "kindling/metrics/roc_auc.h"
 #include "kindling/metrics/running_average.h"
 #include "kindling/metrics/top_k.h"
