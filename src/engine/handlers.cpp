@@ -1,4 +1,9 @@
 // Engine's event handlers: adding, removing, registering user-defined events, firing.
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <vector>
+
 #include "engine/registry.h"
 #include "kindling/error.h"
 
@@ -69,18 +74,53 @@ void Engine::fire_event(const Event& event) {
   fire(event);
 }
 
+void Engine::add_observer(std::shared_ptr<EventObserver> observer) {
+  KINDLING_CHECK(observer != nullptr, "kindling::engine::", name, ".add_observer: the observer is null");
+  auto& all = registry_->observers;
+  KINDLING_CHECK(std::find(all.begin(), all.end(), observer) == all.end(), "kindling::engine::", name,
+                 ".add_observer: this observer is already added to this engine; add it once");
+  // A copy, not an append: a firing in progress keeps iterating over the list it started with.
+  auto copy = all;
+  copy.push_back(std::move(observer));
+  all = std::move(copy);
+}
+
+bool Engine::remove_observer(const EventObserver& observer) {
+  auto copy = registry_->observers;
+  auto it = std::find_if(copy.begin(), copy.end(), [&](const auto& o) { return o.get() == &observer; });
+  if (it == copy.end()) return false;
+  copy.erase(it);
+  registry_->observers = std::move(copy);
+  return true;
+}
+
 void Engine::fire(const Event& event) {
   last_event_ = event;
+  // Observers (profilers) are rare: without them a firing costs what it did before.
+  std::vector<std::shared_ptr<EventObserver>> observers;
+  if (!registry_->observers.empty()) observers = registry_->observers;
+  for (const auto& o : observers) o->before_event(*this, event);
   auto it = registry_->by_event.find(event.id());
-  if (it == registry_->by_event.end()) return;
-  const int64_t counter = state_.counter(event);
-  // The list this firing started with (see Registry), by index: it may grow meanwhile.
-  const Registry::List entries = it->second;
-  for (std::size_t i = 0; i < entries->size(); ++i) {
-    if (!(*entries)[i].event.passes(*this, counter)) continue;
-    auto call = (*entries)[i].handler.call;  // copy: the vector may grow during the call
-    call(*this, exception_);
+  if (it != registry_->by_event.end()) {
+    const int64_t counter = state_.counter(event);
+    // The list this firing started with (see Registry), by index: it may grow meanwhile.
+    const Registry::List entries = it->second;
+    for (std::size_t i = 0; i < entries->size(); ++i) {
+      if (!(*entries)[i].event.passes(*this, counter)) continue;
+      auto call = (*entries)[i].handler.call;  // copy: the vector may grow during the call
+      if (observers.empty()) {
+        call(*this, exception_);
+        continue;
+      }
+      const auto start = std::chrono::steady_clock::now();
+      call(*this, exception_);
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const Registry::Entry& entry = (*entries)[i];  // index i stays valid: lists only grow at the end
+      const HandlerInfo info{entry.id, i + 1, entry.handler.type, &entry.event};
+      for (const auto& o : observers) o->handler_called(*this, event, info, seconds);
+    }
   }
+  for (const auto& o : observers) o->after_event(*this, event);
 }
 
 }  // namespace engine

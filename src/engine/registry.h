@@ -29,6 +29,8 @@ struct Engine::Registry {
   std::map<int, List> by_event;  // event id -> entries in the order added
   std::set<int> registered_custom;
   int64_t next_id = 0;
+  // Watchers of every firing (kindling/engine/observer.h); empty unless a profiler is attached.
+  std::vector<std::shared_ptr<EventObserver>> observers;
 
   void add(const Event& event, Entry entry) {
     List& list = by_event[event.id()];

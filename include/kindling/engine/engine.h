@@ -59,6 +59,7 @@
 #include "kindling/engine/detail/process_function.h"
 #include "kindling/engine/events.h"
 #include "kindling/engine/logger.h"
+#include "kindling/engine/observer.h"
 #include "kindling/engine/state.h"
 #include "kindling/engine/state_dict.h"
 #include "kindling/engine/value.h"
@@ -161,6 +162,12 @@ class KINDLING_API Engine {
   bool has_event_handler(const HandlerHandle& handle) const;
   /// Detaches the handler. Throws kindling::UsageError when it is not attached to this engine.
   void remove_event_handler(const HandlerHandle& handle);
+  /// Adds an observer of every event firing and handler call (kindling/engine/observer.h;
+  /// the time profilers use it). The engine keeps it alive. Throws kindling::UsageError for
+  /// a null observer or one already added. Local.
+  void add_observer(std::shared_ptr<EventObserver> observer);
+  /// Removes an observer added with add_observer; false when it was not there. Local.
+  bool remove_observer(const EventObserver& observer);
 
   /// Makes user-defined events known to this engine. Throws kindling::UsageError for a
   /// built-in event.

@@ -70,10 +70,27 @@ std::function<Value(Engine&, const std::any&)> adapt_process_function(F f) {
 struct Handler {
   std::function<void(Engine&, const std::exception_ptr&)> call;
   bool wants_exception = false;
+  // The callable's type, for handler_name() (kindling/engine/observer.h); null for function
+  // pointers and std::function, whose type does not say what they are.
+  const std::type_info* type = nullptr;
 };
 
 template <typename F>
-Handler adapt_handler(F f) {
+struct IsStdFunction : std::false_type {};
+template <typename S>
+struct IsStdFunction<std::function<S>> : std::true_type {};
+
+template <typename F>
+const std::type_info* handler_type() {
+  if constexpr (std::is_pointer<F>::value || std::is_function<F>::value || IsStdFunction<F>::value) {
+    return nullptr;
+  } else {
+    return &typeid(F);
+  }
+}
+
+template <typename F>
+Handler adapt_handler_call(F f) {
   if constexpr (std::is_invocable<F&, Engine&, const std::exception_ptr&>::value) {
     return Handler{[f = std::move(f)](Engine& e, const std::exception_ptr& x) mutable { f(e, x); }, true};
   } else if constexpr (std::is_invocable<F&, Engine&>::value) {
@@ -84,6 +101,13 @@ Handler adapt_handler(F f) {
                   "EXCEPTION_RAISED, (Engine&, std::exception_ptr)");
     return Handler{[f = std::move(f)](Engine&, const std::exception_ptr&) mutable { f(); }, false};
   }
+}
+
+template <typename F>
+Handler adapt_handler(F f) {
+  Handler h = adapt_handler_call(std::move(f));
+  h.type = handler_type<F>();
+  return h;
 }
 
 }  // namespace detail
