@@ -2,10 +2,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
-#include <string>
-
-#include "common/env.h"
 
 namespace kindling {
 namespace detail {
@@ -16,9 +12,9 @@ std::atomic<std::uint64_t> g_identity{0};
 }  // namespace
 
 void set_identity(int rank, int world_size) {
-  g_identity.store(
-      (static_cast<std::uint64_t>(static_cast<std::uint32_t>(world_size)) << 32) | static_cast<std::uint32_t>(rank),
-      std::memory_order_release);
+  g_identity.store((static_cast<std::uint64_t>(static_cast<std::uint32_t>(world_size)) << 32) |
+                       static_cast<std::uint32_t>(rank),
+                   std::memory_order_release);
 }
 
 void clear_identity() { g_identity.store(0, std::memory_order_release); }
@@ -28,15 +24,6 @@ std::optional<std::pair<int, int>> identity() {
   const auto world_size = static_cast<int>(packed >> 32);
   if (world_size == 0) return std::nullopt;
   return std::make_pair(static_cast<int>(packed & 0xffffffffu), world_size);
-}
-
-int rank_or_launcher_rank() {
-  if (const auto id = identity()) return id->first;
-  const auto text = get_env("RANK");
-  if (!text || text->empty()) return 0;
-  char* end = nullptr;
-  const long rank = std::strtol(text->c_str(), &end, 10);
-  return *end == '\0' && rank >= 0 ? static_cast<int>(rank) : 0;
 }
 
 }  // namespace detail

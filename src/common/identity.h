@@ -14,10 +14,6 @@ void set_identity(int rank, int world_size);
 void clear_identity();
 /// (rank, world size) of the active distributed model, or nullopt in the serial model.
 std::optional<std::pair<int, int>> identity();
-/// The rank that decides who writes: the distributed model's, else RANK from the environment
-/// (a launcher's worker before initialize), else 0 (also for a RANK that is not a number).
-/// Any thread; never throws.
-int rank_or_launcher_rank();
 
 }  // namespace detail
 }  // namespace kindling

@@ -2,9 +2,11 @@
 // INFO lines kept and other ranks' lowered to DEBUG.
 #include "kindling/engine/logger.h"
 
+#include <exception>
 #include <utility>
 
 #include "common/identity.h"
+#include "kindling/dist/launch_env.h"
 #include "kindling/error.h"
 
 namespace kindling {
@@ -12,9 +14,21 @@ namespace engine {
 
 namespace {
 
+// This process's rank: the distributed model's, else the launcher's (torchrun's RANK,
+// mpirun's OMPI_COMM_WORLD_RANK, srun's SLURM_PROCID, ...), else 0. Read at each line (the
+// engine logs a few lines per epoch), so that it follows initialize().
+int default_logger_rank() {
+  if (const auto id = kindling::detail::identity()) return id->first;
+  try {
+    return dist::detect_launch_environment().rank;
+  } catch (const std::exception&) {
+    return 0;  // an inconsistent environment: initialize() reports it
+  }
+}
+
 // The level a line of the default logger is written at on this rank.
 LogLevel default_level_on_this_rank(LogLevel level) {
-  if (level == LogLevel::kInfo && kindling::detail::rank_or_launcher_rank() != 0) return LogLevel::kDebug;
+  if (level == LogLevel::kInfo && default_logger_rank() != 0) return LogLevel::kDebug;
   return level;
 }
 

@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 
+#include <cstdlib>
 #include <optional>
 #include <regex>
 #include <string>
@@ -21,20 +22,36 @@ namespace {
 namespace ke = kindling::engine;
 using kindling::LogLevel;
 
-// Restores the log level, and RANK when a test set it.
+// The launcher variables the tests set; each test starts without them and they are restored.
+const char* const kLauncherVariables[] = {"RANK",
+                                          "WORLD_SIZE",
+                                          "OMPI_COMM_WORLD_RANK",
+                                          "OMPI_COMM_WORLD_SIZE",
+                                          "OMPI_COMM_WORLD_LOCAL_RANK",
+                                          "OMPI_COMM_WORLD_LOCAL_SIZE"};
+
+// Restores the log level and the launcher variables.
 class EngineLoggerTest : public ::testing::Test {
  protected:
+  void SetUp() override {
+    for (const char* name : kLauncherVariables) {
+      const char* value = std::getenv(name);
+      saved_.emplace_back(name, value ? std::optional<std::string>(value) : std::nullopt);
+      ::unsetenv(name);
+    }
+  }
   void TearDown() override {
     kindling::set_log_level(saved_level_);
-    if (saved_rank_) {
-      ::setenv("RANK", saved_rank_->c_str(), 1);
-    } else {
-      ::unsetenv("RANK");
+    for (const auto& [name, value] : saved_) {
+      if (value) {
+        ::setenv(name.c_str(), value->c_str(), 1);
+      } else {
+        ::unsetenv(name.c_str());
+      }
     }
   }
   LogLevel saved_level_ = kindling::log_level();
-  std::optional<std::string> saved_rank_ =
-      std::getenv("RANK") ? std::optional<std::string>(std::getenv("RANK")) : std::nullopt;
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
 };
 
 // Two epochs of three iterations; what the engine wrote on stderr.
@@ -52,7 +69,6 @@ ke::Engine make_trainer() {
 }
 
 TEST_F(EngineLoggerTest, DefaultLoggerWritesIgnitesLinesAtInfo) {
-  ::unsetenv("RANK");
   kindling::set_log_level(LogLevel::kInfo);
   ke::Engine trainer = make_trainer();
   const std::string err = run_two_epochs(trainer);
@@ -64,15 +80,23 @@ TEST_F(EngineLoggerTest, DefaultLoggerWritesIgnitesLinesAtInfo) {
 }
 
 TEST_F(EngineLoggerTest, LogLevelSilencesTheDefaultLogger) {
-  ::unsetenv("RANK");
   kindling::set_log_level(LogLevel::kWarning);
   ke::Engine trainer = make_trainer();
   EXPECT_FALSE(trainer.logger.is_enabled_for(LogLevel::kInfo));
   EXPECT_EQ(run_two_epochs(trainer), "");
 }
 
-TEST_F(EngineLoggerTest, OtherRanksWriteInfoLinesOnlyAtDebug) {
-  ::setenv("RANK", "1", 1);  // a launcher's rank 1 before initialize
+// Before initialize, the rank is the launcher's: torchrun's RANK, or mpirun's.
+class EngineLoggerRankTest : public EngineLoggerTest, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(EngineLoggerRankTest, OtherRanksWriteInfoLinesOnlyAtDebug) {
+  const std::string prefix = GetParam();
+  ::setenv((prefix + "RANK").c_str(), "1", 1);
+  ::setenv((prefix + (prefix.empty() ? "WORLD_SIZE" : "SIZE")).c_str(), "2", 1);
+  if (!prefix.empty()) {
+    ::setenv((prefix + "LOCAL_RANK").c_str(), "1", 1);
+    ::setenv((prefix + "LOCAL_SIZE").c_str(), "2", 1);
+  }
   kindling::set_log_level(LogLevel::kInfo);
   ke::Engine trainer = make_trainer();
   EXPECT_FALSE(trainer.logger.is_enabled_for(LogLevel::kInfo));
@@ -84,8 +108,10 @@ TEST_F(EngineLoggerTest, OtherRanksWriteInfoLinesOnlyAtDebug) {
   EXPECT_NE(err.find("trainer: Epoch[2] Complete."), std::string::npos) << err;
 }
 
+INSTANTIATE_TEST_SUITE_P(Launchers, EngineLoggerRankTest, ::testing::Values("", "OMPI_COMM_WORLD_"),
+                         [](const auto& info) { return std::string(info.param[0] ? "mpirun" : "torchrun"); });
+
 TEST_F(EngineLoggerTest, SetupLoggerBecomesTheEnginesLogger) {
-  ::unsetenv("RANK");
   kindling::set_log_level(LogLevel::kOff);  // kindling's own log is not where these lines go
   ke::Engine trainer = make_trainer();
   auto logger = kindling::handlers::setup_logger("Trainer", LogLevel::kInfo, "%(name)s %(levelname)s: %(message)s");

@@ -14,7 +14,8 @@
 ///
 /// The default logger writes through kindling's log (kindling/log.h), so KINDLING_LOG_LEVEL
 /// or set_log_level() silence it. Ranks: on rank 0 (the distributed model's rank, before
-/// kindling::dist::initialize RANK from the environment, else 0) a line keeps its level; on
+/// kindling::dist::initialize the launcher's: RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID, ...;
+/// else 0) a line keeps its level; on
 /// the other ranks INFO lines are written at DEBUG, so a job of many ranks prints each
 /// epoch's line once unless the log level is debug. Warnings and errors are written on every
 /// rank. A logger made by kindling::handlers::setup_logger converts to an EngineLogger and then
