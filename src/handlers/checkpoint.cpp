@@ -203,6 +203,10 @@ std::string unreadable_because(const std::vector<char>& bytes, const std::string
 
 std::function<double(engine::Engine&)> Checkpoint::get_default_score_fn(const std::string& metric_name,
                                                                         double score_sign) {
+  KINDLING_CHECK(score_sign == 1.0 || score_sign == -1.0,
+                 "kindling::handlers::Checkpoint::get_default_score_fn: score_sign should be 1 or -1 (ignite's rule), "
+                 "got ",
+                 score_sign, "; pass 1 for a metric where higher is better (an accuracy), -1 where lower is (a loss)");
   return [metric_name, score_sign](engine::Engine& engine) {
     const auto& metrics = engine.state().metrics;
     auto it = metrics.find(metric_name);

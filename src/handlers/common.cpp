@@ -20,7 +20,7 @@ std::shared_ptr<CommonHandlers> setup_common_training_handlers(Engine& trainer, 
                  ": to_save is given, so output_path or save_handler should be given too (where to write)");
   KINDLING_CHECK(o.save_every_iters() >= 1 && o.log_every_iters() >= 1, where,
                  ": save_every_iters and log_every_iters must be at least 1, got ", o.save_every_iters(), " and ",
-                 o.log_every_iters());
+                 o.log_every_iters(), "; pass iteration counts (the defaults are 1000 and 100)");
   auto made = std::make_shared<CommonHandlers>();
   if (o.train_sampler()) {
     auto sampler = o.train_sampler();
@@ -64,7 +64,8 @@ std::unique_ptr<TensorboardLogger> setup_tb_logging(const std::string& output_pa
                                                     const std::map<std::string, Engine*>& evaluators,
                                                     int64_t log_every_iters) {
   const char* where = "kindling::handlers::setup_tb_logging";
-  KINDLING_CHECK(log_every_iters >= 1, where, ": log_every_iters must be at least 1, got ", log_every_iters);
+  KINDLING_CHECK(log_every_iters >= 1, where, ": log_every_iters must be at least 1, got ", log_every_iters,
+                 "; pass the number of iterations between two logged values (default 100; 1 logs every iteration)");
   for (const auto& [name, optimizer] : optimizers) {
     KINDLING_CHECK(optimizer != nullptr, where, ": optimizer '", name, "' is a null pointer; pass &optimizer");
   }

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "kindling/engine/keep_alive.h"
+#include "kindling/log.h"
 
 namespace kindling {
 namespace handlers {
@@ -111,10 +112,19 @@ EMAHandler::EMAHandler(std::shared_ptr<torch::nn::Module> model, const EMAHandle
 engine::HandlerHandle EMAHandler::attach(engine::Engine& engine, const std::string& name,
                                          const engine::EventsList& event) {
   std::shared_ptr<EMAHandler> self = engine::keep_alive(*this, kEmaWho);
-  KINDLING_CHECK(engine.state().attributes.count(name) == 0, kEmaWho, ".attach: the attribute '", name,
-                 "' is already in ", engine.name, ".state().attributes, and this handler would overwrite it (another ",
-                 "EMA handler?); attach it under another name, e.g. \"", name, "_2\"");
-  engine.state().attributes[name] = 0.0;
+  engine::ValueMap& attributes = engine.state().attributes;
+  if (attributes.count(name) != 0) {
+    // Current ignite's rule: a warning, not an error, so that attach works after a resume
+    // whose restored state holds the attribute. The value is kept until the first event.
+    log(LogLevel::kWarning, std::string(kEmaWho) + ".attach: the attribute '" + name + "' is already in " +
+                                engine.name + ".state().attributes (holding " + attributes.at(name).to_string() +
+                                "); it is kept and set at each event from now on. Expected when the trainer's state "
+                                "was restored with it; if another EMA handler writes it, attach this one under "
+                                "another name, e.g. \"" +
+                                name + "_2\", or the attribute shows whichever ran last");
+  } else {
+    attributes[name] = 0.0;
+  }
   return engine.add_event_handler(event, [self, name](engine::Engine& e) {
     const double momentum = self->momentum_at(e.state().iteration);
     e.state().attributes[name] = momentum;

@@ -159,6 +159,16 @@ std::string histogram_event(double wall_time, int64_t step, const std::string& t
   return summary_event(wall_time, step, summary_value);
 }
 
+void ClosedSinkWarning::dropped(const std::string& who, const std::string& tag) {
+  if (told_.exchange(true)) return;
+  kindling::log(LogLevel::kWarning,
+                who + ": '" + tag +
+                    "' was logged after close() (or after the logger was destroyed) and is dropped, as is every "
+                    "later value (told once); keep the logger until the last run ends (also the one "
+                    "setup_tb_logging returns), or remove its handlers first with the HandlerHandle that attach_* "
+                    "returned");
+}
+
 double wall_time_now() {
   using namespace std::chrono;
   return duration<double>(system_clock::now().time_since_epoch()).count();

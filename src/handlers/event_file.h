@@ -18,6 +18,7 @@
 // Why CRC32C is computed here: zlib (already linked) offers crc32, whose polynomial is
 // IEEE 802.3's (0xEDB88320 reflected), not Castagnoli's (0x82F63B78 reflected) that TFRecord
 // uses; zlib has no CRC32C.
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -42,14 +43,30 @@ std::string file_version_event(double wall_time);
 /// The encoded Event{wall_time, step, summary{value{tag, simple_value}}}.
 std::string scalar_event(double wall_time, int64_t step, const std::string& tag, float value);
 
-/// TensorFlow's HistogramProto: bucket i counts the values in (bucket_limit[i-1],
-/// bucket_limit[i]], the first bucket those from `min`.
+/// TensorFlow's HistogramProto: bucket i counts the values in [bucket_limit[i-1],
+/// bucket_limit[i]) (TensorFlow's Histogram::Add), the first bucket those from `min`;
+/// add_histogram's last bucket also holds its upper edge, `max` (numpy.histogram's rule).
 struct HistogramSummary {
   double min = 0, max = 0, num = 0, sum = 0, sum_squares = 0;
   std::vector<double> bucket_limit, bucket;
 };
 /// The encoded Event{wall_time, step, summary{value{tag, histo}}}.
 std::string histogram_event(double wall_time, int64_t step, const std::string& tag, const HistogramSummary& histogram);
+
+/// What every logger's sink (TensorBoard file, JSON lines, HTML report) does with a value
+/// logged after close(): it drops it, and the first one is told as a warning in kindling's
+/// log. Not an exception: sinks exist on rank 0 only, so a throw would end rank 0 alone while
+/// the other ranks' inert handlers go on to their next collective and wait there forever.
+/// Thread-safe.
+class ClosedSinkWarning {
+ public:
+  /// Warns for the first call only. `who` names the logger ("kindling::handlers::JsonLogger"),
+  /// `tag` the value dropped.
+  void dropped(const std::string& who, const std::string& tag);
+
+ private:
+  std::atomic<bool> told_{false};
+};
 
 /// Seconds since the Unix epoch, with the clock's resolution.
 double wall_time_now();

@@ -19,9 +19,9 @@ class EventFileSink final : public ScalarSink {
   /// Creates `log_dir` (and parents) and a new event file in it, named as TensorboardLogger
   /// says, and writes the file-version record. Throws kindling::Error when either fails.
   explicit EventFileSink(const std::string& log_dir);
-  /// One scalar record "<tag>/<name>" (or "<name>" for an empty tag). Throws
-  /// kindling::UsageError for a tag that is not UTF-8 or after close(), kindling::Error when
-  /// the write fails.
+  /// One scalar record "<tag>/<name>" (or "<name>" for an empty tag). After close() the
+  /// record is dropped (ClosedSinkWarning). Throws kindling::UsageError for a tag that is not
+  /// UTF-8, kindling::Error when the write fails.
   void write(const std::string& tag, const std::string& name, double value, int64_t step) override;
   /// One histogram record under `tag`; throws as write().
   void write_histogram(const std::string& tag, const HistogramSummary& histogram, int64_t step);
@@ -35,6 +35,7 @@ class EventFileSink final : public ScalarSink {
   std::mutex mutex_;
   ::kindling::detail::OutputFile file_;
   std::set<std::string> seen_;
+  ClosedSinkWarning closed_;
 };
 
 }  // namespace detail

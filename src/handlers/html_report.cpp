@@ -22,8 +22,9 @@ struct HtmlReport::Records {
 
 HtmlReport::HtmlReport(std::string path, std::string title)
     : BaseLogger("HtmlReport"), path_(std::move(path)), title_(std::move(title)) {
-  KINDLING_CHECK(!path_.empty(), "kindling::handlers::HtmlReport: path is an empty string; give the page's file, "
-                                 "e.g. \"runs/exp1/report.html\"");
+  KINDLING_CHECK(!path_.empty(),
+                 "kindling::handlers::HtmlReport: path is an empty string; give the page's file, "
+                 "e.g. \"runs/exp1/report.html\"");
   if (detail::this_rank() != 0) return;  // inert
   const auto slash = path_.find_last_of('/');
   const std::string folder = slash == std::string::npos ? "." : slash == 0 ? "/" : path_.substr(0, slash);
@@ -36,8 +37,10 @@ HtmlReport::HtmlReport(std::string path, std::string title)
     explicit Sink(std::shared_ptr<Records> r) : records(std::move(r)) {}
     void write(const std::string& tag, const std::string& name, double value, int64_t step) override {
       std::lock_guard<std::mutex> lock(records->mutex);
-      KINDLING_CHECK(!records->closed, "kindling::handlers::HtmlReport: a value ('", name,
-                     "') was logged after close(); close the report after the last handler has run");
+      if (records->closed) {  // dropped with a warning, not thrown (ClosedSinkWarning)
+        closed.dropped("kindling::handlers::HtmlReport", tag.empty() ? name : tag + "/" + name);
+        return;
+      }
       records->values.push_back({tag, name, step, value});
     }
     void close() override {
@@ -45,6 +48,7 @@ HtmlReport::HtmlReport(std::string path, std::string title)
       records->closed = true;
     }
     std::shared_ptr<Records> records;
+    detail::ClosedSinkWarning closed;
   };
   set_sink(std::make_shared<Sink>(records_));
 }

@@ -55,9 +55,10 @@ class JsonLinesSink final : public detail::ScalarSink {
   void write(const std::string& tag, const std::string& name, double value, int64_t step) override {
     const std::string line = json_line(tag, name, value, step, detail::wall_time_now());
     std::lock_guard<std::mutex> lock(mutex_);
-    KINDLING_CHECK(file_.is_open(), kWho, ": '", tag.empty() ? name : tag + "/" + name,
-                   "' was logged after close() (or after the logger was destroyed); close the logger after the "
-                   "last run, or first remove its handlers with the HandlerHandle that attach_* returned");
+    if (!file_.is_open()) {  // dropped with a warning, not thrown (ClosedSinkWarning)
+      closed_.dropped(kWho, tag.empty() ? name : tag + "/" + name);
+      return;
+    }
     file_.write(line, kWho);
   }
 
@@ -69,6 +70,7 @@ class JsonLinesSink final : public detail::ScalarSink {
  private:
   std::mutex mutex_;
   ::kindling::detail::OutputFile file_;
+  detail::ClosedSinkWarning closed_;
 };
 
 }  // namespace

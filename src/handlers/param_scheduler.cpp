@@ -63,6 +63,14 @@ void ParamScheduler::step() {
 void ParamScheduler::operator()(engine::Engine&) { step(); }
 
 engine::HandlerHandle ParamScheduler::attach(engine::Engine& engine, const engine::EventsList& event) {
+  // attach() is not virtual (each class has its own default event), so a scheduler that needs
+  // a metric can arrive here through a base pointer: refuse it now, not at the first event.
+  KINDLING_CHECK(!needs_metric(), who(),
+                 ": attached through ParamScheduler::attach (a std::shared_ptr<ParamScheduler>, or "
+                 "setup_common_training_handlers' lr_scheduler), which would step it at each event without the "
+                 "metric it needs; call its own attach instead, e.g. "
+                 "std::static_pointer_cast<ReduceLROnPlateauScheduler>(scheduler)->attach(evaluator), which reads the "
+                 "metric at the evaluator's COMPLETED");
   std::shared_ptr<ParamScheduler> self = engine::keep_alive(*this, who());
   return engine.add_event_handler(event, [self](engine::Engine&) { self->step(); });
 }

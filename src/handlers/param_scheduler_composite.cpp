@@ -136,6 +136,8 @@ ConcatScheduler::ConcatScheduler(std::vector<std::shared_ptr<ParamScheduler>> sc
     KINDLING_CHECK(durations_[i] >= 1, who(), ": durations[", i, "] is ", durations_[i], ", expected >= 1 event");
   }
   for (const auto& s : schedulers_) {
+    KINDLING_CHECK(!s->needs_metric(), who(), ": ", s->who(), " steps from a metric value, which a ConcatScheduler ",
+                   "does not have; attach it on its own (its attach(evaluator) reads the metric), not in a sequence");
     KINDLING_CHECK(&s->optimizer() == &optimizer(), who(), ": schedulers should be related to the same optimizer, ",
                    "but ", s->who(), " sets another one");
     KINDLING_CHECK(s->param_name() == param_name(), who(), ": schedulers should be related to the same param_name, ",

@@ -47,13 +47,19 @@ void check_plateau_rule(const ReduceLROnPlateauScheduler::Rule& r, const std::st
                  r.threshold_mode, "' is unknown; use \"rel\" (a fraction of the best) or \"abs\" (metric units)");
   KINDLING_CHECK(r.factor >= 0 && r.factor < 1, kPlateauWho, where, ": factor should be < 1.0 (and >= 0), got ",
                  r.factor, "; the lr is multiplied by it, e.g. 0.1 divides it by 10");
-  KINDLING_CHECK(r.patience >= 0, kPlateauWho, where, ": patience should be >= 0, got ", r.patience);
-  KINDLING_CHECK(r.cooldown >= 0, kPlateauWho, where, ": cooldown should be >= 0, got ", r.cooldown);
-  KINDLING_CHECK(r.threshold >= 0, kPlateauWho, where, ": threshold should be >= 0, got ", r.threshold);
-  KINDLING_CHECK(r.eps >= 0, kPlateauWho, where, ": eps should be >= 0, got ", r.eps);
+  KINDLING_CHECK(r.patience >= 0, kPlateauWho, where, ": patience should be >= 0, got ", r.patience,
+                 "; pass the number of calls without improvement to tolerate before a reduction (torch's default "
+                 "10; 0 reduces at the first bad call)");
+  KINDLING_CHECK(r.cooldown >= 0, kPlateauWho, where, ": cooldown should be >= 0, got ", r.cooldown,
+                 "; pass the number of calls after a reduction during which bad calls are not counted (default 0)");
+  KINDLING_CHECK(r.threshold >= 0, kPlateauWho, where, ": threshold should be >= 0, got ", r.threshold,
+                 "; pass how much better than the best a value must be to count as an improvement (default 1e-4; 0 "
+                 "for any improvement)");
+  KINDLING_CHECK(r.eps >= 0, kPlateauWho, where, ": eps should be >= 0, got ", r.eps,
+                 "; pass the smallest lr change a reduction makes (default 1e-8; 0 always reduces)");
   for (std::size_t g = 0; g < r.min_lrs.size(); ++g) {
     KINDLING_CHECK(r.min_lrs[g] >= 0, kPlateauWho, where, ": min_lr of parameter group ", g, " is ", r.min_lrs[g],
-                   ", expected >= 0");
+                   ", expected >= 0; pass the lowest lr a reduction may reach (default 0)");
   }
 }
 
@@ -140,9 +146,8 @@ std::vector<double> ReduceLROnPlateauScheduler::get_param() { return current_val
 void ReduceLROnPlateauScheduler::advance() {
   // step(double) has applied the rule; an advance from anywhere else has no metric.
   KINDLING_CHECK(metric_given_, who(),
-                 ": stepped without a metric value (through ParamScheduler::step(), attach() of the base class or a "
-                 "ConcatScheduler); call step(value), operator()(engine) or attach(evaluator) of "
-                 "ReduceLROnPlateauScheduler itself");
+                 ": stepped without a metric value (through ParamScheduler::step(), which has none); call "
+                 "step(value), operator()(engine) or attach(evaluator) of ReduceLROnPlateauScheduler itself");
   metric_given_ = false;
   ParamScheduler::advance();
 }

@@ -3,9 +3,11 @@
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "common/strings.h"
 #include "handlers/event_file_sink.h"
@@ -56,10 +58,44 @@ std::string prefixed_tag(const std::string& tag, const std::string& rest) {
   return tag.empty() ? rest : tag + "/" + rest;
 }
 
-// The tensor a handler reads: the parameter, or its gradient (undefined when it has none).
-at::Tensor param_or_grad(const at::Tensor& param, bool grads) { return grads ? param.grad() : param; }
+// The tensor a handler reads: the parameter, or its gradient (undefined when it has none),
+// detached (ignite passes p.data and p.grad): a user's reduction then cannot record autograd
+// history on the live parameter or change it through the graph.
+at::Tensor param_or_grad(const at::Tensor& param, bool grads) {
+  const at::Tensor t = grads ? param.grad() : param;
+  return t.defined() ? t.detach() : t;
+}
 
-// The histogram of the finite elements; nullopt when there is none.
+// numpy.histogram's buckets of `x` (n finite values) between h.min and h.max: `bins` equal
+// widths, edges min + width * (b + 1) (the last edge is max itself), each value counted in
+// the bucket whose edges hold it, its lower edge included (the last bucket's upper edge
+// too). The bucket index guessed from (x - min) / width is clamped in double before the cast
+// (casting a NaN, or a value beyond int64_t's range, is undefined behaviour), then moved
+// while rounding left it on the wrong side of an edge, so that the counts agree with the
+// edges written (numpy corrects its guess the same way, by one bucket). One bucket when the
+// width is not a positive finite number: all values equal, a range so narrow (subnormal)
+// that the width rounds to 0, or so wide (e.g. -1e308 to 1e308) that max - min overflows.
+void fill_buckets(detail::HistogramSummary& h, const double* x, int64_t n, int bins) {
+  const double width = (h.max - h.min) / bins;
+  if (!(std::isfinite(width) && width > 0)) bins = 1;
+  h.bucket.assign(static_cast<std::size_t>(bins), 0.0);
+  h.bucket_limit.clear();
+  for (int b = 0; b < bins; ++b) h.bucket_limit.push_back(b + 1 == bins ? h.max : h.min + width * (b + 1));
+  if (bins == 1) {
+    h.bucket[0] = static_cast<double>(n);
+    return;
+  }
+  const std::vector<double>& upper = h.bucket_limit;
+  for (int64_t i = 0; i < n; ++i) {
+    double guess = (x[i] - h.min) / width;
+    guess = guess >= 0 ? std::min(guess, static_cast<double>(bins - 1)) : 0.0;  // also NaN -> 0
+    std::size_t b = static_cast<std::size_t>(guess);
+    while (b > 0 && x[i] < upper[b - 1]) --b;              // below its lower edge
+    while (b + 1 < upper.size() && x[i] >= upper[b]) ++b;  // at or above its upper edge
+    h.bucket[b] += 1.0;
+  }
+}
+
 // The histogram of the finite elements of `values`, written to `file` under `tag`; non-finite
 // elements are left out with one warning per tag and file.
 void write_histogram(detail::EventFileSink& file, const std::string& tag, const at::Tensor& values, int bins,
@@ -84,14 +120,7 @@ void write_histogram(detail::EventFileSink& file, const std::string& tag, const 
     h.sum_squares += x[i] * x[i];
   }
   h.num = static_cast<double>(n);
-  if (h.max == h.min) bins = 1;
-  const double width = (h.max - h.min) / bins;
-  h.bucket.assign(static_cast<std::size_t>(bins), 0.0);
-  for (int b = 0; b < bins; ++b) h.bucket_limit.push_back(b + 1 == bins ? h.max : h.min + width * (b + 1));
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t b = bins == 1 ? 0 : static_cast<int64_t>((x[i] - h.min) / width);
-    h.bucket[static_cast<std::size_t>(std::min<int64_t>(b, bins - 1))] += 1.0;
-  }
+  fill_buckets(h, x, n, bins);
   file.write_histogram(tag, h, step);
 }
 

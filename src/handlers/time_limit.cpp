@@ -22,7 +22,8 @@ TimeLimit::TimeLimit(double limit_sec, const TimeLimitOptions& options)
     : limit_sec_(limit_sec), check_every_(options.check_every()), start_(std::chrono::steady_clock::now()) {
   KINDLING_CHECK(std::isfinite(limit_sec_) && limit_sec_ > 0, kTimeLimitWho, ": limit_sec should be a positive ",
                  "number of seconds, got ", limit_sec_, " (the default is 28800, 8 hours)");
-  KINDLING_CHECK(check_every_ >= 1, kTimeLimitWho, ": check_every should be >= 1, got ", check_every_);
+  KINDLING_CHECK(check_every_ >= 1, kTimeLimitWho, ": check_every should be >= 1, got ", check_every_,
+                 "; pass 1 to check at every call (the default), or k to check (and all-reduce) at every k-th call");
 }
 
 double TimeLimit::elapsed() const {

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -85,6 +86,14 @@ TEST(CheckpointTest, DefaultScoreFunctionReadsTheMetricWithItsSign) {
       << message;
   message = error_of<kindling::UsageError>([&] { kh::Checkpoint::get_default_score_fn("confusion")(evaluator); });
   EXPECT_NE(message.find("'confusion' is not a number"), std::string::npos) << message;
+  // ignite accepts only 1 and -1; anything else is refused when the function is made.
+  for (const double sign : {0.0, 2.0, -0.5, std::nan("")}) {
+    message = error_of<kindling::UsageError>([&] { kh::Checkpoint::get_default_score_fn("loss", sign); });
+    EXPECT_NE(message.find("score_sign should be 1 or -1 (ignite's rule), got "), std::string::npos) << message;
+    EXPECT_NE(message.find("pass 1 for a metric where higher is better"), std::string::npos) << message;
+  }
+  EXPECT_NE(error_of<kindling::UsageError>([&] { kh::Checkpoint::get_default_score_fn("loss", 2.0); }).find("got 2;"),
+            std::string::npos);
 }
 
 TEST(CheckpointTest, TrainingCheckpointRoundTripsEveryObject) {

@@ -17,6 +17,7 @@
 
 #include "kindling/engine/engine.h"
 #include "kindling/handlers/json_logger.h"
+#include "support/errors.h"
 #include "support/files.h"
 #include "support/multiprocess.h"
 
@@ -129,7 +130,8 @@ const char* const kStrictJsonCheck =
     "print(count)\n";
 
 TEST(JsonLoggerTest, LinesParseBackWithEveryField) {
-  const std::string dir = kindling::testing::make_temp_dir("json"), path = dir + "/logs/scalars.jsonl";  // logs/ is made
+  const std::string dir = kindling::testing::make_temp_dir("json"),
+                    path = dir + "/logs/scalars.jsonl";  // logs/ is made
   const double before = kindling::testing::unix_now();
   const std::string weird = "line\nbreak \\ \"quoted\"\ttab \x01 \x1f caf\xC3\xA9 bad\xFF";
   {
@@ -191,7 +193,12 @@ TEST(JsonLoggerTest, LinesParseBackWithEveryField) {
     kh::JsonLogger fresh(path);  // append false: emptied
     fresh.add_scalar("", "fresh", 1.0, 1);
     fresh.close();
-    EXPECT_THROW(fresh.add_scalar("", "late", 1.0, 2), kindling::UsageError);
+    ::testing::internal::CaptureStderr();
+    fresh.add_scalar("", "late", 1.0, 2);  // dropped with one warning, not thrown
+    fresh.add_scalar("t", "later", 1.0, 3);
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_EQ(kindling::testing::occurrences(err, "was logged after close()"), 1) << err;
+    EXPECT_NE(err.find("JsonLogger: 'late' was logged after close()"), std::string::npos) << err;
   }
   ASSERT_EQ(read_objects(path).size(), 1u);
   EXPECT_EQ(read_objects(path)[0].at("name").text, "fresh");

@@ -315,9 +315,57 @@ TEST(ReduceLROnPlateauTest, ArgumentAndUsageErrors) {
   std::shared_ptr<kh::ParamScheduler> base = plateau;
   EXPECT_NE(error_of<UsageError>([&] { base->step(); }).find("call step(value)"), std::string::npos);
   EXPECT_EQ(plateau->event_index(), 0);
+  // Patience, cooldown, threshold and eps checks say what to pass.
+  EXPECT_NE(error_of<UsageError>([&] {
+              make(PlateauOptions().patience(-1));
+            }).find("patience should be >= 0, got -1; pass the number of calls without improvement"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of<UsageError>([&] { make(PlateauOptions().cooldown(-2)); }).find("cooldown should be >= 0, got -2; pass"),
+      std::string::npos);
+  EXPECT_NE(error_of<UsageError>([&] {
+              make(PlateauOptions().threshold(-0.1));
+            }).find("threshold should be >= 0, got -0.1; pass"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of<UsageError>([&] { make(PlateauOptions().eps(-1e-8)); }).find("eps should be >= 0, got -1e-08; pass"),
+      std::string::npos);
   // The ownership rule.
   kh::ReduceLROnPlateauScheduler on_stack(opt, "loss");
   EXPECT_NE(error_of<UsageError>([&] { on_stack.attach(evaluator); }).find("std::make_shared"), std::string::npos);
+}
+
+// Through a std::shared_ptr<ParamScheduler> (whose attach() is not virtual) the scheduler is
+// refused when it is attached, not at the first iteration; operator() reads the metric.
+TEST(ReduceLROnPlateauTest, ThroughTheBaseClassAttachIsRefusedAtOnce) {
+  auto model = torch::nn::Linear(2, 1);
+  optim::SGD opt(model->parameters(), optim::SGDOptions(1.0));
+  std::shared_ptr<kh::ParamScheduler> base =
+      std::make_shared<kh::ReduceLROnPlateauScheduler>(opt, "loss", PlateauOptions().patience(0).factor(0.5));
+  EXPECT_TRUE(base->needs_metric());
+  Engine trainer([](Engine&, const int&) -> Value { return 0.0; });
+  const std::string message = error_of<UsageError>([&] { base->attach(trainer); });
+  EXPECT_NE(message.find("kindling::handlers::ReduceLROnPlateauScheduler: attached through ParamScheduler::attach"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("std::static_pointer_cast<ReduceLROnPlateauScheduler>(scheduler)->attach(evaluator)"),
+            std::string::npos)
+      << message;
+  trainer.run(std::vector<int>{0, 0}, 1);  // nothing was attached: the run is not broken
+  EXPECT_EQ(base->event_index(), 0);
+  // A ConcatScheduler has no metric either: refused when it is built.
+  auto cosine = std::make_shared<kh::CosineAnnealingScheduler>(opt, "lr", 1.0, 0.1, 4);
+  EXPECT_NE(error_of<UsageError>([&] {
+              kh::ConcatScheduler concat({cosine, base}, {2});
+            }).find("ReduceLROnPlateauScheduler steps from a metric value, which a ConcatScheduler does not have"),
+            std::string::npos);
+  // operator() is virtual: through the base class it reads the metric.
+  Engine evaluator([](Engine&, const int&) -> Value { return 0.0; });
+  evaluator.state().metrics["loss"] = 1.0;
+  (*base)(evaluator);
+  (*base)(evaluator);  // not better: patience 0 halves the lr
+  EXPECT_EQ(opt.param_groups()[0].options().get_lr(), 0.5);
+  EXPECT_EQ(base->event_index(), 2);
 }
 
 }  // namespace

@@ -2,7 +2,9 @@
 // WeightsScalarHandler, GradsScalarHandler) and add_histogram: real histogram summaries that
 // the independent reader (tests/handlers/read_tfevents.py) and TensorBoard's own
 // EventAccumulator both parse; each histogram recounted here from the parameter's values at
-// that step; norms; non-finite values; errors; and ignite's common.setup_tb_logging.
+// that step; extreme ranges and values on edges; norms; reductions given detached tensors;
+// non-finite values; errors; and ignite's common.setup_tb_logging (also with its logger
+// dropped, on 2 ranks).
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -11,13 +13,17 @@
 #include <torch/optim/sgd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "kindling/dist/dist.h"
 #include "kindling/engine/engine.h"
 #include "kindling/handlers/common.h"
 #include "kindling/handlers/tensorboard.h"
@@ -49,10 +55,14 @@ struct Histo {
   std::string tag;
 };
 
+// A number as Python's repr() printed it: strtod, not std::stod, which refuses subnormals
+// (ERANGE) and istream's >>, which refuses "inf".
+double number_of(const std::string& text) { return std::strtod(text.c_str(), nullptr); }
+
 std::vector<double> split_numbers(const std::string& text) {
   std::vector<double> out;
   std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(std::stod(item));
+  for (std::string item; std::getline(in, item, ',');) out.push_back(number_of(item));
   return out;
 }
 
@@ -73,8 +83,10 @@ ReaderOutput parse_reader(const std::string& out) {
     in >> kind;
     if (kind == "HISTO") {
       Histo h;
-      std::string limits, counts;
-      in >> h.step >> h.min >> h.max >> h.num >> h.sum >> h.sum_squares >> limits >> counts >> h.tag;
+      std::string numbers[5], limits, counts;  // a sum of squares may overflow to "inf"
+      in >> h.step >> numbers[0] >> numbers[1] >> numbers[2] >> numbers[3] >> numbers[4] >> limits >> counts >> h.tag;
+      double* fields[5] = {&h.min, &h.max, &h.num, &h.sum, &h.sum_squares};
+      for (int i = 0; i < 5; ++i) *fields[i] = number_of(numbers[i]);
       h.limits = split_numbers(limits);
       h.counts = split_numbers(counts);
       result.histograms.push_back(h);
@@ -217,13 +229,8 @@ TEST(TensorboardParamsTest, AddHistogramLeavesOutNonFiniteValuesAndWarnsOnce) {
     const std::string err = ::testing::internal::GetCapturedStderr();
     EXPECT_NE(err.find("the histogram 'h' left out 2 of 6 elements that are NaN or infinite"), std::string::npos)
         << err;
-    auto count = [&err](const std::string& what) {
-      int n = 0;
-      for (auto at = err.find(what); at != std::string::npos; at = err.find(what, at + 1)) ++n;
-      return n;
-    };
-    EXPECT_EQ(count("left out"), 2) << "one warning for 'h', one for 'none':\n" << err;
-    EXPECT_EQ(count("'none' left out 2 of 2"), 1) << err;
+    EXPECT_EQ(kindling::testing::occurrences(err, "left out"), 2) << "one warning for 'h', one for 'none':\n" << err;
+    EXPECT_EQ(kindling::testing::occurrences(err, "'none' left out 2 of 2"), 1) << err;
     tb.close();
   }
   const ReaderOutput got = read_independently(path);
@@ -235,6 +242,70 @@ TEST(TensorboardParamsTest, AddHistogramLeavesOutNonFiniteValuesAndWarnsOnce) {
   EXPECT_EQ(got.histograms[2].tag, "same");
   EXPECT_EQ(got.histograms[2].counts, std::vector<double>{5});
   EXPECT_EQ(got.histograms[2].limits, std::vector<double>{2});
+}
+
+// Ranges whose width is not a positive finite number (max - min overflows to inf; a subnormal
+// range whose width rounds to 0) give one bucket instead of an undefined cast of inf or NaN;
+// values on an edge, where (x - min) / width rounds to the other side, are counted as the
+// written edges say (numpy.histogram([-2, -1.1, -0.2, 0.7], bins=3) counts 1, 2, 1).
+TEST(TensorboardParamsTest, AddHistogramOfExtremeRangesAndValuesOnEdges) {
+  kindling::testing::TempDir dir("tb_hist_extreme");
+  const double tiny = std::numeric_limits<double>::denorm_min();
+  const at::Tensor huge = at::tensor({-1e308, 1e308, 0.0}, at::kDouble);
+  const at::Tensor largest =
+      at::tensor({-std::numeric_limits<double>::max(), std::numeric_limits<double>::max()}, at::kDouble);
+  const at::Tensor subnormal = at::tensor({0.0, 8 * tiny, 3 * tiny}, at::kDouble);
+  const at::Tensor edges = at::tensor({-2.0, -1.1, -0.2, 0.7}, at::kDouble);
+  std::string path;
+  {
+    kh::TensorboardLogger tb(dir.path());
+    path = tb.file_path();
+    tb.add_histogram("huge", huge, 1);
+    tb.add_histogram("largest", largest, 1, 4);
+    tb.add_histogram("subnormal", subnormal, 1);
+    tb.add_histogram("edges", edges, 1, 3);
+    tb.close();
+  }
+  const ReaderOutput got = read_independently(path);
+  ASSERT_EQ(got.histograms.size(), 4u);
+  for (int i = 0; i < 3; ++i) {
+    const Histo& h = got.histograms[static_cast<std::size_t>(i)];
+    EXPECT_EQ(h.counts, std::vector<double>{i == 1 ? 2.0 : 3.0}) << h.tag;  // one bucket holding every value
+    ASSERT_EQ(h.limits.size(), 1u) << h.tag;
+  }
+  EXPECT_EQ(got.histograms[0].limits[0], 1e308);
+  EXPECT_EQ(got.histograms[0].min, -1e308);
+  EXPECT_EQ(got.histograms[1].limits[0], std::numeric_limits<double>::max());
+  EXPECT_EQ(got.histograms[2].limits[0], 8 * tiny);
+  EXPECT_EQ(got.histograms[2].min, 0.0);
+  EXPECT_EQ(got.histograms[3].counts, (std::vector<double>{1, 2, 1}));
+  expect_histogram_of(got.histograms[3], edges, 3);  // every count recounted from the written edges
+}
+
+// The parameter scalar handlers give the reduction the parameter (or gradient) detached, as
+// ignite gives p.data: a reduction cannot build autograd history on the live parameter.
+TEST(TensorboardParamsTest, ScalarReductionsSeeDetachedTensors) {
+  kindling::testing::TempDir dir("tb_detached");
+  ParamsNet net;
+  const at::Tensor x = at::randn({3, 4});
+  Engine trainer([&](Engine&, const int&) {
+    net.zero_grad();
+    net.forward(x).sum().backward();
+    return 0.0;
+  });
+  int calls = 0, attached_to_graph = 0;
+  const kh::ParamReduction probe{"probe", [&](const at::Tensor& t) {
+                                   ++calls;
+                                   if (t.requires_grad() || t.grad_fn() != nullptr) ++attached_to_graph;
+                                   return t.sum().item<double>();
+                                 }};
+  kh::TensorboardLogger tb(dir.path());
+  tb.attach_weights_scalar_handler(trainer, Events::ITERATION_COMPLETED, net, probe);
+  tb.attach_grads_scalar_handler(trainer, Events::ITERATION_COMPLETED, net, probe);
+  trainer.run(std::vector<int>(2, 0), 1);
+  EXPECT_EQ(calls, 2 * 2 * 4);  // 2 iterations, weights and grads, 4 parameters
+  EXPECT_EQ(attached_to_graph, 0);
+  for (const auto& p : net.parameters()) EXPECT_TRUE(p.requires_grad());  // the model is untouched
 }
 
 TEST(TensorboardParamsTest, MisuseIsRefusedWithWhatToDo) {
@@ -277,14 +348,52 @@ TEST(TensorboardParamsTest, SetupTbLoggingLogsTrainerMetricsLearningRatesAndEval
   }
   const ReaderOutput got = read_independently(path);
   using Points = std::vector<std::pair<int64_t, double>>;
-  EXPECT_EQ(got.scalars.at("training/loss"), (Points{{2, 0.5}, {4, 0.25}, {6, static_cast<float>(1.0 / 6)}, {8, 0.125}}));
+  EXPECT_EQ(got.scalars.at("training/loss"),
+            (Points{{2, 0.5}, {4, 0.25}, {6, static_cast<float>(1.0 / 6)}, {8, 0.125}}));
   EXPECT_EQ(got.scalars.at("lr/group_0"), (Points{{2, 0.25}, {4, 0.25}, {6, 0.25}, {8, 0.25}}));
   EXPECT_EQ(got.scalars.at("second/lr/group_0").size(), 4u);
   EXPECT_EQ(got.scalars.at("validation/accuracy"), (Points{{1, 2.5}, {2, 2.5}}));  // at the trainer's epoch
-  const std::string message = kindling::testing::error_of<kindling::UsageError>([&] {
-    kh::setup_tb_logging(dir.path(), trainer, {}, {{"validation", nullptr}});
+  std::string message = kindling::testing::error_of<kindling::UsageError>([&] {
+    auto unused = kh::setup_tb_logging(dir.path(), trainer, {}, {{"validation", nullptr}});
   });
   EXPECT_NE(message.find("evaluator 'validation' is a null pointer"), std::string::npos) << message;
+  message = kindling::testing::error_of<kindling::UsageError>(
+      [&] { auto unused = kh::setup_tb_logging(dir.path(), trainer, {}, {}, 0); });
+  EXPECT_NE(message.find("log_every_iters must be at least 1, got 0; pass the number of iterations"), std::string::npos)
+      << message;
+}
+
+// The logger of setup_tb_logging dropped at once while its handlers stay attached: on rank 0
+// the values are dropped with one warning instead of a throw, so rank 0 goes on with the
+// others and every rank's collectives (an all_reduce per iteration) still match. (Before,
+// rank 0 threw at its first value and rank 1 waited at the next all_reduce until the timeout.)
+KINDLING_WORKER(tb_dropped_logger_ranks_go_on) {
+  namespace kd = kindling::dist;
+  kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(20)));
+  Engine trainer([](Engine& e, const int&) {
+    e.state().metrics["loss"] = kd::all_reduce(at::ones({1})).item<double>();  // a collective each iteration
+    return 0.0;
+  });
+  { auto dropped = kh::setup_tb_logging(std::getenv("KINDLING_TEST_DIR"), trainer, {}, {}, 1); }
+  trainer.run(std::vector<int>(3, 0), 2);
+  WCHECK(trainer.state().iteration == 6, << trainer.state().iteration);
+  WCHECK(trainer.state().metrics.at("loss").number() == 2.0);
+  kd::finalize();
+}
+
+TEST(TensorboardParamsTest, SetupTbLoggingDroppedLoggerWarnsOnceAndTheRanksGoOn) {
+  kindling::testing::TempDir dir("tb_dropped");
+  kindling::testing::LaunchOptions opts;
+  opts.world_size = 2;
+  opts.deadline = std::chrono::seconds(45);
+  opts.env["KINDLING_TEST_DIR"] = dir.path();
+  const auto results = kindling::testing::run_workers("tb_dropped_logger_ranks_go_on", opts);
+  for (const auto& r : results) ASSERT_TRUE(r.ok()) << kindling::testing::describe(results);
+  EXPECT_EQ(kindling::testing::occurrences(results[0].err, "was logged after close()"), 1) << results[0].err;
+  EXPECT_NE(results[0].err.find("'training/loss' was logged after close() (or after the logger was destroyed)"),
+            std::string::npos)
+      << results[0].err;
+  EXPECT_EQ(kindling::testing::occurrences(results[1].err, "was logged after close()"), 0) << results[1].err;
 }
 
 }  // namespace

@@ -78,8 +78,13 @@ TEST(TimeLimitTest, ChecksEveryKCallsAndRefusesBadArguments) {
   EXPECT_NE(error_of<UsageError>([] { kh::TimeLimit(0); }).find("limit_sec should be a positive"), std::string::npos);
   EXPECT_THROW(kh::TimeLimit(-5), UsageError);
   EXPECT_THROW(kh::TimeLimit(std::numeric_limits<double>::quiet_NaN()), UsageError);
-  EXPECT_NE(error_of<UsageError>([] { kh::TimeLimit(10, kh::TimeLimitOptions().check_every(0)); }).find("check_every"),
+  EXPECT_NE(error_of<UsageError>([] {
+              kh::TimeLimit(10, kh::TimeLimitOptions().check_every(0));
+            }).find("check_every should be >= 1, got 0; pass 1 to check at every call"),
             std::string::npos);
+  const kh::TimeLimit every3(10, kh::TimeLimitOptions().check_every(3));
+  EXPECT_EQ(every3.check_every(), 3);
+  EXPECT_EQ(every3.limit_sec(), 10);
   EXPECT_EQ(kh::TimeLimit().limit_sec(), 28800);  // ignite's default: 8 hours
   kh::TimeLimit on_stack(1);
   EXPECT_NE(error_of<UsageError>([&] { on_stack.attach(trainer); }).find("std::make_shared"), std::string::npos);

@@ -1,5 +1,6 @@
 #pragma once
-// The message of the exception a callable throws, for tests that check what an error says.
+// The message of the exception a callable throws, for tests that check what an error says,
+// and how often a warning was told.
 #include <gtest/gtest.h>
 
 #include <exception>
@@ -19,6 +20,14 @@ std::string error_of(F&& f) {
   }
   ADD_FAILURE() << "no exception was thrown";
   return "(no error)";
+}
+
+/// How many times `what` occurs in `text` (e.g. a warning in captured stderr, to check that
+/// it is told once).
+inline int occurrences(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (auto at = text.find(what); !what.empty() && at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
 }
 
 }  // namespace testing

@@ -136,8 +136,9 @@ class KINDLING_API Checkpoint : public std::enable_shared_from_this<Checkpoint> 
                            const std::string& where = "the checkpoint");
   /// ignite's Checkpoint.get_default_score_fn: a score_function returning score_sign times
   /// the engine's metric `metric_name` (score_sign -1 for a metric where lower is better,
-  /// such as a loss). The function throws kindling::UsageError naming the metric, the engine
-  /// and the metrics it has when the metric is missing or not a number. Local.
+  /// such as a loss). Throws kindling::UsageError for a score_sign other than 1 or -1 (as
+  /// ignite). The function throws kindling::UsageError naming the metric, the engine and the
+  /// metrics it has when the metric is missing or not a number. Local.
   static std::function<double(engine::Engine&)> get_default_score_fn(const std::string& metric_name,
                                                                      double score_sign = 1.0);
   /// Reads a checkpoint file into its dict. Throws kindling::Error naming the file when it

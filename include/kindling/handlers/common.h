@@ -101,9 +101,11 @@ KINDLING_API std::shared_ptr<CommonHandlers> setup_common_training_handlers(engi
 ///   (global_step_from_engine(trainer)).
 /// The optimizers and evaluators must outlive the logger's handlers. Throws
 /// kindling::UsageError for log_every_iters < 1 or a null pointer (naming its key), and what
-/// TensorboardLogger's constructor throws. Every rank calls it; rank 0 writes. Close the
-/// logger (or let it go) after the run.
-KINDLING_API std::unique_ptr<TensorboardLogger> setup_tb_logging(
+/// TensorboardLogger's constructor throws. Every rank calls it; rank 0 writes.
+/// Keep the returned logger until the trainer's last run ends, then close it (or let it go):
+/// the handlers stay attached, and once the logger is gone they log nothing (rank 0 warns
+/// once; see "Lifetimes" in tensorboard.h), hence [[nodiscard]].
+[[nodiscard]] KINDLING_API std::unique_ptr<TensorboardLogger> setup_tb_logging(
     const std::string& output_path, engine::Engine& trainer,
     const std::map<std::string, torch::optim::Optimizer*>& optimizers = {},
     const std::map<std::string, engine::Engine*>& evaluators = {}, int64_t log_every_iters = 100);

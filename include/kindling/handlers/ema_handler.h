@@ -21,6 +21,28 @@
 /// max(1, warmup_iters - 1)) (so with warmup_iters 1, momentum from iteration 2). The iteration
 /// is the engine's (State::iteration), also when the handler runs every k iterations.
 ///
+/// Which ignite: the momentum rule above is ignite 0.4.6 and 0.4.7's (EMAHandler._get_momentum
+/// over engine.state.iteration); attach() follows current ignite (0.4.8 up to 0.6.0), which
+/// warns instead of failing when the attribute is already in the state. Differences from
+/// current ignite, whose warm-up is a LambdaStateScheduler over EMAWarmUp:
+/// - the warm-up counts engine iterations here; ignite counts the handler's own calls since
+///   attach (its scheduler's event_index, 1 at the first call). They differ with a filter
+///   (every(5): here the warm-up ends at iteration warmup_iters, in ignite after warmup_iters
+///   calls, i.e. iteration 5 * warmup_iters) and after a resume (here the restored iteration
+///   goes on with the warm-up; ignite starts it again unless its scheduler's state is loaded);
+/// - attach() sets the attribute to 0.0 when it is missing (ignite 0.4.6 / 0.4.7; current
+///   ignite sets momentum), and leaves a value already there until the first event;
+/// - ignite's warm-up scheduler always writes engine.state.ema_momentum whatever `name` is, so
+///   under another name its updates use the constant momentum; here the attribute `name`
+///   holds the momentum each update uses;
+/// - current ignite accepts a momentum_warmup above momentum (the momentum then decreases) and
+///   ignores a momentum_warmup or warmup_iters given alone; both are refused here, as the
+///   0.4.6 checks refuse the first;
+/// - buffers follow the model as with ignite's "copy" (0.4.6's only rule, handle_buffers'
+///   default since 0.4.10), but as copies: ignite's assignment makes the EMA model's buffers
+///   share the model's storage. handle_buffers "update" / "ema_train" are not offered, nor
+///   warn_if_exists (the warning is a log line, silenced with the log level).
+///
 /// The EMA model is a deep copy of the model made at construction, in eval mode, with
 /// parameters that do not require gradients, on the model's devices. The copy is the module's
 /// clone() (torch::nn::Cloneable: kindling's models, LibTorch's layers and the modules you
@@ -99,9 +121,11 @@ class KINDLING_API EMAHandler : public std::enable_shared_from_this<EMAHandler> 
 
   /// Adds a handler of `event` on `engine` (default Events::ITERATION_COMPLETED) that sets
   /// engine.state().attributes[name] to momentum_at(iteration), then calls update() with it.
-  /// Attach it to the trainer on every rank. The engine keeps the handler alive. Throws
-  /// kindling::UsageError unless a std::shared_ptr owns the handler, or when the engine's
-  /// state already has an attribute `name` (another EMA handler: give each its own name).
+  /// The attribute is created with 0.0 when missing. When the state already has it (restored
+  /// by a resume, or written by another handler), it is kept and a warning is logged (one line
+  /// per call, on each rank that calls it), as current ignite does; give each EMA handler its
+  /// own name. Attach it to the trainer on every rank. The engine keeps the handler alive.
+  /// Throws kindling::UsageError unless a std::shared_ptr owns the handler.
   engine::HandlerHandle attach(engine::Engine& engine, const std::string& name = "ema_momentum",
                                const engine::EventsList& event = engine::Events::ITERATION_COMPLETED);
 
@@ -128,8 +152,12 @@ class KINDLING_API EMAHandler : public std::enable_shared_from_this<EMAHandler> 
   }
   /// The online model tracked (the module of a DDP model).
   const std::shared_ptr<torch::nn::Module>& model() const { return model_; }
+  /// The momentum after the warm-up (EMAHandlerOptions::momentum). Local; does not throw.
   double momentum() const { return options_.momentum(); }
+  /// The momentum at iteration 1 of the warm-up; unset without warm-up. Local; does not throw.
   const std::optional<double>& momentum_warmup() const { return options_.momentum_warmup(); }
+  /// The iteration from which the momentum is momentum(); unset without warm-up. Local; does
+  /// not throw.
   const std::optional<int64_t>& warmup_iters() const { return options_.warmup_iters(); }
 
  private:

@@ -47,8 +47,9 @@ class KINDLING_API HtmlReport : public BaseLogger {
 
   /// The (name, value) rows of the page's configuration table, in order. Local.
   void set_config(std::vector<std::pair<std::string, std::string>> config);
-  /// Logs one value, as the attached handlers do. A no-op on ranks other than 0. Throws
-  /// kindling::UsageError after close().
+  /// Logs one value, as the attached handlers do. A no-op on ranks other than 0. After
+  /// close() the value is dropped with one warning in kindling's log, not thrown
+  /// (TensorboardLogger's rule, see its "Lifetimes"). Does not throw.
   void add_scalar(const std::string& tag, const std::string& name, double value, int64_t step);
   /// Writes the page with everything logged so far; `footer` (e.g. "after epoch 3") is shown
   /// under the title with the time. A no-op on ranks other than 0. Throws kindling::Error when

@@ -48,7 +48,8 @@ class KINDLING_API JsonLogger : public BaseLogger {
   explicit JsonLogger(std::string path, bool append = false);
 
   /// Writes one line {"tag", "step", "name", "value", "wall_time"}. A no-op on ranks other
-  /// than 0. Throws kindling::UsageError after close(), kindling::Error when the write fails.
+  /// than 0. After close() the line is dropped with one warning in kindling's log, not thrown
+  /// (TensorboardLogger's rule, see its "Lifetimes"). Throws kindling::Error when the write fails.
   void add_scalar(const std::string& tag, const std::string& name, double value, int64_t step);
 
   /// The file's path (as given), on every rank.

@@ -64,11 +64,20 @@ class KINDLING_API ParamScheduler : public std::enable_shared_from_this<ParamSch
   /// value nor one per group. Local.
   void step();
   /// step(); the engine is not needed (the history is kept here). For engine.on(event, ...).
-  void operator()(engine::Engine& engine);
+  /// Virtual: ReduceLROnPlateauScheduler's reads its metric from `engine`, also when called
+  /// through a ParamScheduler.
+  virtual void operator()(engine::Engine& engine);
   /// Runs step() on `event` (ITERATION_STARTED unless given); the engine keeps this scheduler
-  /// alive. Throws kindling::UsageError unless the scheduler is owned by a std::shared_ptr.
+  /// alive. Throws kindling::UsageError unless the scheduler is owned by a std::shared_ptr, and
+  /// for a scheduler that needs_metric() (a ReduceLROnPlateauScheduler reached through a
+  /// std::shared_ptr<ParamScheduler>, e.g. setup_common_training_handlers' lr_scheduler): this
+  /// attach would step it without its metric; the message says to call its own attach.
   engine::HandlerHandle attach(engine::Engine& engine,
                                const engine::EventsList& event = engine::Events::ITERATION_STARTED);
+  /// Whether each step needs a metric value that step() does not have (true for
+  /// ReduceLROnPlateauScheduler): ParamScheduler::attach and ConcatScheduler, which step
+  /// without one, refuse such a scheduler when they are given it. Does not throw.
+  virtual bool needs_metric() const { return false; }
   /// step() without the history: what ConcatScheduler calls on the scheduler it runs.
   virtual void advance();
 
@@ -139,7 +148,6 @@ class KINDLING_API CyclicalOptions {
 
   /// Set only this parameter group (default: every group).
   KINDLING_ARG(std::optional<int64_t>, param_group_index);
-
 };
 
 /// ignite's CyclicalScheduler: cycles of cycle_size events from start_value (through end_value),

@@ -109,14 +109,18 @@ class KINDLING_API ReduceLROnPlateauScheduler : public ParamScheduler {
   ReduceLROnPlateauScheduler(torch::optim::Optimizer& optimizer, std::string metric_name,
                              const ReduceLROnPlateauOptions& options = ReduceLROnPlateauOptions());
 
-  /// Reads engine.state().metrics[metric_name()] and calls step(value). Throws
-  /// kindling::UsageError when the metric is missing (the message lists the metrics present)
-  /// or is not a number. Local.
-  void operator()(engine::Engine& engine);
+  /// Reads engine.state().metrics[metric_name()] and calls step(value) (also when called
+  /// through a ParamScheduler). Throws kindling::UsageError when the metric is missing (the
+  /// message lists the metrics present) or is not a number. Local.
+  void operator()(engine::Engine& engine) override;
   /// Runs operator() on `event` of `engine` (default Events::COMPLETED: attach it to the
   /// evaluator). The engine keeps this scheduler alive; throws kindling::UsageError unless a
-  /// std::shared_ptr owns it (make it with std::make_shared).
+  /// std::shared_ptr owns it (make it with std::make_shared). Call it on this class:
+  /// ParamScheduler::attach (through a std::shared_ptr<ParamScheduler>) refuses this scheduler
+  /// at once, as ConcatScheduler does, since they have no metric to step it with.
   engine::HandlerHandle attach(engine::Engine& engine, const engine::EventsList& event = engine::Events::COMPLETED);
+  /// True: each step needs the metric (see ParamScheduler::needs_metric).
+  bool needs_metric() const override { return true; }
   /// torch's scheduler.step(metrics): applies the rule to `metric_value`, reduces the lrs when
   /// it says so, appends them to param_history() when save_history, and counts one event.
   /// Does not throw.
@@ -124,8 +128,8 @@ class KINDLING_API ReduceLROnPlateauScheduler : public ParamScheduler {
 
   /// The lrs now, one per scheduled group: the rule changes them in place.
   std::vector<double> get_param() override;
-  /// For ParamScheduler's own step() and ConcatScheduler, which have no metric: throws
-  /// kindling::UsageError saying to call step(value) or operator()(engine) instead.
+  /// For ParamScheduler's own step(), which has no metric: throws kindling::UsageError saying
+  /// to call step(value) or operator()(engine) instead.
   void advance() override;
 
   /// ParamScheduler's keys, "metric_name" and "scheduler" (torch's keys; see the file comment).

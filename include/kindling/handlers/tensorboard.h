@@ -25,9 +25,14 @@
 /// nothing. Nothing here communicates.
 ///
 /// Lifetimes: handlers share the file with the logger, so destroying the logger while
-/// handlers stay attached is safe: it closes the file, and a handler that fires afterwards
-/// throws kindling::UsageError. An optimizer given to attach_opt_params_handler, and the
-/// engine given to global_step_from_engine, must outlive the handlers using them.
+/// handlers stay attached is safe: it closes the file. Writes after close() (or after the
+/// logger is gone), from a handler or add_scalar / add_histogram, are dropped, and the first
+/// one is told as a warning in kindling's log on rank 0; they do not throw. The rule is the
+/// same for every BaseLogger (TensorboardLogger, JsonLogger, HtmlReport): only rank 0 writes,
+/// so a throw there would end rank 0 alone while the other ranks, whose handlers do nothing,
+/// wait at their next collective for good. Keep the logger until the last run ends to log
+/// every value. An optimizer given to attach_opt_params_handler, and the engine given to
+/// global_step_from_engine, must outlive the handlers using them.
 
 #include <cstdint>
 #include <functional>
@@ -79,7 +84,9 @@ KINDLING_API GlobalStepTransform global_step_from_engine(engine::Engine& other,
                                                          engine::EventCounter fallback = engine::EventCounter::kEpoch);
 
 /// What a parameter scalar handler logs of each parameter (or gradient): `name` goes in the
-/// tag ("weights_norm/..."), `reduce` maps the tensor to the number.
+/// tag ("weights_norm/..."), `reduce` maps the tensor to the number. `reduce` is given the
+/// tensor detached (ignite passes p.data and p.grad): it shares the parameter's storage but
+/// does not require grad, so the reduction records no autograd history.
 struct KINDLING_API ParamReduction {
   std::string name;
   std::function<double(const at::Tensor&)> reduce;
@@ -94,7 +101,8 @@ class EventFileSink;
 class KINDLING_API ScalarSink {
  public:
   virtual ~ScalarSink() = default;
-  /// Writes one scalar; `tag` may be empty. Throws kindling::UsageError after close().
+  /// Writes one scalar; `tag` may be empty. After close() it drops the value, warning once in
+  /// kindling's log (see "Lifetimes" in the file comment); it does not throw for that.
   virtual void write(const std::string& tag, const std::string& name, double value, int64_t step) = 0;
   /// Flushes to disk and closes; a no-op the second time.
   virtual void close() = 0;
@@ -169,9 +177,9 @@ class KINDLING_API BaseLogger {
                                                     ParamReduction reduction = ParamReduction::norm(),
                                                     const std::string& tag = "",
                                                     std::vector<std::string> whitelist = {});
-  /// Flushes and closes the file (fsync); later writes throw kindling::UsageError. A no-op
-  /// when already closed and on ranks other than 0. Throws kindling::Error when the system
-  /// reports that the data could not be written.
+  /// Flushes and closes the file (fsync); later writes are dropped with one warning (see
+  /// "Lifetimes" in the file comment). A no-op when already closed and on ranks other than 0.
+  /// Throws kindling::Error when the system reports that the data could not be written.
   void close();
   /// Whether this logger writes (rank 0), as opposed to being inert (other ranks).
   bool active() const { return sink_ != nullptr; }
@@ -205,18 +213,22 @@ class KINDLING_API TensorboardLogger : public BaseLogger {
   explicit TensorboardLogger(std::string log_dir);
 
   /// Writes one scalar under `tag` at `step` (TensorBoard's add_scalar; `tag` must be UTF-8).
-  /// A no-op on ranks other than 0. Throws kindling::UsageError after close() or for a tag
-  /// that is not UTF-8, kindling::Error when the write fails.
+  /// A no-op on ranks other than 0; after close() the value is dropped with one warning.
+  /// Throws kindling::UsageError for a tag that is not UTF-8, kindling::Error when the write
+  /// fails.
   void add_scalar(const std::string& tag, double value, int64_t step);
 
   /// Writes a histogram of the finite elements of `values` (any shape and floating or integer
   /// type, read as float64) under `tag` at `step` (TensorBoard's add_histogram): min, max,
   /// count, sum, sum of squares, and `bins` equal-width buckets from the smallest to the
   /// largest element (numpy.histogram's rule: each bucket holds its lower edge, the last also
-  /// its upper one; one bucket when all elements are equal). Non-finite elements are left
-  /// out with one warning per tag; nothing is written when none is finite. A no-op on ranks
-  /// other than 0. Throws kindling::UsageError for bins < 1, an undefined tensor, a tag that
-  /// is not UTF-8 or after close(); kindling::Error when the write fails.
+  /// its upper one, each value counted as the written edges say; one bucket when all elements
+  /// are equal, or when the range is too narrow (subnormal) or too wide (max - min overflows)
+  /// for a positive finite width). Non-finite elements are left out with one warning per
+  /// tag; nothing is written when none is finite. A no-op on ranks other than 0; after
+  /// close() the histogram is dropped with one warning. Throws
+  /// kindling::UsageError for bins < 1, an undefined tensor or a tag that is not UTF-8;
+  /// kindling::Error when the write fails.
   void add_histogram(const std::string& tag, const at::Tensor& values, int64_t step, int bins = 30);
   /// ignite's WeightsHistHandler: on each of `events`, a histogram of each parameter of
   /// `model` whose name starts with one of `whitelist` (all when empty) as

@@ -61,7 +61,10 @@ class KINDLING_API TimeLimit : public std::enable_shared_from_this<TimeLimit> {
   engine::HandlerHandle attach(engine::Engine& engine,
                                const engine::EventsList& event = engine::Events::ITERATION_COMPLETED);
 
+  /// The budget in seconds, as given to the constructor. Local; does not throw.
   double limit_sec() const { return limit_sec_; }
+  /// The time is checked (an all-reduce in a distributed run) at every check_every-th call
+  /// (TimeLimitOptions::check_every). Local; does not throw.
   int64_t check_every() const { return check_every_; }
   /// Seconds since construction on this rank's clock. Local.
   double elapsed() const;
