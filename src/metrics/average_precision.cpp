@@ -30,7 +30,7 @@ double ap_step_sum(const RankingCounts& c) {
 
 Value average_precision_of(const at::Tensor& y_pred, const at::Tensor& y, RankingMetric::Average average) {
   const std::string who = "kindling::metrics::AveragePrecision";
-  const auto task = ::kindling::detail::ranking_task(y_pred, y, who, false);
+  const auto task = ::kindling::detail::ranking_task(y_pred, y, who, false, /*check_values=*/true);
   std::vector<double> values, positives;
   std::string without;  // the problems without a positive sample, for one warning
   for (const RankingColumn& column :
@@ -52,7 +52,7 @@ Value average_precision_of(const at::Tensor& y_pred, const at::Tensor& y, Rankin
 // scikit-learn's precision_recall_curve (>= 1.1).
 Value precision_recall_curve_of(const at::Tensor& y_pred, const at::Tensor& y) {
   const std::string who = "kindling::metrics::PrecisionRecallCurve";
-  const auto task = ::kindling::detail::ranking_task(y_pred, y, who, true);
+  const auto task = ::kindling::detail::ranking_task(y_pred, y, who, true, /*check_values=*/true);
   const RankingColumn column = ::kindling::detail::ranking_columns(y_pred, y, task, false).at(0);
   const RankingCounts c = ::kindling::detail::ranking_counts(column.scores, column.positive);
   const at::Tensor precision = c.tps / (c.tps + c.fps);  // every threshold has a sample: no 0 / 0

@@ -3,8 +3,11 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
+
+#include "kindling/metrics/metrics_lambda.h"
 
 namespace kindling {
 namespace metrics {
@@ -38,6 +41,12 @@ MetricGroup::MetricGroup(Members metrics, OutputTransform output_transform)
                    "' are the same ", metric->name(),
                    " object, which would update twice per batch; make one metric object per member");
     register_member_state(name + "/", *metric);
+    // A lambda member is fed through its sources, so that a source shared by several members
+    // (a ConfusionMatrix and IoU over it) is updated once per batch.
+    const auto lambda = std::dynamic_pointer_cast<MetricsLambda>(metric);
+    for (const auto& m : lambda ? lambda->sources() : std::vector<std::shared_ptr<Metric>>{metric}) {
+      if (std::find(fed_.begin(), fed_.end(), m) == fed_.end()) fed_.push_back(m);
+    }
   }
 }
 
@@ -46,9 +55,9 @@ void MetricGroup::reset() {
 }
 
 void MetricGroup::update(const Value& output) {
-  for (const auto& member : metrics_) {
-    const OutputTransform& transform = member.second->output_transform();
-    member.second->update(transform ? transform(output) : output);
+  for (const auto& m : fed_) {
+    const OutputTransform& transform = m->output_transform();
+    m->update(transform ? transform(output) : output);
   }
 }
 

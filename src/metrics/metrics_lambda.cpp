@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <mutex>
+#include <string>
 #include <tuple>
 
 #include "kindling/engine/keep_alive.h"
@@ -50,17 +52,6 @@ std::map<Key, Shared>& registry() {
   return r;
 }
 uint64_t next_serial = 1;
-
-// The non-lambda metrics under `args`, each once, in first-seen order.
-void collect_leaves(const std::vector<std::shared_ptr<Metric>>& args, std::vector<std::shared_ptr<Metric>>& out) {
-  for (const auto& a : args) {
-    if (auto lambda = std::dynamic_pointer_cast<MetricsLambda>(a)) {
-      collect_leaves(lambda->args(), out);
-    } else if (std::find(out.begin(), out.end(), a) == out.end()) {
-      out.push_back(a);
-    }
-  }
-}
 
 // One reset or update handler of a dependency, as held by one lambda: its key and serial.
 using DepRegistration = std::pair<Key, uint64_t>;
@@ -115,6 +106,20 @@ MetricsLambda::MetricsLambda(Function f, std::vector<std::shared_ptr<Metric>> ar
     KINDLING_CHECK(args_[i] != nullptr, "kindling::metrics::MetricsLambda: argument ", i,
                    " is null; pass the metrics the function reads");
   }
+  // Depth first through nested lambdas: each source once, its state under its first path.
+  std::function<void(const std::vector<std::shared_ptr<Metric>>&, const std::string&)> walk =
+      [&](const std::vector<std::shared_ptr<Metric>>& args, const std::string& prefix) {
+        for (std::size_t i = 0; i < args.size(); ++i) {
+          const std::string path = prefix + "args/" + std::to_string(i) + "/";
+          if (auto lambda = std::dynamic_pointer_cast<MetricsLambda>(args[i])) {
+            walk(lambda->args(), path);
+          } else if (std::find(sources_.begin(), sources_.end(), args[i]) == sources_.end()) {
+            sources_.push_back(args[i]);
+            register_member_state(path, *args[i]);
+          }
+        }
+      };
+  walk(args_, "");
 }
 
 void MetricsLambda::reset() {
@@ -124,8 +129,11 @@ void MetricsLambda::reset() {
 void MetricsLambda::update(const Value& output) {
   // Attached, the engine calls this and the dependencies' own handlers update them.
   if (!registrations_.empty()) return;
-  // By hand (as ignite's update): every argument takes the output (a lambda passes it on).
-  for (const auto& a : args_) a->update(output);
+  // By hand: each source once, through its own output_transform, as its attached handler would.
+  for (const auto& source : sources_) {
+    const OutputTransform& transform = source->output_transform();
+    source->update(transform ? transform(output) : output);
+  }
 }
 
 Value MetricsLambda::compute() {
@@ -150,11 +158,9 @@ void MetricsLambda::attach(Engine& engine, const std::string& name, Usage usage)
     if (!all_live) by_usage.erase(found);  // an engine that died at this address: start again
   }
   if (by_usage.count(usage) == 0) {
-    std::vector<std::shared_ptr<Metric>> leaves;
-    collect_leaves(args_, leaves);
     const UsageEvents ev = events_of(usage);
     std::vector<std::shared_ptr<Registration>> held;
-    for (const auto& dep : leaves) {
+    for (const auto& dep : sources_) {
       held.push_back(std::make_shared<Registration>(Registration{acquire(engine, ev.started, true, dep)}));
       held.push_back(std::make_shared<Registration>(Registration{acquire(engine, ev.updated, false, dep)}));
     }

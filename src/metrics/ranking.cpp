@@ -14,7 +14,7 @@ RankingMetric::RankingMetric(ComputeFunction compute_fn, bool binary_only, Outpu
       binary_only_(binary_only) {}
 
 void RankingMetric::check_input(const at::Tensor& y_pred, const at::Tensor& y) const {
-  ::kindling::detail::ranking_task(y_pred, y, "kindling::metrics::" + name(), binary_only_);
+  ::kindling::detail::ranking_task(y_pred, y, "kindling::metrics::" + name(), binary_only_, /*check_values=*/false);
 }
 
 const char* to_string(RankingMetric::Average average) {

@@ -31,6 +31,15 @@ std::string ranking_first_bad(const at::Tensor& values, const at::Tensor& bad) {
   return out.str();
 }
 
+// Where the first element of `bad` lies, for messages: the sample's index among the epoch's
+// samples, which compute_fn receives gathered from every rank in rank order.
+std::string ranking_where(const at::Tensor& bad) {
+  std::ostringstream out;
+  out << " (sample " << at::nonzero(bad)[0][0].item<int64_t>() << " of the " << bad.size(0)
+      << " stored by all ranks, in rank order)";
+  return out.str();
+}
+
 // Throws unless y holds what `task` expects: 0 and 1, or class indices in [0, classes).
 void ranking_check_targets(const at::Tensor& y, RankingTask task, int64_t classes, const std::string& who) {
   if (y.numel() == 0) return;
@@ -39,19 +48,20 @@ void ranking_check_targets(const at::Tensor& y, RankingTask task, int64_t classe
     const at::Tensor bad = (t < 0).logical_or(t >= static_cast<double>(classes)).logical_or(t != t.trunc());
     KINDLING_CHECK(!bad.any().item<bool>(), who, ": multiclass targets y should be class indices in [0, ", classes,
                    ") (y_pred has ", classes, " columns of scores), but y holds ", ranking_first_bad(t, bad),
-                   "; for multilabel input give y the shape of y_pred, with 0 and 1");
+                   ranking_where(bad), "; for multilabel input give y the shape of y_pred, with 0 and 1");
     return;
   }
   const at::Tensor bad = (t != 0).logical_and(t != 1);
   KINDLING_CHECK(!bad.any().item<bool>(), who, ": ", ranking_task_name(task),
-                 " targets y should be 0 or 1, but y holds ", ranking_first_bad(t, bad),
+                 " targets y should be 0 or 1, but y holds ", ranking_first_bad(t, bad), ranking_where(bad),
                  task == RankingTask::kBinary ? "; for class indices give y_pred every class's score, of shape [N, C]"
                                               : "; for class indices give y of shape [N]");
 }
 
 }  // namespace
 
-RankingTask ranking_task(const at::Tensor& y_pred, const at::Tensor& y, const std::string& who, bool binary_only) {
+RankingTask ranking_task(const at::Tensor& y_pred, const at::Tensor& y, const std::string& who, bool binary_only,
+                         bool check_values) {
   const at::Tensor p = ranking_squeezed(y_pred), t = ranking_squeezed(y);
   KINDLING_CHECK(!at::isComplexType(p.scalar_type()) && !at::isComplexType(t.scalar_type()), who,
                  ": y_pred and y should be real, but they are ", p.scalar_type(), " and ", t.scalar_type());
@@ -73,10 +83,12 @@ RankingTask ranking_task(const at::Tensor& y_pred, const at::Tensor& y, const st
                  ranking_task_name(task), " input (y_pred ", p.sizes(), ", y ", t.sizes(),
                  "); use output_transform to pick one class, e.g. [c](const Value& o) { return Value{o[0].select(1, "
                  "c), o[1] == c}; }");
+  if (!check_values) return task;
   if (at::isFloatingType(p.scalar_type()) && p.numel() > 0) {
     const at::Tensor bad = at::isfinite(p).logical_not();
     KINDLING_CHECK(!bad.any().item<bool>(), who, ": y_pred should hold finite scores, but it holds ",
-                   ranking_first_bad(p.to(at::kDouble), bad), "; check the model's output (or its output_transform)");
+                   ranking_first_bad(p.to(at::kDouble), bad), ranking_where(bad),
+                   "; check the model's output (or its output_transform)");
   }
   ranking_check_targets(t, task, p.dim() == 2 ? p.size(1) : 2, who);
   return task;

@@ -18,9 +18,14 @@ namespace detail {
 enum class RankingTask { kBinary, kMulticlass, kMultilabel };
 
 /// The kind of (y_pred, y) (a (N, 1) tensor counts as (N,)). Local. Throws
-/// kindling::UsageError naming `who` for input ranking.h does not accept, and for the (N, C)
-/// kinds when `binary_only`.
-RankingTask ranking_task(const at::Tensor& y_pred, const at::Tensor& y, const std::string& who, bool binary_only);
+/// kindling::UsageError naming `who` for shapes or dtypes ranking.h does not accept, for the
+/// (N, C) kinds when `binary_only`, and with `check_values` for values it does not accept
+/// (non-finite scores, targets other than 0 and 1, class indices outside [0, C)). update()
+/// checks without values: a value seen by one rank only must not make that rank alone throw
+/// (the others would wait in compute's gather); the compute functions check the values, on
+/// rank 0, whose failure EpochMetric::compute forwards to every rank.
+RankingTask ranking_task(const at::Tensor& y_pred, const at::Tensor& y, const std::string& who, bool binary_only,
+                         bool check_values);
 
 /// Counts at each distinct score, highest first (T of them), in float64.
 struct RankingCounts {

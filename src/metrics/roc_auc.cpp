@@ -48,7 +48,8 @@ double roc_area(const RankingCounts& c) {
 }
 
 Value roc_auc_of(const at::Tensor& y_pred, const at::Tensor& y, RankingMetric::Average average) {
-  const auto task = ::kindling::detail::ranking_task(y_pred, y, "kindling::metrics::ROC_AUC", false);
+  const auto task =
+      ::kindling::detail::ranking_task(y_pred, y, "kindling::metrics::ROC_AUC", false, /*check_values=*/true);
   std::vector<double> values, positives;
   for (const RankingColumn& column :
        ::kindling::detail::ranking_columns(y_pred, y, task, average == RankingMetric::Average::kMicro)) {
@@ -63,7 +64,7 @@ Value roc_auc_of(const at::Tensor& y_pred, const at::Tensor& y, RankingMetric::A
 // (fpr, tpr, thresholds) with a first point at +infinity, as scikit-learn's roc_curve.
 Value roc_curve_of(const at::Tensor& y_pred, const at::Tensor& y) {
   const std::string who = "kindling::metrics::RocCurve";
-  const auto task = ::kindling::detail::ranking_task(y_pred, y, who, true);
+  const auto task = ::kindling::detail::ranking_task(y_pred, y, who, true, /*check_values=*/true);
   const RankingColumn column = ::kindling::detail::ranking_columns(y_pred, y, task, false).at(0);
   const RankingCounts c = ::kindling::detail::ranking_counts(column.scores, column.positive);
   const at::Tensor zero = at::zeros({1}, c.tps.options());

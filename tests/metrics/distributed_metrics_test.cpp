@@ -1,6 +1,7 @@
 // Every metric computed over uneven shards by 1, 2 or 3 real processes (gloo and mpi; a
 // rank with no batch at all at 3) equals the single-process value on the union of the
-// shards (the ranking metrics' curves and a MetricGroup's entries element by element);
+// shards (the ranking metrics' curves and a MetricGroup's entries element by element; the
+// group's MetricsLambda members equal the same lambdas attached on their own);
 // RunningAverage of the output averages over the ranks every iteration.
 #include <gtest/gtest.h>
 
@@ -171,6 +172,8 @@ std::map<std::string, std::string> evaluate(const std::vector<int64_t>& indices)
                                   {"group_accuracy", std::make_shared<km::Accuracy>(pick("logits", "y"))},
                                   {"group_auc", std::make_shared<km::ROC_AUC>(pick("tied", "bin_y"))},
                                   {"group_pr", std::make_shared<km::PrecisionRecallCurve>(pick("tied", "bin_y"))},
+                                  {"group_f1", km::Fbeta(1.0, true, nullptr, nullptr, pick("logits", "y"))},
+                                  {"group_lambda", std::make_shared<km::Accuracy>(pick("logits", "y")) * 2.0 + 1.0},
                               })});
   for (auto& [name, m] : metrics) m->attach(evaluator, name);
   auto data = batches(indices);
@@ -218,6 +221,9 @@ TEST_P(DistributedMetricsTest, EqualTheSingleProcessValueOnTheUnion) {
       if (tag == "METRIC") got[name] = text;
     }
     ASSERT_EQ(got.size(), reference.size()) << r.out;
+    // MetricsLambda members of the group equal the same lambdas attached on their own.
+    EXPECT_EQ(got["group_f1"], got["f1"]) << "rank " << r.rank;
+    EXPECT_EQ(got["group_lambda"], got["lambda"]) << "rank " << r.rank;
     for (const auto& [metric, expected] : reference) {
       const auto want = numbers(expected), have = numbers(got[metric]);
       ASSERT_EQ(have.size(), want.size()) << metric;

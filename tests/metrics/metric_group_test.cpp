@@ -1,12 +1,14 @@
 // MetricGroup: members updated together through the group's then their own output_transform,
 // each member's value stored under its own name (a tuple as "<name>/<i>") and the whole
 // group under the attached name, detach removing them all, the state of every member saved
-// and resumed (also from 3 saved ranks into 1), and the errors of misuse.
+// and resumed (also from 3 saved ranks into 1), MetricsLambda members (Fbeta, arithmetic,
+// mIoU over a member) fed and saved through their sources, and the errors of misuse.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +47,24 @@ km::MetricGroup::Members group_members() {
 }
 
 Value group_transform(const Value& o) { return Value{o["logits"], o["y"], o["score"]}; }
+
+// A binary problem from the group's output {logits, y, score}: score >= 0.5 against y == 1.
+// Its first two tensors differ from the output's, so a source fed without it sees other data.
+Value group_binary(const Value& o) { return Value{(o[2] >= 0.5).to(at::kLong), (o[1] == 1).to(at::kLong)}; }
+
+// Members that are MetricsLambdas (Fbeta, arithmetic, mIoU over a member's ConfusionMatrix,
+// a lambda reading one accuracy twice), their sources each with its own output_transform.
+km::MetricGroup::Members group_lambda_members() {
+  auto cm = std::make_shared<km::ConfusionMatrix>(3, std::nullopt, [](const Value& o) { return Value{o[0], o[1]}; });
+  std::shared_ptr<km::Metric> twice = std::make_shared<km::Accuracy>(group_binary);
+  return {
+      {"f1", km::Fbeta(1.0, true, nullptr, nullptr, group_binary)},
+      {"shifted", std::make_shared<km::Accuracy>(group_binary) * 2.0 + 1.0},
+      {"cm", cm},
+      {"miou", km::mIoU(cm)},
+      {"ratio", twice / (twice + 1.0)},
+  };
+}
 
 bool group_same(const Value& a, const Value& b) {
   const at::Tensor x = a.tensor().to(at::kDouble), y = b.tensor().to(at::kDouble);
@@ -154,4 +174,66 @@ TEST(MetricGroupTest, MisuseIsRefusedWithTheReason) {
               evaluator.run(data, 1);
             }).find("the name 'max' it is attached under is also a key of its named value (max, sum)"),
             std::string::npos);
+}
+
+// A MetricsLambda member is updated through its sources, each through its own
+// output_transform and once per batch (also a source shared with another member), and its
+// sources' state is saved, resumed and resharded with the group.
+TEST(MetricGroupTest, LambdaMembersAreFedAndCheckpointedThroughTheirSources) {
+  std::vector<Value> data;
+  for (int64_t b = 0; b < 5; ++b) data.push_back(group_batch(b));
+
+  // The reference: the same metrics attached on their own (each source once, transformed).
+  Engine alone_engine([](Engine&, const Value& batch) { return group_transform(batch); });
+  for (const auto& [name, m] : group_lambda_members()) m->attach(alone_engine, name);
+  alone_engine.run(data, 1);
+  const auto& want = alone_engine.state().metrics;
+
+  Engine evaluator([](Engine&, const Value& batch) { return batch; });
+  auto group = std::make_shared<km::MetricGroup>(group_lambda_members(), group_transform);
+  group->attach(evaluator, "eval");
+  evaluator.run(data, 1);
+  const auto& got = evaluator.state().metrics;
+  for (const char* name : {"f1", "shifted", "miou", "ratio"}) {
+    ASSERT_TRUE(got.at(name).is_number()) << name;
+    EXPECT_DOUBLE_EQ(got.at(name).number(), want.at(name).number()) << name;
+  }
+  EXPECT_TRUE(group_same(got.at("cm"), want.at("cm"))) << "the shared ConfusionMatrix counts each sample once";
+
+  // The sources' state under "<member>/args/<i>/...", a source read twice saved once.
+  km::MetricGroup saved(group_lambda_members(), group_transform), resumed(group_lambda_members(), group_transform),
+      whole(group_lambda_members(), group_transform);
+  for (int64_t b = 0; b < 3; ++b) {
+    saved.update(group_transform(data[b]));
+    whole.update(group_transform(data[b]));
+  }
+  const kindling::StateDict state = saved.state_dict();
+  for (const char* key : {"f1/args/0/_numerator", "f1/args/1/_denominator", "shifted/args/0/args/0/_num_correct",
+                          "miou/args/0/args/0/confusion_matrix", "ratio/args/0/_num_examples"}) {
+    EXPECT_TRUE(state.contains(key)) << key;
+  }
+  EXPECT_FALSE(state.contains("ratio/args/1/args/0/_num_examples")) << "saved at its first place only";
+  int64_t samples = 0;
+  for (int64_t b = 0; b < 3; ++b) samples += data[b]["y"].size(0);
+  EXPECT_EQ(state.at("ratio/args/0/_num_examples").toList().get(0).toInt(), samples) << "updated once per batch";
+  resumed.load_state_dict(state);
+  for (int64_t b = 3; b < 5; ++b) {
+    resumed.update(group_transform(data[b]));
+    whole.update(group_transform(data[b]));
+  }
+  const Value a = resumed.compute(), b = whole.compute();
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& kv : b.named_elements()) EXPECT_TRUE(group_same(a[kv.first], kv.second)) << kv.first;
+  EXPECT_DOUBLE_EQ(b["f1"].item<double>(), want.at("f1").number());
+
+  // Saved by 2 ranks, loaded by 1: the value over their union.
+  std::vector<std::shared_ptr<km::Metric>> ranks;
+  for (int64_t r = 0; r < 2; ++r) {
+    ranks.push_back(std::make_shared<km::MetricGroup>(group_lambda_members(), group_transform));
+    for (int64_t i = r; i < 5; i += 2) ranks.back()->update(group_transform(data[i]));
+  }
+  km::MetricGroup one(group_lambda_members(), group_transform);
+  one.load_state_dict(kindling::testing::join_rank_states(ranks));
+  const Value joined = one.compute();
+  for (const auto& kv : b.named_elements()) EXPECT_TRUE(group_same(joined[kv.first], kv.second)) << kv.first;
 }

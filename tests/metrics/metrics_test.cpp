@@ -168,6 +168,29 @@ TEST(MetricsLambdaTest, UpdateByHandFeedsItsSources) {
   EXPECT_THROW(f1->compute(), std::exception) << "reset reaches the sources";
 }
 
+// By hand, each source is updated once per call, through its own output_transform (as its
+// attached handler would; ignite's update passes the output untransformed), and a lambda's
+// state_dict holds its sources' state (once for a source read twice).
+TEST(MetricsLambdaTest, UpdateByHandAppliesEachSourcesTransformOnce) {
+  std::shared_ptr<km::Metric> acc = std::make_shared<km::Accuracy>([](const Value& o) {
+    return Value{o["logits"], o["y"]};
+  });
+  auto ratio = acc / (acc + 1.0);
+  ASSERT_EQ(ratio->sources().size(), 1u);
+  ratio->update(Value::named({{"y", longs({0, 1, 2})}, {"logits", logits_for({0, 1, 3})}}));
+  EXPECT_DOUBLE_EQ(ratio->compute().number(), (2.0 / 3) / (2.0 / 3 + 1));
+  const kindling::StateDict state = ratio->state_dict();
+  for (const auto& entry : state)
+    EXPECT_EQ(entry.key().toStringRef().rfind("args/0/", 0), 0u) << "only the first place";
+  EXPECT_TRUE(state.contains("args/0/_num_correct"));
+  EXPECT_EQ(state.at("args/0/_num_examples").toList().get(0).toInt(), 3) << "updated once";
+
+  std::shared_ptr<km::Metric> restored = std::make_shared<km::Accuracy>();
+  auto same = restored / (restored + 1.0);
+  same->load_state_dict(state);
+  EXPECT_DOUBLE_EQ(restored->compute().number(), 2.0 / 3);
+}
+
 TEST(MetricAttachTest, UsagesDecideWhenResetUpdateAndComputeRun) {
   std::vector<Value> data{Value(1.0), Value(3.0), Value(5.0)};
   auto per_batch = std::make_shared<km::Average>();

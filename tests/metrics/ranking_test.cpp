@@ -2,8 +2,9 @@
 // an independent torch reference (tests/metrics/ranking_reference.py: the Mann-Whitney AUC,
 // AP as the mean precision at each positive's own score, the curves by a direct sweep) on
 // data with many tied scores, small cases checked by hand (ignite's documented examples
-// among them), the undefined cases and the errors of misuse; and, at 2 ranks, the same
-// undefined-AUC error on every rank.
+// among them), the undefined cases and the errors of misuse (shapes at update, values at
+// compute); and, at 2 ranks, the same error on every rank for an undefined AUC and for a bad
+// value that only one rank stored.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -266,43 +267,23 @@ TEST(RankingMetricsTest, UndefinedCasesAsScikitLearn) {
             std::string::npos);
 }
 
-TEST(RankingMetricsTest, MisuseIsRefusedWithTheValueSeenAndStoresNothing) {
+TEST(RankingMetricsTest, ShapeMisuseIsRefusedAtUpdateAndStoresNothing) {
   km::ROC_AUC auc;
   auc.update({at::tensor({0.1, 0.8}), at::tensor({0, 1})});
   EXPECT_NE(error_of<kindling::UsageError>([&] {
-              auc.update({at::tensor({0.1, 0.8, 0.3}), at::tensor({0, 2, 1})});
-            })
-                .find("ROC_AUC: binary targets y should be 0 or 1, but y holds 2; for class indices give y_pred "
-                      "every class's score, of shape [N, C]"),
-            std::string::npos);
-  EXPECT_NE(error_of([&] {
               auc.update({at::tensor({0.1, 0.8}), at::zeros({2, 3})});
             }).find("binary scores y_pred of shape [2] pair with targets y of shape [N], but y has shape [2, 3]"),
             std::string::npos);
-  EXPECT_NE(error_of([&] {
-              auc.update({at::tensor({0.1, std::numeric_limits<double>::quiet_NaN()}), at::tensor({0, 1})});
-            }).find("y_pred should hold finite scores, but it holds nan"),
-            std::string::npos);
-  EXPECT_NE(error_of([&] {
+  EXPECT_NE(error_of<kindling::UsageError>([&] {
               auc.update({at::tensor({0.1, 0.3, 0.5}), at::tensor({0, 1})});
             }).find("y_pred and y should hold as many samples, but they have shapes [3] and [2]"),
             std::string::npos);
   EXPECT_DOUBLE_EQ(auc.compute().number(), 1.0);  // the refused batches were not stored
 
   km::AveragePrecision ap;
-  EXPECT_NE(error_of([&] {
-              ap.update({at::rand({3, 4}), at::tensor({0, 4, 1})});
-            })
-                .find("multiclass targets y should be class indices in [0, 4) (y_pred has 4 columns of scores), but "
-                      "y holds 4"),
-            std::string::npos);
-  EXPECT_NE(error_of([&] {
+  EXPECT_NE(error_of<kindling::UsageError>([&] {
               ap.update({at::rand({3, 4}), at::zeros({3, 2})});
             }).find("multilabel targets y should have the shape of y_pred, [3, 4], but have [3, 2]"),
-            std::string::npos);
-  EXPECT_NE(error_of([&] {
-              ap.update({at::rand({2, 2}), at::tensor({0.0, 0.5, 1.0, 1.0}).view({2, 2})});
-            }).find("multilabel targets y should be 0 or 1, but y holds 0.5"),
             std::string::npos);
 
   km::PrecisionRecallCurve pr;
@@ -316,6 +297,42 @@ TEST(RankingMetricsTest, MisuseIsRefusedWithTheValueSeenAndStoresNothing) {
               roc.update({at::rand({3, 2}), at::zeros({3, 2})});
             }).find("takes binary input only"),
             std::string::npos);
+}
+
+// Values are checked at compute (on rank 0 in a distributed run, which forwards the error to
+// every rank), not at update: a value that only one rank sees must not make that rank alone
+// throw. The message names the value and where it lies among the epoch's samples.
+TEST(RankingMetricsTest, ValueMisuseIsRefusedAtComputeWithTheValueSeen) {
+  // Each (metric, batches, expected message): update accepts the batches, compute refuses.
+  auto refused_at_compute = [](km::Metric& metric, const std::vector<Value>& batches, const std::string& expected) {
+    metric.reset();
+    for (const Value& b : batches) EXPECT_NO_THROW(metric.update(b)) << expected;
+    const std::string error = error_of<kindling::UsageError>([&] { metric.compute(); });
+    EXPECT_NE(error.find(expected), std::string::npos) << error;
+  };
+  km::ROC_AUC auc;
+  refused_at_compute(auc, {{at::tensor({0.1, 0.8}), at::tensor({0, 1})}, {at::tensor({0.3}), at::tensor({2})}},
+                     "ROC_AUC: binary targets y should be 0 or 1, but y holds 2 (sample 2 of the 3 stored by all "
+                     "ranks, in rank order); for class indices give y_pred every class's score, of shape [N, C]");
+  refused_at_compute(auc, {{at::tensor({0.1, std::numeric_limits<double>::quiet_NaN()}), at::tensor({0, 1})}},
+                     "ROC_AUC: y_pred should hold finite scores, but it holds nan (sample 1 of the 2 stored by all "
+                     "ranks, in rank order); check the model's output");
+  km::AveragePrecision ap;
+  refused_at_compute(ap, {{at::rand({3, 4}), at::tensor({0, 4, 1})}},
+                     "multiclass targets y should be class indices in [0, 4) (y_pred has 4 columns of scores), but y "
+                     "holds 4 (sample 1 of the 3");
+  refused_at_compute(ap, {{at::rand({2, 2}), at::tensor({0.0, 1.0, 1.0, 0.5}).view({2, 2})}},
+                     "multilabel targets y should be 0 or 1, but y holds 0.5 (sample 1 of the 2");
+  km::RocCurve roc;
+  refused_at_compute(roc, {{at::tensor({-std::numeric_limits<double>::infinity(), 0.5}), at::tensor({0, 1})}},
+                     "RocCurve: y_pred should hold finite scores, but it holds -inf (sample 0 of the 2");
+  km::PrecisionRecallCurve pr;
+  refused_at_compute(pr, {{at::tensor({0.2, 0.5}), at::tensor({-1, 1})}},
+                     "PrecisionRecallCurve: binary targets y should be 0 or 1, but y holds -1 (sample 0 of the 2");
+  // A reset clears the refused values.
+  auc.reset();
+  auc.update({at::tensor({0.1, 0.8}), at::tensor({0, 1})});
+  EXPECT_DOUBLE_EQ(auc.compute().number(), 1.0);
 }
 
 TEST(RankingMetricsTest, AttachedValuesReachTheEngineState) {
@@ -360,6 +377,55 @@ TEST(RankingMetricsTest, UndefinedAucThrowsTheSameErrorOnEveryRank) {
     for (const auto& r : results) {
       EXPECT_TRUE(r.ok()) << kindling::testing::describe(results);
       EXPECT_NE(r.out.find("RANKED "), std::string::npos) << backend << " rank " << r.rank;
+    }
+  }
+}
+
+// Only rank 1 stores a bad value: before the value checks moved to compute, rank 1 threw at
+// update and rank 0 waited in compute's gather until the timeout. Now both ranks reach
+// compute and throw the same UsageError. A short collective timeout turns a hang into a
+// failure quickly.
+KINDLING_WORKER(ranking_bad_value_on_one_rank) {
+  namespace kd = kindling::dist;
+  kd::initialize(kindling::testing::test_backend(), kd::InitOptions().timeout(std::chrono::seconds(10)));
+  const bool bad_rank = kd::get_rank() == 1;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  km::ROC_AUC auc;
+  auc.update({at::tensor({0.2, bad_rank ? nan : 0.4}), at::tensor({0, 1}, at::kLong)});
+  const std::string score = error_of<kindling::UsageError>([&] { auc.compute(); });
+  WCHECK(score.find("ROC_AUC: y_pred should hold finite scores, but it holds nan (sample 3 of the 4 stored by all "
+                    "ranks, in rank order)") != std::string::npos,
+         << score);
+  // Through an engine: the metric's handlers are where the values used to be refused.
+  kindling::engine::Engine evaluator([](kindling::engine::Engine&, const Value& batch) { return batch; });
+  auto ap = std::make_shared<km::AveragePrecision>();
+  ap->attach(evaluator, "ap");
+  std::vector<Value> data{{at::tensor({0.2, 0.9}), at::tensor({0, 1}, at::kLong)},
+                          {at::tensor({0.7}), at::tensor({bad_rank ? 2 : 1}, at::kLong)}};
+  const std::string label = error_of<kindling::UsageError>([&] { evaluator.run(data, 1); });
+  WCHECK(label.find("AveragePrecision: binary targets y should be 0 or 1, but y holds 2 (sample 5 of the 6 stored "
+                    "by all ranks, in rank order)") != std::string::npos,
+         << label);
+  if (!bad_rank) {
+    WCHECK(label.find("compute_fn failed on rank 0") == std::string::npos, << label);
+  } else {
+    WCHECK(label.find("compute_fn failed on rank 0") != std::string::npos, << label);
+  }
+  std::printf("REFUSED\n");
+  std::fflush(stdout);
+  kd::finalize();
+}
+
+TEST(RankingMetricsTest, BadValueOnOneRankThrowsTheSameErrorOnEveryRank) {
+  for (const auto& [backend, ws] : kindling::testing::cpu_backend_world_sizes({2})) {
+    kindling::testing::LaunchOptions opts;
+    opts.backend = backend;
+    opts.world_size = ws;
+    opts.deadline = std::chrono::seconds(40);
+    const auto results = kindling::testing::run_workers("ranking_bad_value_on_one_rank", opts);
+    for (const auto& r : results) {
+      EXPECT_TRUE(r.ok()) << kindling::testing::describe(results);
+      EXPECT_NE(r.out.find("REFUSED"), std::string::npos) << backend << " rank " << r.rank;
     }
   }
 }

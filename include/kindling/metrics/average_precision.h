@@ -17,8 +17,9 @@
 ///   pr->attach(evaluator, "pr");                          // (precision, recall, thresholds)
 /// \endcode
 ///
-/// Ranks: as every ranking metric (ranking.h): update() is local; compute() gathers every
-/// rank's samples, computes on rank 0 and broadcasts, a collective on every rank.
+/// Ranks: as every ranking metric (ranking.h): update() is local and checks shapes only;
+/// compute() gathers every rank's samples, checks their values and computes on rank 0 and
+/// broadcasts the value or the error, a collective on every rank.
 
 #include <string>
 
@@ -35,12 +36,15 @@ class KINDLING_API AveragePrecision : public RankingMetric {
   /// for nothing); `check_compute_fn` as ROC_AUC's.
   explicit AveragePrecision(OutputTransform output_transform = {}, Average average = Average::kMacro,
                             bool check_compute_fn = false, c10::Device device = c10::Device(c10::kCPU));
+  /// How the classes are combined, as given to the constructor. Local; does not throw.
   Average average() const { return average_; }
   /// The AP over all ranks' samples: a number, or a (C,) float64 tensor for Average::kNone
   /// with multiclass or multilabel input. A class (or binary input) without any positive
   /// sample has AP 0, and one warning per compute names those classes (scikit-learn warns
   /// too). A collective on every rank. Throws NotComputableError when no rank stored a
-  /// sample; kindling::UsageError for stored input that does not fit (see ranking.h).
+  /// sample; kindling::UsageError, on every rank, when a rank stored values that do not fit
+  /// (a non-finite score, a target other than 0 and 1, a class index outside [0, C): see
+  /// ranking.h); reset() before the next computation.
   Value compute() override { return EpochMetric::compute(); }
   std::string name() const override { return "AveragePrecision"; }
 
@@ -63,7 +67,8 @@ class KINDLING_API PrecisionRecallCurve : public RankingMetric {
   /// earlier versions stopped at the first threshold of full recall); a last point
   /// precision 1, recall 0 without threshold ends it. Without any positive, recall is 1 at
   /// every threshold and a warning is logged (as scikit-learn). A collective on every rank;
-  /// throws NotComputableError when no rank stored a sample.
+  /// throws NotComputableError when no rank stored a sample, and kindling::UsageError on
+  /// every rank when a rank stored values that do not fit (see ranking.h).
   Value compute() override { return EpochMetric::compute(); }
   std::string name() const override { return "PrecisionRecallCurve"; }
 };

@@ -2,7 +2,11 @@
 /// \file
 /// MetricGroup (ignite's): named metrics reset, updated and computed together, attached once.
 /// Each update passes the engine's output through the group's output_transform, then through
-/// each member's own output_transform, to the member's update().
+/// each member's own output_transform, to the member's update(). A member that is a
+/// MetricsLambda (Fbeta, IoU, `acc * 2.0 + 1.0`) is updated through its sources
+/// (MetricsLambda::sources()), each through its own output_transform, as when the lambda is
+/// attached on its own; a metric that several members compute from (a ConfusionMatrix member
+/// and IoU over it) is updated once per batch.
 ///
 /// \code
 ///   auto group = std::make_shared<MetricGroup>(MetricGroup::Members{
@@ -24,7 +28,9 @@
 /// entry under its own key (a 0-dim tensor as a number), as ignite's MetricGroup.
 ///
 /// state_dict() and load_state_dict() cover every member's accumulators, under the keys
-/// "<name>/<key>" (ignite saves the members' states too), and reshard as each member does.
+/// "<name>/<key>" (ignite saves the members' states too), and reshard as each member does. A
+/// MetricsLambda member's keys are its sources' (see metrics_lambda.h):
+/// "<name>/args/<i>/<key>"; a metric shared by several members is saved under each of them.
 ///
 /// Ranks: update() is local. compute() computes the members one after the other in the
 /// order given, so a member's collectives run in the same order on every rank: every rank
@@ -40,6 +46,8 @@
 namespace kindling {
 namespace metrics {
 
+/// Named metrics updated from one output and computed together into one named value (see the
+/// file comment). Attach it like any metric; owned by a std::shared_ptr.
 class KINDLING_API MetricGroup : public Metric {
  public:
   /// (name, metric) pairs, in the order of updates and computes.
@@ -52,7 +60,9 @@ class KINDLING_API MetricGroup : public Metric {
   /// Resets every member. Local.
   void reset() override;
   /// Gives `output` (already through the group's output_transform) to every member, through
-  /// the member's output_transform. Local; rethrows what a member's update() throws.
+  /// the member's output_transform; a MetricsLambda member to each of its sources, through
+  /// the source's; each metric once. Local; rethrows what an update() or output_transform
+  /// throws.
   void update(const Value& output) override;
   /// Every member's value, as named tensors (see the file comment). A collective when a
   /// member's compute() is (every rank, same order). Rethrows what a member's compute()
@@ -68,6 +78,8 @@ class KINDLING_API MetricGroup : public Metric {
 
  private:
   Members metrics_;
+  // What update() feeds: the members, a MetricsLambda replaced by its sources, each once.
+  std::vector<std::shared_ptr<Metric>> fed_;
 };
 
 }  // namespace metrics

@@ -16,6 +16,16 @@
 /// also attached on its own with a usage of the same events, is still reset and updated
 /// once per event, through its own output_transform.
 ///
+/// state_dict() and load_state_dict() cover the accumulators of the metrics it computes from
+/// (sources()), as ignite's MetricsLambda.state_dict nests its arguments': a source found at
+/// args()[i] (inside a nested lambda, at its args()[j]) under "args/<i>/<key>"
+/// ("args/<i>/args/<j>/<key>"); a source met twice is saved once, at its first place. So a
+/// lambda checkpoints and reshards as its sources do, also as a member of a MetricGroup.
+/// One limit: a lambda attached on its own and restored in the middle of an epoch loses the
+/// restored part, because its sources' reset handlers (which do not know of the restore) clear
+/// them when the resumed epoch starts; as a MetricGroup member it keeps it (the group's reset
+/// is the one that is skipped).
+///
 /// Ranks: compute() computes the dependencies in order, so it makes their collectives; call
 /// it on every rank (the attached handler does).
 
@@ -35,16 +45,19 @@ class KINDLING_API MetricsLambda : public Metric {
   /// Receives the dependencies' computed values, in the order of `args`.
   using Function = std::function<Value(const std::vector<Value>&)>;
 
-  /// compute() is f(args[0]->compute(), args[1]->compute(), ...). Throws
-  /// kindling::UsageError for an empty f or a null argument.
+  /// compute() is f(args[0]->compute(), args[1]->compute(), ...). Registers the sources'
+  /// state (see the file comment). Throws kindling::UsageError for an empty f or a null
+  /// argument.
   MetricsLambda(Function f, std::vector<std::shared_ptr<Metric>> args);
 
   /// Resets every dependency (nested lambdas recursively). Local.
   void reset() override;
-  /// Not attached (computing by hand, as with ignite's update): passes `output` to every
-  /// argument's update (a nested lambda passes it on). Attached to an engine, does nothing
-  /// (the engine's call: the dependencies are updated by their own handlers). Throws what an
-  /// argument's update throws. Local.
+  /// Not attached (by hand, or as a member of a MetricGroup): updates every source (see
+  /// sources()) once, with `output` through that source's own output_transform, as the
+  /// handlers of an attached lambda do (ignite's MetricsLambda.update passes `output` to its
+  /// arguments untransformed, and a source shared by two branches twice). Attached to an
+  /// engine, does nothing (the engine's call: the sources are updated by their own handlers).
+  /// Throws what a source's update or output_transform throws. Local.
   void update(const Value& output) override;
   /// f of the dependencies' values (tensors moved to the CPU). Throws what a dependency's
   /// compute throws (NotComputableError among others). A collective when the dependencies'
@@ -59,12 +72,18 @@ class KINDLING_API MetricsLambda : public Metric {
   /// still used by another attached lambda keeps them).
   void detach(engine::Engine& engine, Usage usage = Usage::kEpochWise) override;
 
+  /// The arguments, as given to the constructor (ignite's `args`).
   const std::vector<std::shared_ptr<Metric>>& args() const { return args_; }
+  /// The metrics this lambda computes from: the arguments that are not lambdas, and nested
+  /// lambdas' sources, each once, depth first in the order of the arguments. They are what
+  /// update() and attach() update, and whose state state_dict() saves. Local.
+  const std::vector<std::shared_ptr<Metric>>& sources() const { return sources_; }
 
  private:
   struct Registration;
   Function f_;
   std::vector<std::shared_ptr<Metric>> args_;
+  std::vector<std::shared_ptr<Metric>> sources_;
   // By Engine::id(), then usage: the dependency handlers this lambda holds.
   std::map<const void*, std::map<Usage, std::vector<std::shared_ptr<Registration>>>> registrations_;
 };

@@ -20,8 +20,9 @@
 ///   at::Tensor fpr = evaluator.state().metrics.at("roc")[0];
 /// \endcode
 ///
-/// Ranks: as every ranking metric (ranking.h): update() is local; compute() gathers every
-/// rank's samples, computes on rank 0 and broadcasts, a collective on every rank.
+/// Ranks: as every ranking metric (ranking.h): update() is local and checks shapes only;
+/// compute() gathers every rank's samples, checks their values and computes on rank 0 and
+/// broadcasts the value or the error, a collective on every rank.
 
 #include <string>
 
@@ -39,13 +40,15 @@ class KINDLING_API ROC_AUC : public RankingMetric {
   /// batch after each reset is tried and a failure logged as a warning.
   explicit ROC_AUC(OutputTransform output_transform = {}, Average average = Average::kMacro,
                    bool check_compute_fn = false, c10::Device device = c10::Device(c10::kCPU));
+  /// How the classes are combined, as given to the constructor. Local; does not throw.
   Average average() const { return average_; }
   /// The AUC over all ranks' samples: a number, or a (C,) float64 tensor for Average::kNone
   /// with multiclass or multilabel input. A collective on every rank. Throws
   /// NotComputableError when no rank stored a sample, or when y holds one class only
   /// (binary), or a class has no positive or no negative sample (the message names the
-  /// class; scikit-learn raises ValueError there); kindling::UsageError for stored input
-  /// that does not fit (see ranking.h).
+  /// class; scikit-learn raises ValueError there); kindling::UsageError, on every rank, when
+  /// a rank stored values that do not fit (a non-finite score, a target other than 0 and 1,
+  /// a class index outside [0, C): see ranking.h); reset() before the next computation.
   Value compute() override { return EpochMetric::compute(); }
   std::string name() const override { return "ROC_AUC"; }
 
@@ -68,7 +71,8 @@ class KINDLING_API RocCurve : public RankingMetric {
   /// RocCurve drops those whose point is collinear with its neighbours; the area is the
   /// same). When y has no negative (no positive), fpr (tpr) is NaN and a warning is logged,
   /// as scikit-learn does. A collective on every rank; throws NotComputableError when no
-  /// rank stored a sample.
+  /// rank stored a sample, and kindling::UsageError on every rank when a rank stored values
+  /// that do not fit (see ranking.h).
   Value compute() override { return EpochMetric::compute(); }
   std::string name() const override { return "RocCurve"; }
 };
