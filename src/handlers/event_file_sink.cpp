@@ -8,6 +8,7 @@
 
 #include "kindling/dist/dist.h"
 #include "kindling/error.h"
+#include "kindling/log.h"
 
 namespace kindling {
 namespace handlers {
@@ -41,8 +42,14 @@ void EventFileSink::write_histogram(const std::string& tag, const HistogramSumma
 }
 
 void EventFileSink::write_record(const std::string& tag, const std::string& event) {
-  KINDLING_CHECK(is_utf8(tag), kSinkWho, ": the tag '", tag,
-                 "' is not valid UTF-8 (TensorBoard reads tags as UTF-8 strings); use a UTF-8 tag");
+  if (!is_utf8(tag)) {  // a name known only at the event, on rank 0 (see the header)
+    if (first_time("not UTF-8 " + tag)) {
+      kindling::log(LogLevel::kWarning, kSinkWho + ": the tag '" + tag +
+                                            "' is not valid UTF-8 (TensorBoard reads tags as UTF-8 strings), so its "
+                                            "values are not logged; give the metric or output a UTF-8 name");
+    }
+    return;
+  }
   const std::string record = tfrecord(event);
   std::lock_guard<std::mutex> lock(mutex_);
   if (!file_.is_open()) {  // a warning, not a throw: only rank 0 has a file (event_file.h)

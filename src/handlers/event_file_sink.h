@@ -20,8 +20,9 @@ class EventFileSink final : public ScalarSink {
   /// says, and writes the file-version record. Throws kindling::Error when either fails.
   explicit EventFileSink(const std::string& log_dir);
   /// One scalar record "<tag>/<name>" (or "<name>" for an empty tag). After close() the
-  /// record is dropped (ClosedSinkWarning). Throws kindling::UsageError for a tag that is not
-  /// UTF-8, kindling::Error when the write fails.
+  /// record is dropped (ClosedSinkWarning); a tag that is not UTF-8 is dropped with one
+  /// warning per tag (a throw here would stop rank 0 only: the public entry points check
+  /// their tags on every rank first). Throws kindling::Error when the write fails.
   void write(const std::string& tag, const std::string& name, double value, int64_t step) override;
   /// One histogram record under `tag`; throws as write().
   void write_histogram(const std::string& tag, const HistogramSummary& histogram, int64_t step);

@@ -149,6 +149,11 @@ const Event& firing_event(const Engine& engine, const std::vector<Event>& events
   return events.front();
 }
 
+void check_utf8_tag(const std::string& tag, const std::string& where) {
+  KINDLING_CHECK(is_utf8(tag), where, ": the tag or name '", tag,
+                 "' is not valid UTF-8 (TensorBoard reads tags as UTF-8 strings); use a UTF-8 tag");
+}
+
 void check_counters(const engine::EventsList& events, const std::string& where, const char* hint) {
   KINDLING_CHECK(!events.events().empty(), where, ": no event given; pass e.g. Events::EPOCH_COMPLETED");
   for (const Event& e : events.events()) {
@@ -204,6 +209,8 @@ engine::HandlerHandle BaseLogger::attach_output_handler(Engine& engine, const en
                                                         OutputScalarsTransform output_transform,
                                                         GlobalStepTransform global_step_transform) {
   const std::string where = "kindling::handlers::" + who_ + "::attach_output_handler";
+  detail::check_utf8_tag(tag, where);
+  for (const std::string& name : metric_names) detail::check_utf8_tag(name, where);
   KINDLING_CHECK(!metric_names.empty() || output_transform, where,
                  ": nothing to log: metric_names is empty and there is no output_transform; pass names from "
                  "engine.state().metrics ({\"all\"} for every metric), an output_transform, or both");
@@ -274,6 +281,7 @@ TensorboardLogger::TensorboardLogger(std::string log_dir)
 }
 
 void TensorboardLogger::add_scalar(const std::string& tag, double value, int64_t step) {
+  detail::check_utf8_tag(tag, "kindling::handlers::TensorboardLogger::add_scalar");
   if (sink() != nullptr) sink()->write("", tag, value, step);
 }
 

@@ -181,6 +181,7 @@ void TensorboardLogger::add_histogram(const std::string& tag, const at::Tensor& 
   check_hist_bins(bins, where);
   KINDLING_CHECK(values.defined(), where, ": the tensor for '", tag,
                  "' is undefined (a default-constructed at::Tensor); pass a tensor with data");
+  detail::check_utf8_tag(tag, where);
   if (events_) write_histogram(*events_, tag, values, bins, step);
 }
 

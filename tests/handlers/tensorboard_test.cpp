@@ -269,6 +269,32 @@ TEST(TensorboardLoggerTest, ErrorsSayWhatToDo) {
   remove_tree(dir);
 }
 
+// A name known only at the event (an output's) that is not UTF-8 is dropped with one warning
+// on rank 0 rather than thrown there alone; names given at attach are checked on every rank.
+TEST(TensorboardLoggerTest, NamesThatAreNotUtf8AreRefusedAtAttachAndDroppedAtTheEvent) {
+  kindling::testing::TempDir dir("tb_utf8");
+  std::string path;
+  {
+    kh::TensorboardLogger tb(dir.path());
+    path = tb.file_path();
+    Engine engine([](Engine&, const int& b) -> Value { return b; });
+    EXPECT_NE(error_of([&] {
+                tb.attach_output_handler(engine, Events::EPOCH_COMPLETED, "t", {"bad \xff"});
+              }).find("'bad \xff' is not valid UTF-8"),
+              std::string::npos);
+    tb.attach_output_handler(engine, Events::ITERATION_COMPLETED, "t", {}, [](const Value& out) {
+      return Scalars{{"good", out.number()}, {"bad \xff", 1.0}};
+    });
+    ::testing::internal::CaptureStderr();
+    engine.run(std::vector<int>{1, 2, 3}, 1);
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_EQ(kindling::testing::occurrences(err, "is not valid UTF-8"), 1) << err;
+  }
+  const EventFile file = read_with_python(path);
+  ASSERT_EQ(file.scalars.size(), 3u);
+  for (const auto& s : file.scalars) EXPECT_EQ(s.tag, "t/good");
+}
+
 TEST(GlobalStepFromEngineTest, TheOtherEnginesCounterForTheEventFired) {
   Engine trainer([](Engine&, const int& b) -> Value { return b; });
   const Event backward_done = Event::custom("BACKWARD_DONE");

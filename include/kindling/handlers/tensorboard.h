@@ -130,6 +130,9 @@ class KINDLING_API BaseLogger {
   ///   metrics, a tensor of 2 or more dimensions or an empty Value is skipped with one
   ///   warning in kindling's log per handler and name (ignite warns and skips too);
   /// - then each entry of output_transform(engine.state().output) as "<tag>/<name>".
+  /// A name that is not UTF-8 among `tag` and `metric_names` is refused here on every rank;
+  /// one known only at the event (an output_transform's, a metric's under {"all"}) is not
+  /// logged, with one warning on rank 0 (a throw there would stop rank 0 alone).
   /// Throws kindling::UsageError when there is nothing to log (no metric names, no
   /// output_transform), or when an event has no counter (TERMINATE, ...) and no
   /// global_step_transform is given. Returns the handle that removes the handler (from all
@@ -214,8 +217,8 @@ class KINDLING_API TensorboardLogger : public BaseLogger {
 
   /// Writes one scalar under `tag` at `step` (TensorBoard's add_scalar; `tag` must be UTF-8).
   /// A no-op on ranks other than 0; after close() the value is dropped with one warning.
-  /// Throws kindling::UsageError for a tag that is not UTF-8, kindling::Error when the write
-  /// fails.
+  /// Throws kindling::UsageError for a tag that is not UTF-8 (on every rank), kindling::Error
+  /// when the write fails.
   void add_scalar(const std::string& tag, double value, int64_t step);
 
   /// Writes a histogram of the finite elements of `values` (any shape and floating or integer
