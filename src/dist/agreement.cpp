@@ -27,7 +27,8 @@ using ::kindling::detail::get_env;
 const char* const kKnown[] = {
     "KINDLING_LOG_LEVEL",       "KINDLING_STALL_TIMEOUT",     "KINDLING_DISTRIBUTED_DEBUG", "KINDLING_MPI_NO_SHM",
     "KINDLING_MPI_SHM_SEGMENT", "KINDLING_MPI_SHM_MIN_BYTES", "KINDLING_MPI_SHM_HEAP_MB",   "KINDLING_RUN",
-    "KINDLING_RUN_ID",          "KINDLING_PARALLEL_CHILD",    "KINDLING_STDOUT_TERMINAL",   "KINDLING_STDERR_TERMINAL"};
+    "KINDLING_RUN_ID",          "KINDLING_PARALLEL_CHILD",    "KINDLING_STDOUT_TERMINAL",   "KINDLING_STDERR_TERMINAL",
+    "KINDLING_RUN_INSTANCE"};
 
 // Edit distance, to tell a misspelt kindling variable from a program's own KINDLING_* names.
 std::size_t distance(const std::string& a, const std::string& b) {

@@ -226,6 +226,7 @@ void start_engine(const detail::BackendTraits& traits, const detail::WorldConfig
 
 void initialize_model(const std::string& backend, const InitOptions& options) {
   const char* caller = "kindling::dist::initialize";
+  detail::record_uncaught_errors();  // a misuse refused below ends the program cleanly if uncaught
   const detail::BackendTraits& traits = detail::usable_backend(backend, caller);
   auto& rt = runtime();
   KINDLING_CHECK(rt.world == nullptr, caller, ": already initialized with backend '", rt.backend_name,
@@ -236,7 +237,6 @@ void initialize_model(const std::string& backend, const InitOptions& options) {
     refuse_serial_in_launched_world();
     return;
   }
-  detail::record_uncaught_errors();
   ignore_broken_pipes();
   auto snapshot = ::kindling::detail::snapshot_env();
   detail::WorldConfig cfg;

@@ -32,28 +32,40 @@ using ::kindling::detail::make_directories;
 
 constexpr const char* kWho = "kindling::handlers::open_run_folder";
 
-std::optional<std::string> read_marker(const std::string& folder) {
+// Who made a run folder: the launcher's job identity (first line of the marker) and the token
+// of that start of the job (second line; absent under torchrun and in folders of older
+// versions, which no job with a token continues).
+struct Owner {
+  std::string identity;
+  std::string instance;
+  bool operator==(const Owner& other) const { return identity == other.identity && instance == other.instance; }
+};
+
+std::optional<Owner> read_marker(const std::string& folder) {
   std::ifstream in(join_path(folder, kRunFolderMarker));
   if (!in) return std::nullopt;
-  std::string line;
-  std::getline(in, line);
-  return line;
+  Owner owner;
+  std::getline(in, owner.identity);
+  std::getline(in, owner.instance);
+  return owner;
 }
 
 // The marker, written whole under a temporary name then renamed: a reader sees all or none.
-void write_marker(const std::string& folder, const std::string& identity) {
+void write_marker(const std::string& folder, const Owner& owner) {
   const std::string final_name = join_path(folder, kRunFolderMarker);
-  const std::string line = identity + "\n";
-  ::kindling::detail::replace_file(final_name, final_name + ".partial", line.data(), line.size(), kWho);
+  const std::string text = owner.identity + "\n" + (owner.instance.empty() ? "" : owner.instance + "\n");
+  ::kindling::detail::replace_file(final_name, final_name + ".partial", text.data(), text.size(), kWho);
 }
 
-std::string find_own_folder(const std::string& output_path, const std::string& prefix, const std::string& identity) {
+std::string find_own_folder(const std::string& output_path, const std::string& prefix, const Owner& owner) {
   std::string found;
   std::int64_t newest = -1;
   for (const auto& entry : ::kindling::detail::list_directory(output_path)) {
     if (entry.rfind(prefix, 0) != 0) continue;
     const std::string folder = join_path(output_path, entry);
-    if (!::kindling::detail::is_directory(folder) || read_marker(folder) != identity) continue;
+    if (!::kindling::detail::is_directory(folder)) continue;
+    const auto marker = read_marker(folder);
+    if (!marker || !(*marker == owner)) continue;
     const auto when = ::kindling::detail::modified_ns(folder);
     if (when && *when > newest) {
       newest = *when;
@@ -87,6 +99,7 @@ RunFolder decide(const std::string& output_path, const std::string& name, const 
   make_directories(output_path, kWho);
   const int restarts = dist::restart_count();
   const auto identity = dist::run_id();
+  const Owner owner{identity.value_or(""), dist::run_instance().value_or("")};
   const char* stale = std::getenv("TORCHELASTIC_RESTART_COUNT");
   if (restarts == 0 && stale != nullptr && std::atoi(stale) > 0) {
     log(LogLevel::kWarning, std::string(kWho) + ": TORCHELASTIC_RESTART_COUNT=" + stale +
@@ -95,7 +108,7 @@ RunFolder decide(const std::string& output_path, const std::string& name, const 
   }
   RunFolder run;
   if (restarts > 0 && identity) {
-    run.path = find_own_folder(output_path, restart_prefix.empty() ? name + "_" : restart_prefix, *identity);
+    run.path = find_own_folder(output_path, restart_prefix.empty() ? name + "_" : restart_prefix, owner);
     run.continued = !run.path.empty();
     log(LogLevel::kInfo,
         std::string(kWho) + ": restart " + std::to_string(restarts) + " of job " + *identity +
@@ -108,7 +121,7 @@ RunFolder decide(const std::string& output_path, const std::string& name, const 
   }
   if (!run.continued) {
     run.path = make_unique_folder(output_path, name);
-    write_marker(run.path, identity.value_or(""));
+    write_marker(run.path, owner);
   }
   return run;
 }

@@ -5,6 +5,7 @@
 
 #include <cxxabi.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <memory>
@@ -13,6 +14,7 @@
 #include "common/env.h"
 #include "kindling/dist/launch_env.h"
 #include "kindling/error.h"
+#include "kindling/log.h"
 #include "launch/error_file.h"
 
 namespace kindling {
@@ -28,10 +30,20 @@ std::string type_name(const std::exception& e) {
 
 std::terminate_handler g_previous = nullptr;
 
+// A kindling error that escaped the program is a failure the program can be told about, not a
+// crash: its message, once, and exit code 1 (as a Python program's uncaught exception), with
+// no abort and no core. Any other exception goes on to the previous handler (abort).
 [[noreturn]] void record_then_terminate() {
   if (auto current = std::current_exception()) {
     try {
       std::rethrow_exception(current);
+    } catch (const Error& e) {
+      record_error(e);
+      std::fflush(stdout);
+      log(LogLevel::kError, "the program did not catch this " + type_name(e) + ", so it ends with exit code 1: " +
+                                e.what());
+      std::fflush(stderr);
+      std::_Exit(1);
     } catch (const std::exception& e) {
       record_error(e);
     } catch (...) {
@@ -64,6 +76,14 @@ std::optional<std::string> run_id() {
   if (who == "torchrun") id = ::kindling::detail::get_env("TORCHELASTIC_RUN_ID");
   if (id && (id->empty() || *id == "none")) id.reset();
   return id;
+}
+
+std::optional<std::string> run_instance() {
+  const std::string who = detect_launch_environment().launcher;
+  if (who != "kindling-run" && who != "parallel") return std::nullopt;
+  auto token = ::kindling::detail::get_env("KINDLING_RUN_INSTANCE");
+  if (token && token->empty()) token.reset();
+  return token;
 }
 
 bool record_error(const std::exception& e) {

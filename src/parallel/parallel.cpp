@@ -15,6 +15,7 @@
 #include "common/strings.h"
 #include "dist/backends/registry.h"
 #include "dist/init_options.h"
+#include "launch/worker_errors.h"
 #include "kindling/dist/dist.h"
 #include "kindling/dist/launch_env.h"
 #include "kindling/error.h"
@@ -163,6 +164,7 @@ void check_can_spawn(const detail::BackendTraits& traits, const ParallelOptions&
 }  // namespace
 
 Parallel::Parallel(ParallelOptions options) : options_(std::move(options)), index_(g_parallel_count++) {
+  detail::record_uncaught_errors();  // a misuse refused below ends the program cleanly if uncaught
   const ParallelOptions& o = options_;
   const detail::BackendTraits& traits = check_parallel_options(o);
   const int child_of = self_index_from_env();

@@ -49,14 +49,15 @@ std::string ErrorFolder::file(int attempt, int rank) {
 }
 
 std::vector<std::string> prepare_attempt(std::vector<WorkerSpec>& workers, int attempt, int restart_count,
-                                         int max_restarts, const std::string& run_id, ErrorFolder& folder) {
+                                         int max_restarts, const JobIdentity& job, ErrorFolder& folder) {
   std::vector<std::string> error_files;
   for (auto& spec : workers) {
     error_files.push_back(folder.file(attempt, spec.rank));
     spec.env.emplace_back("TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count));
     spec.env.emplace_back("TORCHELASTIC_MAX_RESTARTS", std::to_string(max_restarts));
     spec.env.emplace_back("TORCHELASTIC_ERROR_FILE", error_files.back());
-    spec.env.emplace_back("KINDLING_RUN_ID", run_id);
+    spec.env.emplace_back("KINDLING_RUN_ID", job.run_id);
+    spec.env.emplace_back("KINDLING_RUN_INSTANCE", job.instance);
   }
   return error_files;
 }
@@ -97,11 +98,12 @@ std::string first_failure(const SupervisorResult& result, const std::vector<std:
 SupervisorResult supervise_elastic(const std::vector<WorkerSpec>& workers, const SupervisorOptions& options,
                                    const ElasticOptions& elastic) {
   ErrorFolder folder;
-  const std::string run_id = elastic.run_id.empty() ? new_run_id() : elastic.run_id;
+  const std::string fresh = new_run_id();
+  const JobIdentity job{elastic.run_id.empty() ? fresh : elastic.run_id, fresh};
   for (int attempt = 0;; ++attempt) {
     std::vector<WorkerSpec> specs = workers;
     const std::vector<std::string> error_files =
-        prepare_attempt(specs, attempt, attempt, elastic.max_restarts, run_id, folder);
+        prepare_attempt(specs, attempt, attempt, elastic.max_restarts, job, folder);
     if (attempt > 0 && elastic.fresh_port) {
       const std::string port = std::to_string(find_free_port());
       for (auto& w : specs)

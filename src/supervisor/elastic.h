@@ -50,11 +50,19 @@ class ErrorFolder {
   std::vector<std::string> files_;
 };
 
+/// Who a job is: the identity the user gave or new_run_id() made (the same for every job
+/// given that --rdzv_id), and the token of this start of the job (new_run_id(), made once
+/// when the job starts and kept in its restarts), which no other job has.
+struct JobIdentity {
+  std::string run_id;
+  std::string instance;
+};
+
 /// Adds one attempt's variables to every worker's environment: TORCHELASTIC_RESTART_COUNT
-/// (`restart_count`), TORCHELASTIC_MAX_RESTARTS, KINDLING_RUN_ID
-/// (`run_id`) and a TORCHELASTIC_ERROR_FILE from `folder`; returns those files by worker.
+/// (`restart_count`), TORCHELASTIC_MAX_RESTARTS, KINDLING_RUN_ID and KINDLING_RUN_INSTANCE
+/// (`job`) and a TORCHELASTIC_ERROR_FILE from `folder`; returns those files by worker.
 std::vector<std::string> prepare_attempt(std::vector<WorkerSpec>& workers, int attempt, int restart_count,
-                                         int max_restarts, const std::string& run_id, ErrorFolder& folder);
+                                         int max_restarts, const JobIdentity& job, ErrorFolder& folder);
 
 /// The first failure of an attempt from the workers' error files: "rank R (local rank L) at
 /// <UTC time>: <message>"; empty when no failed worker left a file.

@@ -60,12 +60,12 @@ LineSocket reach_rendezvous(const ElasticAgentOptions& o, const std::string& nam
   }
 }
 
-// "ROUND <round> <restarts> <node_rank> <nnodes> <offset> <world> <addr> <port> <hosts> [lost:...]"
+// "ROUND <round> <restarts> <node_rank> <nnodes> <offset> <world> <addr> <port> <instance> <hosts> [lost:...]"
 bool parse_round(const std::string& line, RoundLayout& r, std::string& lost) {
   std::istringstream in(line);
   std::string word;
   in >> word >> r.round >> r.restarts >> r.node_rank >> r.nnodes >> r.rank_offset >> r.world_size >> r.master_addr >>
-      r.master_port >> r.hosts;
+      r.master_port >> r.instance >> r.hosts;
   if (word != "ROUND" || !in) return false;
   std::getline(in >> std::ws, lost);
   if (lost.rfind("lost:", 0) == 0) lost = lost.substr(5);
@@ -169,7 +169,7 @@ int run_elastic_agent(const ElasticAgentOptions& o,
     say(name, describe(layout, o.nproc_per_node, lost));
     std::vector<WorkerSpec> specs = make_workers(layout);
     const auto error_files =
-        prepare_attempt(specs, attempt, layout.restarts, settings.max_restarts, settings.run_id, folder);
+        prepare_attempt(specs, attempt, layout.restarts, settings.max_restarts, {settings.run_id, layout.instance}, folder);
     SupervisorOptions options = supervisor;
     bool linked = true;
     options.stop_check = [&]() {

@@ -30,6 +30,9 @@ struct RoundLayout {
   int master_port = 0;
   /// The round's hosts by node rank ("node0,node1"), for messages.
   std::string hosts;
+  /// The token of this start of the job (KINDLING_RUN_INSTANCE), made by the rendezvous
+  /// host's agent and the same in every round.
+  std::string instance;
 };
 
 struct ElasticAgentOptions {

@@ -12,6 +12,8 @@
 #include <cerrno>
 #include <sstream>
 
+#include "supervisor/elastic.h"
+
 namespace kindling {
 namespace launch {
 
@@ -47,7 +49,7 @@ struct RendezvousServer::Agent {
 };
 
 RendezvousServer::RendezvousServer(int listen_fd, RendezvousSettings settings)
-    : listen_fd_(listen_fd), settings_(std::move(settings)) {
+    : listen_fd_(listen_fd), settings_(std::move(settings)), instance_(new_run_id()) {
   // The thread blocks every signal (it inherits this mask): the launcher's signals belong
   // to the supervision loop of the main thread.
   sigset_t all, old;
@@ -279,7 +281,8 @@ void RendezvousServer::close_round(std::vector<Agent*> joined) {
   for (Agent* a : joined) {
     std::ostringstream reply;
     reply << "ROUND " << round_ << ' ' << restarts_ << ' ' << a->node_rank << ' ' << joined.size() << ' ' << offset
-          << ' ' << world << ' ' << master.address << ' ' << master.port << ' ' << join_names(hosts, ",");
+          << ' ' << world << ' ' << master.address << ' ' << master.port << ' ' << instance_ << ' '
+          << join_names(hosts, ",");
     if (!lost.empty()) reply << ' ' << "lost:" << lost;
     a->socket.send(reply.str());
     offset += a->nproc;

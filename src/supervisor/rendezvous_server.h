@@ -81,7 +81,8 @@ class RendezvousServer {
   enum class Cause { kNone, kFailure, kMembership } cause_ = Cause::kNone;
   std::string first_failure_;  // "host (address): what failed" when cause_ is kFailure
   std::string failure_;
-  std::vector<std::string> last_members_;  // "host (address)" of the last round, by node rank
+  std::vector<std::string> last_members_;
+  const std::string instance_;  // this start of the job (new_run_id()), sent in every round  // "host (address)" of the last round, by node rank
   std::chrono::steady_clock::time_point open_since_{}, min_since_{};
   bool open_ = false, min_reached_ = false;
   std::atomic<bool> stop_{false};

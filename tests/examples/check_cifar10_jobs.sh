@@ -7,10 +7,14 @@
 #      the files of both attempts;
 #   C  TORCHELASTIC_RESTART_COUNT left in a shell does not make a plain run continue an old one;
 #   D  a --resume_from that cannot be read leaves no run folder behind;
-#   E  exit codes as kindling-run's: 128 + 9 for a worker killed by SIGKILL, 128 + 2 for Ctrl-C.
-# Usage: check_cifar10_jobs.sh <cifar10>
+#   E  exit codes as kindling-run's: 128 + 9 for a worker killed by SIGKILL, 128 + 2 for Ctrl-C;
+#   F  two jobs given one --rdzv_id (one finished, one running) under kindling-run: a third
+#      whose first attempt fails restarts in a folder of its own and trains, never resuming
+#      the others' checkpoints or writing into their folders.
+# Usage: check_cifar10_jobs.sh <cifar10> <kindling-run>
 set -euo pipefail
 bin=$1
+launcher=$2
 dir=$(mktemp -d /tmp/cifar10-jobs-XXXXXX)
 cleanup() {
   pkill -CONT -f "$dir" 2>/dev/null || true
@@ -103,4 +107,28 @@ wait_for "$out/int/*/training_checkpoint_4.pt" || { show "$dir/e2.log"; fail "ru
 kill -INT "$parent"
 code=0; wait "$parent" || code=$?
 [ "$code" = 130 ] || { show "$dir/e2.log"; fail "Ctrl-C should end the job with 130, got $code"; }
-echo "check_cifar10_jobs: unique run folders, restarts continue their own run, stale variables ignored, no empty folders, kindling-run's exit codes"
+# F: job7 runs to its end; another job7 (G) is running, frozen; a third job7 (H) fails in its
+# first attempt (before it makes a folder) and restarts.
+out="$dir/f"
+job7=("$launcher" --standalone --nproc_per_node 1 --rdzv_id job7)
+"${job7[@]}" "$bin" "${small[@]}" --checkpoint_every 4 --output_path "$out" > "$dir/f1.log" 2>&1 || { show "$dir/f1.log"; fail "job F1 failed"; }
+f1=$(sed -n 's/.*Output path: //p' "$dir/f1.log")
+"${job7[@]}" "$bin" "${base[@]}" --train_subset 1024 --checkpoint_every 4 --output_path "$out" > "$dir/g.log" 2>&1 &
+parent=$!
+for _ in $(seq 1 1200); do g=$(sed -n 's/.*Output path: //p' "$dir/g.log"); [ -n "$g" ] && break; sleep 0.05; done
+wait_for "$g/training_checkpoint_4.pt" || { show "$dir/g.log"; fail "job G wrote no checkpoint of iteration 4"; }
+g_rank=$(pgrep -P "$parent")
+kill -STOP $g_rank
+g_files=$(ls "$g")
+printf '#!/bin/sh\n[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && { echo "first attempt fails on purpose" >&2; exit 3; }\nexec "$@"\n' > "$dir/first-fails.sh"
+chmod +x "$dir/first-fails.sh"
+"${job7[@]}" --max_restarts 1 "$dir/first-fails.sh" "$bin" "${small[@]}" --checkpoint_every 4 --output_path "$out" > "$dir/h.log" 2>&1 ||
+  { kill -CONT $g_rank; show "$dir/h.log"; fail "job H failed"; }
+h=$(sed -n 's/.*Output path: //p' "$dir/h.log")
+[ -n "$h" ] && [ "$h" != "$f1" ] && [ "$h" != "$g" ] || { kill -CONT $g_rank; show "$dir/h.log"; fail "job H continued another job7's folder ($h; F1 $f1, G $g)"; }
+if grep -q "Resumed from" "$dir/h.log"; then kill -CONT $g_rank; show "$dir/h.log"; fail "job H resumed another job's checkpoint"; fi
+grep -q "Last training checkpoint: $h/training_checkpoint_8.pt" "$dir/h.log" || { kill -CONT $g_rank; show "$dir/h.log"; fail "job H did not train in its own folder"; }
+[ "$g_files" = "$(ls "$g")" ] || { kill -CONT $g_rank; fail "job H wrote into job G's folder $g"; }
+kill -CONT $g_rank
+wait "$parent" || { show "$dir/g.log"; fail "job G failed after job H ran beside it"; }
+echo "check_cifar10_jobs: unique run folders, restarts continue their own run, stale variables ignored, no empty folders, kindling-run's exit codes, one --rdzv_id for several jobs"

@@ -53,10 +53,14 @@ class ScopedEnv {
   std::map<std::string, std::optional<std::string>> saved_;
 };
 
-std::string marker_of(const std::string& folder) {
+// The marker's line `n` (0: the job's identity, 1: the token of that start of the job).
+std::string marker_of(const std::string& folder, int n = 0) {
   std::ifstream in(folder + "/" + kh::kRunFolderMarker);
   std::string line;
-  std::getline(in, line);
+  for (int i = 0; i <= n; ++i) {
+    line.clear();
+    std::getline(in, line);
+  }
   return line;
 }
 
@@ -65,12 +69,14 @@ bool is_dir(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-// As kindling-run starts a worker of job `id` in attempt `attempt`.
-void as_kindling_run_worker(ScopedEnv& env, const std::string& id, int attempt) {
+// As kindling-run starts a worker of job `id` in attempt `attempt` of the job's start
+// `instance` (none: unset).
+void as_kindling_run_worker(ScopedEnv& env, const std::string& id, int attempt, const std::string& instance = "") {
   env.set("RANK", "0");
   env.set("WORLD_SIZE", "1");
   env.set("KINDLING_RUN", "1");
   env.set("KINDLING_RUN_ID", id);
+  env.set("KINDLING_RUN_INSTANCE", instance.empty() ? std::nullopt : std::optional<std::string>(instance));
   env.set("TORCHELASTIC_RESTART_COUNT", std::to_string(attempt));
 }
 
@@ -163,5 +169,39 @@ TEST(RunFolderTest, ARestartContinuesInItsOwnJobsFolderOnly) {
   env.set("TORCHELASTIC_RESTART_COUNT", "x");
   EXPECT_NE(error_of([] { kd::restart_count(); }).find("TORCHELASTIC_RESTART_COUNT='x' is not an integer"),
             std::string::npos);
+  std::system(("rm -rf " + out).c_str());
+}
+
+// Two starts of one --rdzv_id (the docs' "job7" run twice, or two jobs at once): a restart
+// continues only the folder of its own start, never the other's, whichever is newer.
+TEST(RunFolderTest, ARestartNeverContinuesAnotherStartOfItsId) {
+  ScopedEnv env;
+  env.set("TORCHELASTIC_RUN_ID", std::nullopt);
+  env.set("KINDLING_PARALLEL_CHILD", std::nullopt);
+  const std::string out = kindling::testing::make_temp_dir("run-folder");
+  as_kindling_run_worker(env, "job7", 0, "start-1");
+  EXPECT_EQ(kd::run_instance(), std::optional<std::string>("start-1"));
+  const kh::RunFolder first = kh::open_run_folder(out, "m");
+  EXPECT_EQ(marker_of(first.path), "job7");
+  EXPECT_EQ(marker_of(first.path, 1), "start-1");
+
+  // The second start's first attempt failed before it made a folder.
+  as_kindling_run_worker(env, "job7", 1, "start-2");
+  const kh::RunFolder second = kh::open_run_folder(out, "m");
+  EXPECT_FALSE(second.continued) << "a new job with a finished job's id continued " << first.path;
+  EXPECT_NE(second.path, first.path);
+  EXPECT_EQ(marker_of(second.path, 1), "start-2");
+  as_kindling_run_worker(env, "job7", 2, "start-2");
+  EXPECT_EQ(kh::open_run_folder(out, "m").path, second.path);
+  as_kindling_run_worker(env, "job7", 1, "start-1");  // the older start, still running
+  EXPECT_EQ(kh::open_run_folder(out, "m").path, first.path) << "each start keeps its own folder";
+
+  // A token left in a shell is no token; torchrun gives none, and then continues no folder
+  // that a start with a token made.
+  env.set("KINDLING_RUN", std::nullopt);
+  EXPECT_EQ(kd::run_instance(), std::nullopt);
+  env.set("TORCHELASTIC_RUN_ID", "job7");
+  EXPECT_EQ(kd::run_instance(), std::nullopt);
+  EXPECT_FALSE(kh::open_run_folder(out, "m").continued);
   std::system(("rm -rf " + out).c_str());
 }

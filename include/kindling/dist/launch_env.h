@@ -91,6 +91,13 @@ KINDLING_API int restart_count();
 /// own unless they are given the same --rdzv_id, so decide on one rank.
 KINDLING_API std::optional<std::string> run_id();
 
+/// What only this start of the job has: a token kindling-run and Parallel make when the job
+/// starts (on several nodes, the rendezvous host's agent) and keep in each of its restarts
+/// (KINDLING_RUN_INSTANCE), so that two jobs given one --rdzv_id, one after the other or at
+/// once, are still told apart. Unset under torchrun and without a launcher (torchrun has no
+/// such token: give each torchrun job its own --rdzv_id). Never throws. Any rank.
+KINDLING_API std::optional<std::string> run_instance();
+
 /// Records `e` as this worker's failure in the torchelastic error file named by
 /// TORCHELASTIC_ERROR_FILE (kindling-run, Parallel and torchrun set it), so that the
 /// launcher reports the job's first failure with its message and time. Returns whether a

@@ -2,8 +2,9 @@
 /// \file
 /// A job's run folder: one folder per job under an output path that many jobs share (sweeps,
 /// job arrays, restarts), made exclusively under a unique name, marked with the launcher's
-/// job identity (kindling::dist::run_id()), and found again by that identity, and by nothing
-/// else, when the launcher restarts the job.
+/// job identity (kindling::dist::run_id()) and the token of this start of the job
+/// (kindling::dist::run_instance()), and found again by both, and by nothing else, when the
+/// launcher restarts the job.
 ///
 /// \code
 ///   namespace kh = kindling::handlers;
@@ -15,8 +16,12 @@
 /// What is guaranteed when jobs share `output_path`: two jobs never get the same folder,
 /// even when started in the same second on different hosts of one file system (mkdir is the
 /// lock; a name taken gets a suffix -2, -3, ...); a restarted job continues only in the folder
-/// its own earlier attempt made (the marker holds the job's identity); a job started without
-/// a restarting launcher always gets a new folder, whatever its shell's variables say.
+/// its own earlier attempt made (the marker holds the job's identity and, under kindling-run
+/// and Parallel, the token of this start of the job, so that another job given the same
+/// --rdzv_id, finished or running, is never continued); a job started without a restarting
+/// launcher always gets a new folder, whatever its shell's variables say. Under torchrun,
+/// which gives no such token, two jobs with one --rdzv_id and one output path cannot be told
+/// apart: give each job its own --rdzv_id there.
 
 #include <string>
 
@@ -38,15 +43,15 @@ struct KINDLING_API RunFolder {
   bool remove_if_unused() const;
 };
 
-/// The name of the marker file in a run folder; it holds the job's identity (empty line
-/// without one).
+/// The name of the marker file in a run folder; its first line holds the job's identity (empty
+/// without one), its second the token of that start of the job (absent without one).
 KINDLING_API extern const char* const kRunFolderMarker;
 
 /// Makes or finds this job's run folder under `output_path` (created with its parents when
 /// missing). Rank 0 decides and every rank gets its answer: collective over the world when
 /// the distributed model has several ranks, so every rank must call it. After a restart
 /// (kindling::dist::restart_count() > 0 and a kindling::dist::run_id()), the folder under
-/// `output_path` whose marker holds this job's identity and whose name starts with
+/// `output_path` whose marker holds this job's identity and token and whose name starts with
 /// `restart_prefix` (empty: `<name>_`, so another name is another setting), when there is
 /// one; else a new folder
 /// named `<name>_<local time YYYYmmdd-HHMMSS>`, with "-2", "-3", ... appended when that name
