@@ -44,7 +44,9 @@ std::shared_ptr<CommonHandlers> setup_common_training_handlers(Engine& trainer, 
   }
   if (o.with_pbars()) {
     made->progress_bar = std::make_shared<ProgressBar>(ProgressBarOptions().every(o.log_every_iters()));
-    made->progress_bar->attach(trainer, o.output_names(), {}, Events::ITERATION_COMPLETED.every(o.log_every_iters()));
+    // Updated every iteration: the bar's own `every` is the one filter, counted within the epoch
+    // as ignite's bar counts (a second filter over the whole run printed only where both met).
+    made->progress_bar->attach(trainer, o.output_names(), {}, Events::ITERATION_COMPLETED);
   }
   if (!o.to_save().empty()) {
     auto saver = o.save_handler()

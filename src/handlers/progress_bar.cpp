@@ -75,6 +75,7 @@ void ProgressBar::attach(engine::Engine& engine, std::vector<std::string> metric
   engine.add_event_handler(engine::Events::EPOCH_STARTED, [self](engine::Engine& e) {
     self->epoch_start_ = std::chrono::steady_clock::now();
     self->start_iteration_ = e.state().iteration;
+    self->printed_ = 0;
   });
   engine.add_event_handler(event, [self](engine::Engine& e) { self->update(e); });
   engine.add_event_handler(closing_event, [self](engine::Engine& e) { self->close(e); });
@@ -141,12 +142,17 @@ void ProgressBar::update(engine::Engine& engine) {
   if (!writes_) return;
   line_ = render(engine);
   open_ = true;
-  const int64_t len = engine.state().epoch_length.value_or(0);
-  const int64_t done = len > 0 ? engine.state().iteration - (engine.state().epoch - 1) * len : 0;
+  const auto& s = engine.state();
+  const int64_t len = s.epoch_length.value_or(0);
+  const int64_t done = len > 0 ? s.iteration - (s.epoch - 1) * len : s.iteration - start_iteration_;
   if (terminal_) {
     draw();
-  } else if ((len > 0 ? done : engine.state().iteration) % options_.every() == 0 && done != len) {
-    // Counted within the epoch, as ignite's bar counts its steps.
+  } else if (done / options_.every() > printed_ / options_.every() && done != len) {
+    // Counted within the epoch, as ignite's bar counts its steps: a line whenever the count
+    // passed a multiple of `every` since the last line, so that an update event with a filter
+    // of its own (ITERATION_COMPLETED.every(n), counted over the whole run) still prints in
+    // every epoch, not only where both counts meet.
+    printed_ = done;
     std::fprintf(options_.stream(), "%s\n", line_.c_str());
     std::fflush(options_.stream());
   }

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "kindling/handlers/common.h"
 #include "kindling/handlers/progress_bar.h"
 #include "kindling/log.h"
 #include "support/multiprocess.h"
@@ -21,6 +22,25 @@ namespace {
 namespace kh = kindling::handlers;
 using kindling::engine::Engine;
 using kindling::engine::Value;
+
+// The lines' "Epoch [e/n]: [i/len]" parts.
+std::vector<std::string> line_prefixes(const std::string& text) {
+  std::istringstream lines(text);
+  std::vector<std::string> prefixes;
+  for (std::string l; std::getline(lines, l);) {
+    if (l.rfind("Epoch [", 0) == 0) prefixes.push_back(l.substr(0, l.find(']', l.find(']') + 1) + 1));
+  }
+  return prefixes;
+}
+
+std::string read_all(FILE* f) {
+  std::rewind(f);
+  std::string text;
+  char buf[4096];
+  std::size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
+  return text;
+}
 
 void train_with_bar(kh::ProgressBarOptions options, int64_t sleep_ms) {
   Engine trainer([sleep_ms](Engine& e, const int& b) -> Value {
@@ -59,18 +79,58 @@ TEST(ProgressBarTest, WithoutATerminalPrintsALineEveryNIterations) {
   FILE* f = tmpfile();
   ASSERT_NE(f, nullptr);
   train_with_bar(kh::ProgressBarOptions().stream(f).terminal(false).every(3).ascii(true), 0);
-  std::rewind(f);
-  std::string text;
-  char buf[4096];
-  std::size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
+  const std::string text = read_all(f);
   fclose(f);
   EXPECT_EQ(text.find('\r'), std::string::npos) << text;
-  std::istringstream lines(text);
-  std::vector<std::string> prefixes;
-  for (std::string l; std::getline(lines, l);) prefixes.push_back(l.substr(0, l.find(']', l.find(']') + 1) + 1));
   // Counted within each epoch, as ignite: its iterations 3 and 6, then its end.
-  EXPECT_EQ(prefixes, (std::vector<std::string>{"Epoch [1/2]: [3/8]", "Epoch [1/2]: [6/8]", "Epoch [1/2]: [8/8]",
+  EXPECT_EQ(line_prefixes(text), (std::vector<std::string>{"Epoch [1/2]: [3/8]", "Epoch [1/2]: [6/8]", "Epoch [1/2]: [8/8]",
                                                 "Epoch [2/2]: [3/8]", "Epoch [2/2]: [6/8]", "Epoch [2/2]: [8/8]"}))
       << text;
+}
+
+// An update event with a filter of its own, counted over the whole run (8 iterations an
+// epoch, every 3): a line in every epoch whenever the epoch's count passed a multiple of 3,
+// not only in epoch 1 where the two counts meet.
+TEST(ProgressBarTest, AFilteredUpdateEventStillPrintsInEveryEpoch) {
+  FILE* f = tmpfile();
+  ASSERT_NE(f, nullptr);
+  Engine trainer([](Engine&, const int&) -> Value { return 0.5; });
+  std::make_shared<kh::ProgressBar>(kh::ProgressBarOptions().stream(f).terminal(false).every(3).ascii(true))
+      ->attach(trainer, {}, {}, kindling::engine::Events::ITERATION_COMPLETED.every(3));
+  std::vector<int> data(8, 0);
+  trainer.run(data, 3);
+  const std::string text = read_all(f);
+  fclose(f);
+  // Updates at the run's iterations 3, 6 | 9, 12, 15 | 18, 21, 24 = the epochs' 3, 6 | 1, 4, 7 | 2, 5, 8.
+  EXPECT_EQ(line_prefixes(text),
+            (std::vector<std::string>{"Epoch [1/3]: [3/8]", "Epoch [1/3]: [6/8]", "Epoch [1/3]: [8/8]",
+                                      "Epoch [2/3]: [4/8]", "Epoch [2/3]: [7/8]", "Epoch [2/3]: [8/8]",
+                                      "Epoch [3/3]: [5/8]", "Epoch [3/3]: [8/8]"}))
+      << text;
+}
+
+KINDLING_WORKER(progress_bar_of_common_handlers) {
+  kindling::set_log_level(kindling::LogLevel::kWarning);
+  Engine trainer([](Engine&, const int&) -> Value { return 0.5; });
+  auto made = kh::setup_common_training_handlers(
+      trainer, kh::CommonTrainingOptions().output_names({"loss"}).log_every_iters(3).stop_on_nan(false));
+  std::vector<int> data(8, 0);
+  trainer.run(data, 3);
+}
+
+// The main job's case (117 iterations an epoch, every 15) in small: setup_common_training_handlers
+// with its output in a file prints the same lines in every epoch.
+TEST(ProgressBarTest, CommonHandlersPrintEveryEpochInAFile) {
+  kindling::testing::LaunchOptions options;
+  options.world_size = 1;
+  options.set_dist_env = false;
+  options.env["KINDLING_STDERR_TERMINAL"] = "";  // a pipe, not a relayed terminal
+  const auto results = kindling::testing::run_workers("progress_bar_of_common_handlers", options);
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_TRUE(results[0].ok()) << kindling::testing::describe(results);
+  std::vector<std::string> expected;
+  for (int e = 1; e <= 3; ++e) {
+    for (const char* at : {"3/8", "6/8", "8/8"}) expected.push_back("Epoch [" + std::to_string(e) + "/3]: [" + at + "]");
+  }
+  EXPECT_EQ(line_prefixes(results[0].err), expected) << results[0].err;
 }

@@ -73,7 +73,8 @@ struct KINDLING_API CommonTrainingOptions {
   /// A ProgressBar on the trainer with the running averages (default true).
   KINDLING_ARG(bool, with_pbars) = true;
 
-  /// The bar is redrawn every this many iterations (default 100).
+  /// The bar's `every` (default 100): without a terminal it prints a line every this many
+  /// iterations of each epoch; on a terminal it redraws at every iteration.
   KINDLING_ARG(int64_t, log_every_iters) = 100;
 
   /// TerminateOnNan on the trainer (default true).

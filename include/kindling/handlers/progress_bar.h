@@ -9,7 +9,9 @@
 /// or cleared; under kindling-run and Parallel a rank whose output the launcher relays to its
 /// own terminal counts as on a terminal (the launcher relays the redraws as they come). When
 /// stderr is not a terminal (a log file, CI) it prints a whole line every `every` iterations
-/// of the epoch and at the end of the epoch instead of redrawing.
+/// of the epoch and at the end of the epoch instead of redrawing: a line whenever an update
+/// finds the epoch's count past the next multiple of `every`, so an update event filtered on
+/// its own (ITERATION_COMPLETED.every(n) counts over the whole run) still prints in every epoch.
 ///
 /// \code
 ///   auto bar =
@@ -89,6 +91,7 @@ class KINDLING_API ProgressBar : public std::enable_shared_from_this<ProgressBar
   std::function<std::map<std::string, double>(const engine::Value&)> output_transform_;
   std::chrono::steady_clock::time_point epoch_start_;
   int64_t start_iteration_ = 0;
+  int64_t printed_ = 0;  // the epoch's count at the last line printed (no terminal)
   bool open_ = false;
   std::string line_;
 };
