@@ -22,6 +22,8 @@ warm-up is at least 3 steps); kindling-mpi and no-comm run without. With --ranks
 kindling's DDP picks its hierarchical all-reduce by itself (reported as the hook it ran);
 the pseudo-hook "flat" runs kindling with it turned off (bench_ddp --flat; Python's DDP is
 always flat). --python picks the peer's interpreter (its torch should be the build's LibTorch).
+Before the first run it checks what the runs and the report need (torch in this interpreter,
+torch and numpy in --python, the build's programs) and stops at once, exit 2, naming what lacks.
 
   bench/cluster/bench_hosts.py --build build [--hosts 2,4] [--rates 100mbit,1gbit,none]
       [--models mlp,resnet18] [--hooks none,flat,fp16,bf16,powersgd] [--ranks-per-host 1]
@@ -47,11 +49,50 @@ SIZES = {"mlp": (64, {"100mbit": (2, 15), "1gbit": (3, 40), "none": (5, 60)}),
          "resnet18": (32, {"100mbit": (1, 4), "1gbit": (1, 8), "none": (2, 12)})}
 
 
+# The interpreters the bench is meant to run with, for the messages about one without torch.
+TORCH_HINT = ("an interpreter with torch and numpy: /usr/bin/python3 once Debian's python3-torch and python3-numpy "
+              "are installed (apt-get install python3-torch python3-numpy; scripts/bench-cluster.sh runs it), or the "
+              "venv python that scripts/torch2-env.sh makes and prints")
+
+
 def gradient_bytes(model):
     sys.path.insert(0, os.path.join(SOURCE, "bench", "ddp"))
     import models
     net = models.MLP() if model == "mlp" else models.resnet18(num_classes=10, in_channels=1)
     return 4 * sum(p.numel() for p in net.parameters())
+
+
+def missing_prerequisite(args):
+    """Why the bench cannot run and report, found before any run starts; None when nothing is
+    missing. The report counts the models' gradient bytes with torch in this interpreter (counted
+    here, kept in args.gradient_bytes); the python-gloo runs start --python on
+    bench/ddp/ddp_python.py; the others need the build's programs."""
+    unknown = [m for m in args.models.split(",") if m not in SIZES]
+    if unknown:
+        return "--models %s: unknown model(s) %s; use some of %s" % (args.models, unknown, ",".join(SIZES))
+    try:
+        args.gradient_bytes = {m: gradient_bytes(m) for m in args.models.split(",")}
+    except ImportError as e:
+        return ("this interpreter, %s, cannot import torch (%s), which the report needs for the models' gradient "
+                "bytes (bench/ddp/models.py); run bench_hosts.py with %s" % (sys.executable, e, TORCH_HINT))
+    impls = args.impls.split(",")
+    if "python-gloo" in impls:
+        try:
+            r = subprocess.run([args.python, "-c", "import numpy, torch, torch.distributed"], capture_output=True,
+                               text=True, timeout=300)
+            problem = (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1] if r.returncode else None
+        except (OSError, subprocess.TimeoutExpired) as e:
+            problem = str(e)
+        if problem:
+            return ("--python %s cannot run the Python DDP peer bench/ddp/ddp_python.py (%s); give --python %s, "
+                    "or leave python-gloo out of --impls" % (args.python, problem, TORCH_HINT))
+    needed = (["kindling-run"] if {"kindling-gloo", "python-gloo"} & set(impls) else []) + \
+             ([os.path.join("bench", "ddp", "bench_ddp")] if set(impls) - {"python-gloo"} else [])
+    absent = [n for n in needed if not os.access(os.path.join(args.build, n), os.X_OK)]
+    if absent:
+        return ("the build %s has no %s; build kindling with its benchmarks there (scripts/build.sh) or give --build "
+                "the folder of such a build" % (args.build, " nor ".join(absent)))
+    return None
 
 
 def commands(args, impl, hosts, model, rate, hook="none"):
@@ -148,11 +189,15 @@ def main():
     p.add_argument("--bench-args", default="", help="more flags for bench_ddp and ddp_python.py, e.g. '--bucket-cap-mb 5'")
     p.add_argument("--json", help="also write every run here")
     args = p.parse_args()
+    args.build = os.path.abspath(args.build)
+    problem = missing_prerequisite(args)
+    if problem:
+        print("bench_hosts.py: " + problem, file=sys.stderr)
+        return 2
     reason = cluster.available()
     if reason:
         print("skipped: " + reason)
         return 77
-    args.build = os.path.abspath(args.build)
     args.kindling_run = os.path.join(args.build, "kindling-run")
     os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
     runs = []
@@ -193,7 +238,7 @@ def report(runs, args):
         if r.get("hook", "none") != "none" or "failed" in r:
             continue  # in report_hooks; failed runs are listed there
         med.setdefault((r["hosts"], r["rate"], r["model"], r["impl"]), []).append(r)
-    grad = {m: gradient_bytes(m) for m in args.models.split(",")}
+    grad = args.gradient_bytes  # counted at the start (missing_prerequisite)
     print("\n| model | hosts | link | kindling gloo | kindling mpi | Python DDP (gloo) | no-comm limit | "
           "efficiency gloo / mpi / Python | MB sent per step and host (gloo / mpi / Python) | ring volume MB |")
     print("|---|---|---|---|---|---|---|---|---|---|")

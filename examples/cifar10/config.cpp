@@ -33,10 +33,10 @@ int parse_command_line(int argc, char** argv, Config& c) {
       ->check(count(1))
       ->capture_default_str();
   app.add_option("--momentum", c.momentum, "SGD momentum (Nesterov)")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(kindling::cli::finite_number({0, 1}))
       ->capture_default_str();
   app.add_option("--weight_decay", c.weight_decay, "SGD weight decay")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kindling::cli::finite_number({}))
       ->capture_default_str();
   app.add_option("--num_workers", c.num_workers, "Loader worker threads per rank")
       ->check(CLI::Range(0, 64))
@@ -45,7 +45,7 @@ int parse_command_line(int argc, char** argv, Config& c) {
       ->check(CLI::Range(1, 100000));
   app.add_option("--learning_rate", c.learning_rate,
                  "Peak learning rate (default: 0.4 on CIFAR-10, 0.1 on Fashion-MNIST)")
-      ->check(CLI::PositiveNumber);
+      ->check(kindling::cli::finite_number(kindling::cli::kPositiveNumber));
   app.add_option("--num_warmup_epochs", c.num_warmup_epochs,
                  "Epochs of linear warm-up from 0, then linear decay to 0 (default: 4 on CIFAR-10, 1 on Fashion-MNIST)")
       ->check(CLI::Range(0, 100000));
@@ -86,7 +86,7 @@ int parse_command_line(int argc, char** argv, Config& c) {
   app.add_option("--stall_timeout", c.stall_timeout_s,
                  "Seconds without collective progress of a peer before the waiting ranks stop and name it "
                  "(0: off; default: KINDLING_STALL_TIMEOUT, else 60)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kindling::cli::finite_number(kindling::cli::kStallTimeoutSeconds));
   app.add_flag("--profile", c.profile,
                "Split each training iteration's time (data, forward, backward, all-reduce wait, optimizer); "
                "medians in the table and summary.json");

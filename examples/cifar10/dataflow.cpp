@@ -7,9 +7,14 @@
 #include <kindling/dist/dist.h>
 #include <kindling/error.h>
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <numeric>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace cifar10 {
@@ -20,8 +25,23 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Whether `dir` holds `name`; a path that cannot be examined (a loop of links, a folder
+// without search permission) throws UsageError naming it and the system's reason.
+bool holds(const fs::path& dir, const std::string& name) {
+  return path_status("--data_path's file", (dir / name).string()).type() != fs::file_type::not_found;
+}
+
 bool has_idx(const fs::path& dir) {
-  return fs::exists(dir / "train-images-idx3-ubyte.gz") || fs::exists(dir / "train-images-idx3-ubyte");
+  return holds(dir, "train-images-idx3-ubyte.gz") || holds(dir, "train-images-idx3-ubyte");
+}
+
+// Refuses a --data_path folder that this process may not read or search, naming the user.
+void check_readable(const std::string& path) {
+  const bool readable = ::access(path.c_str(), R_OK | X_OK) == 0;
+  const int error = errno;
+  KINDLING_CHECK(readable, "cifar10: --data_path '", path, "' cannot be read (", std::strerror(error),
+                 "): the user running cifar10 (uid ", ::getuid(), ") needs read and search permission on the folder; ",
+                 "grant it (chmod a+rx '", path, "') or copy the data to a folder this user can read");
 }
 
 std::shared_ptr<const data::Dataset> first(std::shared_ptr<const data::Dataset> ds, int64_t n) {
@@ -44,8 +64,9 @@ DataChoice choose_data(const Config& config) {
   KINDLING_CHECK(fs::is_directory(path_status("--data_path", config.data_path)), "cifar10: --data_path '", config.data_path,
                  "' is not a folder; give the folder of CIFAR-10's binary version (data_batch_1.bin ... "
                  "test_batch.bin) or of Fashion-MNIST's idx files, or leave --data_path out for Debian's Fashion-MNIST");
+  check_readable(config.data_path);
   for (const fs::path& dir : {root, root / "cifar-10-batches-bin"}) {
-    if (fs::exists(dir / "data_batch_1.bin")) {
+    if (holds(dir, "data_batch_1.bin")) {
       return {"cifar10", dir.string(), "--data_path holds CIFAR-10 (binary version) in " + dir.string(), 3};
     }
   }

@@ -85,7 +85,7 @@ void describe_options(CLI::App& app, Options& o) {
   app.add_option("--stall-timeout", o.stall_timeout_s,
                  "Seconds without collective progress of a peer before the waiting ranks stop and name it "
                  "(0: off; default: KINDLING_STALL_TIMEOUT, else 60)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kindling::cli::finite_number(kindling::cli::kStallTimeoutSeconds));
   app.add_option("--numel", o.numel, "ring-allreduce: floats per tensor")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
       ->capture_default_str();

@@ -185,7 +185,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--limit", o.limit, "Use only the first N training samples (0: all)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
-  app.add_option("--lr", o.lr, "SGD learning rate")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--lr", o.lr, "SGD learning rate")
+      ->check(kindling::cli::finite_number(kindling::cli::kPositiveNumber))
+      ->capture_default_str();
   app.add_option("--data-dir", o.data_dir, "Directory of the Fashion-MNIST *-ubyte.gz files")->capture_default_str();
   app.add_option("--output-path", o.output_path, "Folder of checkpoints and TensorBoard logs")->capture_default_str();
   app.add_option("--resume-from", o.resume_from, "A training checkpoint to continue from");

@@ -20,7 +20,14 @@ namespace data {
 
 std::string DataLoaderOptions::to_string() const {
   std::ostringstream out;
-  out << "batch_size=" << batch_size_ << ", shuffle=" << (shuffle_ ? (*shuffle_ ? "true" : "false") : "unset")
+  // auto_dataloader moves shuffle(true) into the DistributedSampler it makes: say so, rather
+  // than a bare "shuffle=false" right after the program asked for a shuffle.
+  const auto* distributed = dynamic_cast<const DistributedSampler*>(sampler_.get());
+  const bool sampler_shuffles = distributed != nullptr && distributed->shuffle() && !shuffle_.value_or(false);
+  out << "batch_size=" << batch_size_ << ", shuffle="
+      << (sampler_shuffles ? "false (the DistributedSampler shuffles)"
+                           : shuffle_ ? (*shuffle_ ? "true" : "false")
+                                      : "unset")
       << ", num_workers=" << num_workers_ << ", prefetch_factor=" << prefetch_factor_
       << ", drop_last=" << (drop_last_ ? "true" : "false")
       << ", pin_memory=" << (pin_memory_ ? (*pin_memory_ ? "true" : "false") : "unset")
@@ -28,7 +35,7 @@ std::string DataLoaderOptions::to_string() const {
       << ", pad_shards=" << (pad_shards_ ? "true" : "false") << ", sampler=";
   if (!sampler_) {
     out << "none";
-  } else if (auto* d = dynamic_cast<const DistributedSampler*>(sampler_.get())) {
+  } else if (const auto* d = distributed) {
     out << "DistributedSampler(num_replicas=" << d->num_replicas() << ", rank=" << d->rank()
         << ", shuffle=" << (d->shuffle() ? "true" : "false") << (d->pad() ? "" : ", pad=false") << ")";
   } else if (auto* p = dynamic_cast<const DistributedProxySampler*>(sampler_.get())) {

@@ -204,8 +204,15 @@ class Supervision {
       s << opt_.name << ": received " << signal_name(result_.received_signal) << result_.signal_sender
         << "; forwarded it to the " << workers_.size() << " workers\n";
     }
+    // Workers that ended with an error of their own after the first failure, while being
+    // stopped (a peer lost, most often): counted, named once, their output not repeated.
+    std::vector<const WorkerResult*> after;
+    for (auto& w : workers_) {
+      if (w->result.stopped && w->result.exited && w->result.exit_code != 0) after.push_back(&w->result);
+    }
     if (!failure_order_.empty()) {
-      s << opt_.name << ": " << failure_order_.size() << " of " << workers_.size() << " workers failed:\n";
+      s << opt_.name << ": " << failure_order_.size() + after.size() << " of " << workers_.size()
+        << " workers failed:\n";
       for (int idx : failure_order_) {
         const auto& r = workers_[static_cast<std::size_t>(idx)]->result;
         s << "  rank " << r.rank << " (local rank " << r.local_rank << ", pid " << r.pid << ") " << describe(r) << "\n";
@@ -215,6 +222,12 @@ class Supervision {
           s << "    last stderr lines:\n";
           for (const auto& line : r.stderr_tail) s << "      " << line << "\n";
         }
+      }
+      for (const WorkerResult* r : after) {
+        s << "  rank " << r->rank << " (local rank " << r->local_rank << ", pid " << r->pid << ") exited with code "
+          << r->exit_code << " after rank "
+          << workers_[static_cast<std::size_t>(failure_order_.front())]->result.rank
+          << "'s failure, while being stopped (its output is above)\n";
       }
     }
     std::vector<int> stopped;

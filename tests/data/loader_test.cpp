@@ -308,6 +308,11 @@ TEST(AutoDataloader, DistributedRulesOnThreeRanks) {
             std::string::npos)
       << describe(results);
   EXPECT_EQ(results[1].err.find("auto_dataloader"), std::string::npos) << describe(results);
+  // The shuffle it moved into the sampler is said where it went; shuffle(false) stays plain.
+  EXPECT_NE(results[0].err.find("batch_size=2, shuffle=false (the DistributedSampler shuffles), num_workers=2"),
+            std::string::npos)
+      << describe(results);
+  EXPECT_NE(results[0].err.find("batch_size=10, shuffle=false, num_workers"), std::string::npos) << describe(results);
 }
 
 }  // namespace

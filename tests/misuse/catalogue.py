@@ -8,10 +8,16 @@ what, the value seen, what to do). API misuse inside a program is asserted in th
 tests (e.g. tests/dist/serial_test.cpp MisuseGivesActionableErrors); this table covers
 what a user meets from the command line and the environment.
 
+A case may add checks: "absent", texts the output must not hold (a stack trace, a 309-digit
+bound); "last", the expected text must be on the output's last line (not scrolled away);
+"unprivileged", run by root without its power to read any folder (setpriv drops
+CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH), as a user meets a folder without permission.
+
   tests/misuse/catalogue.py --build build [--list] [-k substring]
 """
 import argparse
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -19,8 +25,9 @@ import sys
 import tempfile
 import time
 
-# (area, name, argv (first word: a program of the build), extra environment, expected text)
-# Environment values of None remove the variable.
+# (area, name, argv (first word: a program of the build), extra environment, expected text[, checks])
+# Environment values of None remove the variable; checks: see the docstring. {python} is this
+# interpreter.
 CASES = [
     # ---- launcher flags: kindling-run ------------------------------------------------
     ("launcher", "nproc zero", ["kindling-run", "--nproc_per_node", "0", "/bin/true"], {},
@@ -50,12 +57,15 @@ CASES = [
     ("launcher", "elastic with node rank", ["kindling-run", "--nnodes", "1:2", "--rdzv_endpoint", "node0",
                                             "--rdzv_id", "j", "--node_rank", "1", "/bin/true"], {},
      "in elastic mode the rendezvous assigns node ranks"),
-    ("launcher", "unknown flag", ["kindling-run", "--bogus", "/bin/true"], {}, "unknown option '--bogus'"),
+    ("launcher", "unknown flag", ["kindling-run", "--bogus", "/bin/true"], {}, "unknown option '--bogus'",
+     {"last": True, "absent": ["Exit status:"]}),
     ("launcher", "no program", ["kindling-run", "--nproc_per_node", "2"], {}, "no program given"),
     ("launcher", "program missing", ["kindling-run", "no-such-program-xyz"], {},
      "cannot execute 'no-such-program-xyz': not found or not executable"),
     ("launcher", "negative grace", ["kindling-run", "--grace_period", "-1", "/bin/true"], {},
-     "--grace_period expects seconds (a non-negative number), got '-1'"),
+     "--grace_period expects seconds (a number from 0 to 10000000, about 115 days), got '-1'", {"last": True}),
+    ("launcher", "infinite grace", ["kindling-run", "--grace_period", "inf", "/bin/true"], {},
+     "--grace_period expects seconds (a number from 0 to 10000000, about 115 days), got 'inf'"),
     ("launcher", "bad restarts", ["kindling-run", "--max_restarts", "x", "/bin/true"], {},
      "--max_restarts expects a non-negative integer, got 'x'"),
     ("launcher", "flag with value", ["kindling-run", "--standalone=1", "/bin/true"], {}, "--standalone takes no value"),
@@ -129,6 +139,12 @@ CASES = [
      "KINDLING_MPI_SHM_MIN_BYTES: '(unset)' on rank 0, '100' on rank 1"),
     ("environment", "mpi shm size not a number", ["hello_dist"], {"KINDLING_MPI_SHM_SEGMENT": "1M"},
      "KINDLING_MPI_SHM_SEGMENT='1M' is not a whole number >= 4096"),
+    ("environment", "bench without torch", ["python", "-I", "-S", "{source}/bench/cluster/bench_hosts.py", "--build",
+                                            "{build}"], {},
+     "bench_hosts.py: this interpreter, {python}, cannot import torch"),
+    ("environment", "bench peer without torch", ["python", "{source}/bench/cluster/bench_hosts.py", "--build",
+                                                 "{build}", "--python", "{tmp}/python-without-torch"], {},
+     "bench_hosts.py: --python {tmp}/python-without-torch cannot run the Python DDP peer"),
     ("environment", "log level unknown", ["hello_dist"], {"KINDLING_LOG_LEVEL": "loud"}, "KINDLING_LOG_LEVEL"),
     ("environment", "debug level unknown", ["hello_dist"], {"KINDLING_DISTRIBUTED_DEBUG": "yes"},
      "KINDLING_DISTRIBUTED_DEBUG='yes' is not one of OFF, INFO, DETAIL"),
@@ -137,12 +153,29 @@ CASES = [
      "first failure (from the error files): rank 0 (local rank 0)"),
     # ---- data --------------------------------------------------------------------------
     ("data", "cifar10 data path missing", ["cifar10", "--data_path", "/no/such/data"], {}, "/no/such/data"),
+    ("data", "data path is a file", ["cifar10", "--data_path", "{tmp}/garbage.pt"], {},
+     "--data_path '{tmp}/garbage.pt' is not a folder"),
+    ("data", "data path unreadable", ["cifar10", "--data_path", "{tmp}/locked"], {},
+     "--data_path '{tmp}/locked' cannot be read (Permission denied)", {"unprivileged": True,
+                                                                      "absent": ["filesystem error"]}),
+    ("data", "data file in a loop of links", ["cifar10", "--data_path", "{tmp}/looped"], {},
+     "'{tmp}/looped/data_batch_1.bin' cannot be examined (Too many levels of symbolic links)",
+     {"absent": ["filesystem error"]}),
+    ("data", "learning rate nan", ["cifar10", "--learning_rate", "nan"], {},
+     "--learning_rate: got 'nan'; expected a finite number above 0", {"absent": ["Exception raised from"]}),
     ("data", "fashion-mnist folder empty", ["dist_tutorial", "train", "--backend", "serial", "--data-dir", "{tmp}"], {},
      "{tmp}"),
     ("data", "epochs zero", ["cifar10", "--num_epochs", "0"], {}, "--num_epochs"),
     ("data", "processes without backend", ["cifar10", "--nproc_per_node", "2", "--backend", "none"], {},
      "--nproc_per_node 2 starts several processes, which need a backend"),
-    ("data", "negative stall timeout", ["cifar10", "--stall_timeout", "-5"], {}, "--stall_timeout"),
+    ("data", "negative stall timeout", ["cifar10", "--stall_timeout", "-5"], {},
+     "--stall_timeout: got '-5'; expected a number of seconds from 0 to 10000000"),
+    ("data", "stall timeout nan", ["cifar10", "--stall_timeout", "nan"], {},
+     "--stall_timeout: got 'nan'; expected a number of seconds from 0 to 10000000", {"absent": ["-922337203685"]}),
+    ("data", "stall timeout infinite", ["cifar10", "--stall_timeout", "inf"], {},
+     "--stall_timeout: got 'inf'; expected a number of seconds from 0 to 10000000", {"absent": ["17976931348623"]}),
+    ("data", "tutorial stall timeout nan", ["dist_tutorial", "--stall-timeout", "nan"], {},
+     "--stall-timeout: got 'nan'; expected a number of seconds from 0 to 10000000"),
     ("data", "restarts out of range", ["cifar10", "--max_restarts", "-1"], {}, "--max_restarts"),
     ("data", "config file missing", ["cifar10", "--config", "/no/such/config.toml"], {}, "/no/such/config.toml"),
     ("data", "config key misspelt", ["cifar10", "--config", "{tmp}/typo.toml"], {},
@@ -173,14 +206,22 @@ PROGRAMS = {"python": None, "kindling-run": "kindling-run", "hello_dist": "examp
 
 def make_inputs(tmp):
     """The files the cases read: garbage, an empty file, a config with a misspelt key, a loop
-    of symbolic links, checkpoints written by Python's torch.save (current and legacy
-    formats) and a cut copy of one."""
+    of symbolic links, a folder without permissions, a folder whose data_batch_1.bin is a loop
+    of links, an interpreter without site packages (no torch), checkpoints written by Python's
+    torch.save (current and legacy formats) and a cut copy of one."""
     with open(os.path.join(tmp, "garbage.pt"), "wb") as f:
         f.write(b"this is not a checkpoint" * 10)
     open(os.path.join(tmp, "empty.pt"), "wb").close()
     with open(os.path.join(tmp, "typo.toml"), "w") as f:
         f.write("num_epochs = 1\nbach_size = 16\n")
     os.symlink(os.path.join(tmp, "loop"), os.path.join(tmp, "loop"))
+    os.mkdir(os.path.join(tmp, "locked"), 0o000)
+    os.chmod(os.path.join(tmp, "locked"), 0o000)  # mkdir's mode is masked by the umask only
+    os.mkdir(os.path.join(tmp, "looped"))
+    os.symlink(os.path.join(tmp, "looped", "data_batch_1.bin"), os.path.join(tmp, "looped", "data_batch_1.bin"))
+    with open(os.path.join(tmp, "python-without-torch"), "w") as f:
+        f.write('#!/bin/sh\nexec %s -I -S "$@"\n' % shlex.quote(sys.executable))
+    os.chmod(os.path.join(tmp, "python-without-torch"), 0o755)
     script = ("import collections, sys, torch\n"
               "state = {'model': collections.OrderedDict(w=torch.ones(2), b=torch.zeros(1)), 'trainer': {'a': 1, 'b': 2}}\n"
               "torch.save(state, sys.argv[1] + '/python.pt')\n"
@@ -204,6 +245,38 @@ def held_port():
     return s
 
 
+def program_argv(argv, build, tmp, port, checks):
+    """A case's argv ready to run: placeholders filled, the program found in the build, a free
+    rendezvous port for launchers, setpriv in front for an "unprivileged" case run by root.
+    None when that case cannot run here (root without setpriv)."""
+    source = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    argv = [a.replace("{tmp}", tmp).replace("{build}", build).replace("{source}", source).replace("{port}", port)
+            for a in argv]
+    if argv[0] == "mpirun":
+        argv[1:1] = ["--allow-run-as-root", "--oversubscribe"]
+    else:
+        # Launchers host their rendezvous on port 29500 unless told: a free one instead, so
+        # that a case never meets another test's job (CTest runs two at a time).
+        launcher = argv[0] == "kindling-run" or any(a.endswith("torchrun_compat.py") for a in argv[:2])
+        if launcher and not any(a.startswith(("--master_port", "--standalone")) for a in argv):
+            at = 1 if argv[0] == "kindling-run" else 2
+            argv[at:at] = ["--master_port", free_port()]
+        argv[0] = sys.executable if PROGRAMS[argv[0]] is None else os.path.join(build, PROGRAMS[argv[0]])
+    if checks.get("unprivileged") and os.geteuid() == 0:
+        if not shutil.which("setpriv"):
+            return None
+        argv = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--"] + argv
+    return argv
+
+
+def answered(code, out, expect, checks):
+    """Whether a run answered as a case expects: a non-zero exit, the expected text (on the
+    last line with "last") and none of the "absent" texts."""
+    lines = out.strip().splitlines()
+    where = (lines[-1] if lines else "") if checks.get("last") else out
+    return code not in (None, 0) and expect in where and not any(a in out for a in checks.get("absent", []))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--build", required=True)
@@ -212,7 +285,7 @@ def main():
     args = p.parse_args()
     args.build = os.path.abspath(args.build)
     if args.list:
-        for area, name, argv, env, expect in CASES:
+        for area, name, argv, env, expect, *_ in CASES:
             print(f"{area:<12} {name:<28} {' '.join(argv)}  ->  {expect}")
         print(f"{len(CASES)} cases")
         return 0
@@ -220,24 +293,17 @@ def main():
     make_inputs(tmp)
     holder = held_port()
     port = str(holder.getsockname()[1])
-    failed = 0
-    for area, name, argv, env, expect in CASES:
+    failed = skipped = 0
+    for area, name, argv, env, expect, *more in CASES:
         if args.k not in name:
             continue
-        source = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        argv = [a.replace("{tmp}", tmp).replace("{build}", args.build).replace("{source}", source)
-                .replace("{port}", port) for a in argv]
-        if argv[0] == "mpirun":
-            argv[1:1] = ["--allow-run-as-root", "--oversubscribe"]
-        else:
-            # Launchers host their rendezvous on port 29500 unless told: a free one instead, so
-            # that a case never meets another test's job (CTest runs two at a time).
-            launcher = argv[0] == "kindling-run" or any(a.endswith("torchrun_compat.py") for a in argv[:2])
-            if launcher and not any(a.startswith(("--master_port", "--standalone")) for a in argv):
-                at = 1 if argv[0] == "kindling-run" else 2
-                argv[at:at] = ["--master_port", free_port()]
-            argv[0] = sys.executable if PROGRAMS[argv[0]] is None else os.path.join(args.build, PROGRAMS[argv[0]])
-        expect = expect.replace("{tmp}", tmp)
+        checks = more[0] if more else {}
+        argv = program_argv(argv, args.build, tmp, port, checks)
+        if argv is None:
+            skipped += 1
+            print(f"skip {area:<12} {name:<28} root reads any folder, and setpriv (util-linux) to drop that is missing")
+            continue
+        expect = expect.replace("{tmp}", tmp).replace("{python}", sys.executable)
         full_env = dict(os.environ)
         for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SLURM_JOB_ID",
                   "SLURM_STEP_ID", "SLURM_PROCID", "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK", "KINDLING_STALL_TIMEOUT",
@@ -252,15 +318,17 @@ def main():
         except subprocess.TimeoutExpired as e:
             code, out = None, "(killed after 60 s: a hang) " + str(e.stdout or "") + str(e.stderr or "")
         seconds = time.monotonic() - start
-        ok = code not in (None, 0) and expect in out
+        ok = answered(code, out, expect, checks)
         print(f"{'ok  ' if ok else 'FAIL'} {area:<12} {name:<28} exit {code} in {seconds:.1f} s")
         if not ok:
             failed += 1
-            print(f"     expected {expect!r} and a non-zero exit; got:\n" +
+            print(f"     expected {expect!r} and a non-zero exit {checks or ''}; got:\n" +
                   "\n".join("     | " + line for line in out.splitlines()[-15:]))
     holder.close()
+    os.chmod(os.path.join(tmp, "locked"), 0o700)  # so that a user other than root can remove it
     shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{len(CASES) - failed} of {len(CASES)} misuse cases answered as expected" if not args.k else "")
+    print(f"{len(CASES) - failed - skipped} of {len(CASES)} misuse cases answered as expected"
+          f"{f', {skipped} skipped' if skipped else ''}" if not args.k else "")
     return 1 if failed else 0
 
 

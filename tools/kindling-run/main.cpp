@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
   try {
     o = kindling_run::parse(argc, argv);
   } catch (const kindling_run::UsageError& e) {
-    std::cerr << e.message << "\n\n" << kindling_run::kUsage;
+    std::cerr << kindling_run::usage_error_text(e);
     return 2;
   }
   if (!resolve(o.program[0])) {

@@ -68,11 +68,16 @@ int parse_number(const std::string& flag, const std::string& value) {
   return std::stoi(value);
 }
 
+// The longest duration an option takes: about 115 days (KINDLING_STALL_TIMEOUT's bound too),
+// so that it fits in milliseconds; NaN and infinities are refused with it.
+constexpr double kMaxSeconds = 1e7;
+
 double parse_seconds(const std::string& what, const std::string& value) {
   char* end = nullptr;
   const double s = std::strtod(value.c_str(), &end);
-  if (value.empty() || *end != '\0' || !(s >= 0)) {
-    throw UsageError{"kindling-run: " + what + " expects seconds (a non-negative number), got '" + value + "'"};
+  if (value.empty() || *end != '\0' || !(s >= 0 && s <= kMaxSeconds)) {
+    throw UsageError{"kindling-run: " + what + " expects seconds (a number from 0 to " +
+                     std::to_string(static_cast<long long>(kMaxSeconds)) + ", about 115 days), got '" + value + "'"};
   }
   return s;
 }
@@ -218,6 +223,11 @@ void check(const Options& o) {
 }
 
 }  // namespace
+
+std::string usage_error_text(const UsageError& error) {
+  const std::string usage(kUsage);
+  return usage.substr(0, usage.find('\n')) + "  (kindling-run --help lists the options)\n" + error.message + "\n";
+}
 
 // torchrun's spellings: "--name value" or "--name=value", dashes or underscores inside the
 // name; the program and its arguments follow the options (or "--").

@@ -6,7 +6,7 @@
 
 namespace kindling_run {
 
-/// The usage text (--help, and after a usage error).
+/// The usage text (--help).
 extern const char* const kUsage;
 
 /// A command line that cannot run; `message` says which option, the value seen and what to do.
@@ -40,5 +40,9 @@ struct Options {
 
 /// Parses argv (prints kUsage and exits 0 for -h / --help). Throws UsageError.
 Options parse(int argc, char** argv);
+
+/// What kindling-run prints on stderr for a bad command line: kUsage's first line with a
+/// pointer to --help, then `error`'s message last, where the terminal leaves it in view.
+std::string usage_error_text(const UsageError& error);
 
 }  // namespace kindling_run
