@@ -8,6 +8,20 @@ import cluster
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+# A TCP server on port 7000 that answers "hello" to every connection, and its client.
+HELLO_SERVER = """
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", 7000)); s.listen(8)
+print("listening", flush=True)
+while True:
+    conn, _ = s.accept(); conn.sendall(b"hello"); conn.close()
+"""
+HELLO_CLIENT = """
+import socket, sys
+s = socket.create_connection((sys.argv[1], 7000), timeout=2)
+print(s.recv(16).decode())
+"""
+
 
 def prepare(args):
     """Sets args' program paths from args.build; returns 77 (CTest's skip) after printing

@@ -16,7 +16,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster  # noqa: E402
 from slurm_cluster import SlurmCluster  # noqa: E402
-from checks import CASES, Failure, case, check_layout, expect, prepare, run_hosts  # noqa: E402
+from checks import CASES, HELLO_CLIENT as CLIENT, HELLO_SERVER as SERVER, Failure, case, check_layout, expect, prepare, run_hosts  # noqa: E402
 
 @case
 def fixture(args):
@@ -27,8 +27,8 @@ def fixture(args):
             r = c.run_on(k, ["hostname"], capture_output=True, text=True, check=True)
             expect(r.stdout.strip() == cluster.hostname(k), "host %d calls itself %r" % (k, r.stdout))
         r = c.run_on(2, ["getent", "hosts", "node0"], capture_output=True, text=True)
-        expect(r.stdout.split()[:1] == [cluster.address(0)], "node0 seen from host 2: %r" % r.stdout)
-        qdisc = subprocess.run(["tc", "qdisc", "show", "dev", "kdl-v1"], capture_output=True, text=True).stdout
+        expect(r.stdout.split()[:1] == [c.address(0)], "node0 seen from host 2: %r" % r.stdout)
+        qdisc = subprocess.run(["tc", "qdisc", "show", "dev", c.veth(1)], capture_output=True, text=True).stdout
         expect("tbf" in qdisc and "100Mbit" in qdisc, "no 100mbit tbf on host 1's link: %r" % qdisc)
         server = c.popen_on(0, [sys.executable, "-c", SERVER], stdout=subprocess.PIPE, text=True)
         try:
@@ -47,22 +47,9 @@ def fixture(args):
         finally:
             server.kill()
             server.wait()
-    expect(cluster.leftovers() == [], "left after teardown: %s" % cluster.leftovers())
+    expect(c.leftovers() == [], "left after teardown: %s" % c.leftovers())
 
 
-# A TCP server on port 7000 that answers "hello" to every connection, and its client.
-SERVER = """
-import socket
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", 7000)); s.listen(8)
-print("listening", flush=True)
-while True:
-    conn, _ = s.accept(); conn.sendall(b"hello"); conn.close()
-"""
-CLIENT = """
-import socket, sys
-s = socket.create_connection((sys.argv[1], 7000), timeout=2)
-print(s.recv(16).decode())
-"""
 
 
 @case

@@ -187,7 +187,7 @@ def lose_and_rejoin(args):
                 folder = os.path.join(work, "trial%d" % trial)
                 os.makedirs(folder)
                 result = lose_and_rejoin_trial(args, c, folder)
-                check_trial(args, result, folder, ref_hosts[0].text(), ref_iterations)
+                check_trial(args, c, result, folder, ref_hosts[0].text(), ref_iterations)
                 figures.append(result)
                 print("trial %d: lost %d, repeated %d, resumed %.1f s after the kill, %d iterations redone" % (
                     trial, result["lost"], result["repeated"], result["resume_seconds"], result["iterations_redone"]))
@@ -197,7 +197,7 @@ def lose_and_rejoin(args):
         shutil.rmtree(work, ignore_errors=True)
 
 
-def check_trial(args, result, folder, reference_text, ref_iterations):
+def check_trial(args, c, result, folder, reference_text, ref_iterations):
     hosts = result["hosts"]
     expect(result["lost"] == 0 and result["repeated"] == 0, "samples lost %d, repeated %d" % (
         result["lost"], result["repeated"]))
@@ -210,7 +210,7 @@ def check_trial(args, result, folder, reference_text, ref_iterations):
     # again (a membership change: still restart 1).
     rounds = [line for line in hosts[0].lines if re.search(r"rendezvous round \d+ \(", line)]
     expect(len(rounds) == 3, "expected 3 rendezvous rounds on host 0, got:\n" + "\n".join(rounds))
-    expect("round 1 (restart 1): 2 nodes [node0,node1]" in rounds[1] and "node2 (10.213.0.12)" in rounds[1],
+    expect("round 1 (restart 1): 2 nodes [node0,node1]" in rounds[1] and "node2 (%s)" % c.address(2) in rounds[1],
            "round 1 should run node0 and node1 and name node2 as left out: " + rounds[1])
     expect("round 2 (restart 1): 3 nodes [node0,node1,node2]" in rounds[2], "round 2: " + rounds[2])
     want = [("3", "0"), ("2", "1"), ("3", "1")]
@@ -301,10 +301,10 @@ def below_min(args):
             took = time.monotonic() - killed_at
             text = hosts[0].text()
             expect(code not in (0, None), "host 0's launcher exited %s after losing host 1:\n%s" % (code, text))
-            expect("fewer than the minimum of 2" in text and "lost since round 0: node1 (10.213.0.11)" in text,
+            expect("fewer than the minimum of 2" in text and "lost since round 0: node1 (%s)" % c.address(1) in text,
                    "host 0 should say the round has fewer than MIN nodes and name node1:\n" + text)
             expect(took < 8 + 3 + 30, "host 0 ended %.0f s after the loss, beyond the join timeout" % took)
-            expect(not cluster.pids_on(0), "processes left on host 0: %s" % cluster.pids_on(0))
+            expect(not c.pids_on(0), "processes left on host 0: %s" % c.pids_on(0))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

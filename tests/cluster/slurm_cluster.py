@@ -26,11 +26,11 @@ class SlurmCluster:
         self.daemons = []
 
     def config(self):
-        nodes = "".join(f"NodeName={cluster.hostname(k)} NodeAddr={cluster.address(k)} CPUs={self.cpus} "
+        nodes = "".join(f"NodeName={cluster.hostname(k)} NodeAddr={self.c.address(k)} CPUs={self.cpus} "
                         f"Sockets=1 CoresPerSocket={self.cpus} ThreadsPerCore=1 RealMemory=1000 State=UNKNOWN\n"
                         for k in range(self.c.hosts))
         d = self.dir
-        return (f"ClusterName=kdlcluster\nSlurmctldHost={cluster.hostname(0)}({cluster.address(0)})\n"
+        return (f"ClusterName=kdlcluster\nSlurmctldHost={cluster.hostname(0)}({self.c.address(0)})\n"
                 "SlurmUser=root\nSlurmdUser=root\nAuthType=auth/none\nCredType=cred/none\nMpiDefault=none\n"
                 "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nSelectType=select/cons_tres\n"
                 "SelectTypeParameters=CR_Core\nSlurmdParameters=config_overrides\nReturnToService=2\n"

@@ -93,13 +93,13 @@ def messages(text):
     return out
 
 
-def named(text, scenario, lost_host):
+def named(text, scenario, lost_host, c):
     """Whether an error line of `text` names the lost host (its name; for an unreachable
-    master, its name and address)."""
+    master, its name and its address in the cluster c)."""
     lines = [l for l in messages(text) if re.search(r"error|stalled|lost|failed|ORTE", l, re.IGNORECASE)]
     want = [r"\b%s\b" % cluster.hostname(lost_host)]
     if scenario == "master-unreachable":
-        want.append(re.escape(cluster.address(lost_host)))
+        want.append(re.escape(c.address(lost_host)))
     return any(all(re.search(w, l) for w in want) for l in lines)
 
 
@@ -184,7 +184,7 @@ def run_trial(args, launcher, scenario, victim, rng):
 
         def kill_everything():  # counted as leftovers: they outlived their launcher
             for k in range(hosts):
-                left_behind.extend(cluster.pids_on(k))
+                left_behind.extend(c.pids_on(k))
                 c.kill_host(k)
 
         outputs, ends = collect(procs, t_fault, wait, kill_everything)
@@ -199,7 +199,7 @@ def run_trial(args, launcher, scenario, victim, rng):
             result["uncapped_accuracy"] = accuracy(collect(again, time.monotonic(), 300)[0][0])
         time.sleep(2)
         survivors = [k for k in procs if not (scenario == "kill-host" and k == victim)]
-        left = {k: len(cluster.pids_on(k)) for k in range(hosts) if not (scenario == "kill-host" and k == victim)}
+        left = {k: len(c.pids_on(k)) for k in range(hosts) if not (scenario == "kill-host" and k == victim)}
     checked = [k for k in survivors if k != lost or scenario == "cut"]
     result["ended"] = all(ends[k][0] is not None for k in survivors)
     result["seconds"] = round(max(ends[k][1] for k in survivors), 2)
@@ -218,8 +218,8 @@ def run_trial(args, launcher, scenario, victim, rng):
         # agent, polling its rendezvous store on the lost host, can fail first and SIGTERM it.
         stopped = [k for k in checked if stopped_by_torchrun(launcher, outputs[k])]
         result["stopped_by_launcher"] = stopped
-        result["named"] = all(any(named(outputs[k], scenario, other) for other in range(hosts) if other != lost)
-                              if k == lost else named(outputs[k], scenario, lost) or k in stopped for k in checked)
+        result["named"] = all(any(named(outputs[k], scenario, other, c) for other in range(hosts) if other != lost)
+                              if k == lost else named(outputs[k], scenario, lost, c) or k in stopped for k in checked)
         result["within_bound"] = all(ends[k][0] is not None and ends[k][1] <= bounds[k] for k in survivors)
         result["failed"] = all(ends[k][0] not in (0, None) for k in survivors)
         result["ok"] = result["within_bound"] and result["named"] and result["failed"] and not result["leftovers"]
