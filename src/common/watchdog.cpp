@@ -1,5 +1,6 @@
 #include "common/watchdog.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -60,13 +61,48 @@ std::string bounded_diagnosis(const std::function<std::string()>& diagnose) {
   std::_Exit(v.exit_code);
 }
 
+// A step that cannot go on because `cause` (what poll() said) already decided it.
+[[noreturn]] void end_decided_process(const Watchdog::State& s, const std::string& cause) {
+  const auto& v = s.verdict;
+  const CommunicationError error(rank_prefix() + v.what + ": stopped while " + s.step + ": " + cause +
+                                 ". This process ends now with exit code " + std::to_string(v.exit_code) + ".");
+  log(LogLevel::kError, error.what());
+  ::kindling::dist::record_error(error);
+  std::fflush(nullptr);
+  // This process may host the store the others read the cause from: give their next look
+  // (every half second) the time to find it before the store goes.
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  std::_Exit(v.exit_code);
+}
+
 void watch_steps(Watchdog::State& s) {
+  constexpr auto kPollEvery = std::chrono::milliseconds(500);
+  const auto note_at = std::chrono::steady_clock::now() + s.verdict.note_after;
+  bool noted = !s.verdict.note;
   std::unique_lock<std::mutex> lock(s.mutex);
   while (!s.done) {
-    if (s.changed.wait_until(lock, s.deadline) == std::cv_status::timeout && !s.done &&
-        std::chrono::steady_clock::now() >= s.deadline) {
+    const auto now = std::chrono::steady_clock::now();
+    auto wake = s.verdict.poll ? std::min(s.deadline, now + kPollEvery) : s.deadline;
+    if (!noted) wake = std::min(wake, note_at);
+    s.changed.wait_until(lock, wake);
+    if (s.done) break;
+    if (std::chrono::steady_clock::now() >= s.deadline) {
       lock.unlock();
       end_blocked_process(s, bounded_diagnosis(s.verdict.diagnose));
+    }
+    if (!noted && std::chrono::steady_clock::now() >= note_at) {
+      noted = true;
+      const std::string step = s.step;
+      lock.unlock();
+      log(LogLevel::kWarning, rank_prefix() + s.verdict.what + ": still " + step + " after " +
+                                  std::to_string(s.verdict.note_after.count() / 1000) + " s: " + s.verdict.note());
+      lock.lock();
+    }
+    if (s.verdict.poll && !s.done) {
+      lock.unlock();
+      const std::string cause = s.verdict.poll();
+      lock.lock();
+      if (!cause.empty() && !s.done) end_decided_process(s, cause);
     }
   }
 }

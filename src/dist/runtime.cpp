@@ -130,6 +130,29 @@ void ignore_broken_pipes() {
   if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
 }
 
+// The launchers' variables that are set, as "NAME=value, ...", before initialize sets any.
+std::string launch_variables() {
+  static const char* const kNames[] = {"RANK",
+                                       "WORLD_SIZE",
+                                       "LOCAL_RANK",
+                                       "LOCAL_WORLD_SIZE",
+                                       "GROUP_RANK",
+                                       "OMPI_COMM_WORLD_RANK",
+                                       "OMPI_COMM_WORLD_SIZE",
+                                       "OMPI_COMM_WORLD_LOCAL_RANK",
+                                       "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                       "PMIX_RANK",
+                                       "SLURM_PROCID",
+                                       "SLURM_NTASKS",
+                                       "HOROVOD_RANK",
+                                       "HOROVOD_SIZE"};
+  std::string set;
+  for (const char* name : kNames) {
+    if (auto v = get_env(name)) set += (set.empty() ? "" : ", ") + std::string(name) + "=" + *v;
+  }
+  return set.empty() ? "none set" : set;
+}
+
 // This rank's place in the world: the launcher's environment wins over InitOptions.
 void resolve_ranks(const InitOptions& options, const LaunchEnvironment& launch, detail::WorldConfig& cfg) {
   const bool env_method = cfg.init_method.rfind("env://", 0) == 0;
@@ -249,6 +272,7 @@ void initialize_model(const std::string& backend, const InitOptions& options) {
   const LaunchEnvironment launch = detect_launch_environment();
   for (const auto& w : launch.warnings) log(LogLevel::kWarning, "kindling::dist::initialize: warning: " + w);
   cfg.launcher = launch.launcher;
+  cfg.launch_variables = launch_variables();
   resolve_ranks(options, launch, cfg);
   resolve_rendezvous(traits, launch, cfg);
   publish_environment(cfg, launch);

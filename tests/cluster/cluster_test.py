@@ -229,6 +229,33 @@ def hierarchical_allreduce(args):
             print("%s: %.2f MB per all-reduce and host (predicted %.2f)" % (phase, max(sent) / 1e6, want / 1e6))
 
 
+@case
+def start_failures_end_every_host(args):
+    """2 hosts whose start cannot succeed, each ended on both hosts within seconds, naming the
+    cause, instead of host 0 waiting for the rendezvous timeout: GLOO_SOCKET_IFNAME naming no
+    interface on host 1, both hosts given --node_rank 0, and hosts given different --nnodes."""
+    trials = {
+        "an absent interface": ([[], ["env", "GLOO_SOCKET_IFNAME=kdl-absent0"]], [0, 1], [2, 2],
+                                "GLOO_SOCKET_IFNAME='kdl-absent0' names no network interface of host node1"),
+        "one node rank twice": ([[], []], [0, 0], [2, 2], "rank 0 was started twice, here and on host node"),
+        "two --nnodes": ([[], []], [0, 1], [2, 3], "was started for a world of"),
+    }
+    with cluster.Cluster(hosts=2) as c:
+        for trial, (prefix, node_ranks, nnodes, cause) in trials.items():
+            commands = [prefix[k] + [args.kindling_run, "--nnodes", str(nnodes[k]), "--node_rank", str(node_ranks[k]),
+                                     "--master_addr", "node0", "--master_port", "29500", "--nproc_per_node", "1",
+                                     args.hello] for k in range(2)]
+            start = time.monotonic()
+            outputs = run_hosts(c, commands, timeout=90)
+            took = time.monotonic() - start
+            text = "\n".join("== host %d (exit %s)\n%s" % (k, code, out) for k, (code, out) in enumerate(outputs))
+            expect(all(code != 0 for code, _ in outputs), "%s: a host succeeded:\n%s" % (trial, text))
+            expect(took < 20, "%s: the hosts took %.1f s to end:\n%s" % (trial, took, text))
+            for k, (_, out) in enumerate(outputs):
+                expect(cause in out, "%s: host %d does not say '%s':\n%s" % (trial, k, cause, text))
+            print("%s: both hosts ended in %.1f s" % (trial, took))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--build", required=True)

@@ -11,7 +11,9 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <thread>
+#include <vector>
 
 #include "support/errors.h"
 #include "support/multiprocess.h"
@@ -271,4 +273,87 @@ TEST(FailureTest, StoreConnectionResetIsACommunicationErrorNotACrash) {
   for (const auto& r : results) EXPECT_TRUE(r.ok()) << describe(results);
   std::remove(marker.c_str());
   ::rmdir(dir);
+}
+
+// A rank that fails while starting, or that clashes with another (a rank number given
+// twice, another world size), ends every rank within seconds with its cause, instead of
+// leaving the others in the rendezvous until its timeout (60 s here).
+KINDLING_WORKER(start_world) {
+  kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(60)));
+  kd::barrier();
+  kd::finalize();
+}
+
+namespace {
+
+std::vector<kindling::testing::RankResult> start_with(int world_size,
+                                                      std::map<int, std::map<std::string, std::string>> rank_env) {
+  LaunchOptions opts;
+  opts.world_size = world_size;
+  opts.deadline = std::chrono::seconds(50);
+  opts.rank_env = std::move(rank_env);
+  auto results = run_workers("start_world", opts);
+  for (const auto& r : results) {
+    EXPECT_FALSE(r.ok()) << describe(results);
+    EXPECT_FALSE(r.timed_out) << describe(results);
+    EXPECT_LT(r.seconds, 15.0) << "rank " << r.rank << " waited: " << describe(results);
+  }
+  return results;
+}
+
+}  // namespace
+
+TEST(FailureTest, ARankThatFailsWhileStartingEndsEveryRankWithItsCause) {
+  const auto results = start_with(2, {{1, {{"GLOO_SOCKET_IFNAME", "kdl-absent0"}}}});
+  ASSERT_EQ(results.size(), 2u);
+  const std::string refused = "GLOO_SOCKET_IFNAME='kdl-absent0' names no network interface of host " + kd::hostname() +
+                              "; its interfaces are: ";
+  EXPECT_NE(results[1].err.find(refused), std::string::npos) << describe(results);
+  EXPECT_NE(results[0].err.find("rank 1 on host " + kd::hostname() + " failed while starting"), std::string::npos)
+      << describe(results);
+  EXPECT_NE(results[0].err.find(refused), std::string::npos) << describe(results);
+}
+
+TEST(FailureTest, ARankNumberGivenTwiceIsRefusedOnEveryRank) {
+  const auto results = start_with(3, {{2, {{"RANK", "1"}, {"LOCAL_RANK", "1"}}}});  // ranks 0, 1, 1
+  for (const auto& r : results) {
+    EXPECT_NE(r.err.find("rank 1 was started twice, here and on host " + kd::hostname()), std::string::npos)
+        << describe(results);
+  }
+  EXPECT_NE(results[0].err.find("give each node its own --node_rank"), std::string::npos) << describe(results);
+}
+
+TEST(FailureTest, AnotherWorldSizeOnOneRankIsRefusedOnEveryRank) {
+  const auto results = start_with(2, {{1, {{"WORLD_SIZE", "3"}}}});
+  for (const auto& r : results) {
+    EXPECT_TRUE(r.err.find("was started for a world of 3 ranks, but rank 0") != std::string::npos ||
+                r.err.find("was started for a world of 2 ranks, but rank 1") != std::string::npos)
+        << describe(results);
+    EXPECT_NE(r.err.find("the same --nnodes and --nproc_per_node"), std::string::npos) << describe(results);
+  }
+}
+
+// Variables of a launcher left in the shell (here mpirun's, for a world of 2) make a plain
+// program wait for a rank that never comes: after 5 s it says so, naming the variables.
+KINDLING_WORKER(stale_launcher_variables) {
+  kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(8)));
+}
+
+TEST(FailureTest, AWaitCausedByStaleLauncherVariablesSaysWhich) {
+  LaunchOptions opts;
+  opts.world_size = 1;
+  opts.set_dist_env = false;
+  opts.deadline = std::chrono::seconds(40);
+  opts.env = {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+              {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"},
+              {"MASTER_PORT", std::to_string(kindling::testing::free_port())}};
+  const auto results = run_workers("stale_launcher_variables", opts);
+  ASSERT_EQ(results.size(), 1u);
+  const std::string& err = results[0].err;
+  EXPECT_FALSE(results[0].ok()) << describe(results);
+  EXPECT_NE(err.find("after 5 s: this process is rank 0 of 2 because of the launcher's variables (launcher: mpirun; "),
+            std::string::npos)
+      << describe(results);
+  EXPECT_NE(err.find("OMPI_COMM_WORLD_SIZE=2"), std::string::npos) << describe(results);
+  EXPECT_NE(err.find("left over in the shell: unset them"), std::string::npos) << describe(results);
 }

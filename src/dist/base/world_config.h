@@ -29,6 +29,9 @@ struct WorldConfig {
   /// Who started this process (LaunchEnvironment::launcher: "torchrun", "mpirun", "slurm",
   /// "env", ...), for messages of backends whose launcher connects the ranks.
   std::string launcher;
+  /// The launcher's variables this process was started with ("RANK=1, WORLD_SIZE=4"; before
+  /// initialize set any), for a rank left waiting: what told it its place.
+  std::string launch_variables;
 };
 
 /// The store the stall monitor talks to (its own connection where the engine's store is a

@@ -7,6 +7,7 @@
 #include "dist/backends/c10d/c10d_communicator.h"
 #include "dist/backends/c10d/c10d_compat.h"
 #include "dist/rendezvous/peers.h"
+#include "dist/rendezvous/rendezvous.h"
 #include "kindling/error.h"
 
 namespace kindling {
@@ -29,6 +30,35 @@ C10dBackend::C10dBackend(std::string name, c10::intrusive_ptr<c10d::Store> store
       factory_(std::move(factory)) {}
 
 void C10dBackend::create_world() { world_ = create_group(0, {}, rank_); }
+
+std::unique_ptr<C10dBackend> start_c10d_world(const std::string& name, const WorldConfig& config, bool monitor,
+                                              const std::function<ProcessGroupFactory()>& prepare) {
+  auto store = connect_store(config);
+  auto target = connect_monitor_store(config);
+  const std::string place = own_place();
+  // A file store has no second connection: its board is not watched (another thread's reads
+  // could wait on the main thread's), and the stall monitor shares the store.
+  const std::string origin =
+      "this process is rank " + std::to_string(config.rank) + " of " + std::to_string(config.world_size) +
+      " because of the launcher's variables (launcher: " + config.launcher + "; " + config.launch_variables +
+      "). If no such launcher started it, they are left over in the shell: unset them (the launcher's variables win "
+      "over --nproc_per_node). Else the other ranks have not started or cannot reach the store";
+  auto board = std::make_shared<StartupBoard>(store, target.store, config.rank, config.world_size, place, origin);
+  if (!target.store) target.store = store;
+  std::unique_ptr<C10dBackend> backend;
+  try {
+    backend = std::make_unique<C10dBackend>(name, store, config.rank, config.world_size, config.timeout, prepare());
+    backend->set_store_place(store_place(config));
+    backend->set_startup_board(board);
+    backend->create_world();
+  } catch (const std::exception& e) {
+    board->publish_failure("rank " + std::to_string(config.rank) + " on host " + place.substr(0, place.find(' ')) +
+                           " failed while starting: " + e.what());
+    throw;
+  }
+  if (monitor) backend->set_monitor_target(std::move(target));
+  return backend;
+}
 
 void C10dBackend::adopt_world(c10::intrusive_ptr<c10d::ProcessGroup> pg) {
   world_ = std::make_shared<C10dCommunicator>(std::move(pg), /*owned=*/false);
@@ -124,9 +154,12 @@ std::shared_ptr<Communicator> C10dBackend::join_group(int group_index, int size,
   verdict.diagnose = [store = store_, group_index, size = world_size_] {
     return blocked_join_diagnosis(*store, group_index, size);
   };
+  if (board_ && group_index == 0) verdict.poll = [board = board_] { return board->watch(); };
+  if (board_ && group_index == 0) verdict.note = [board = board_] { return board->origin(); };
   Watchdog watchdog(std::move(verdict), "connecting to the other ranks" + through, watchdog_limit(timeout_));
   // Announce this rank, with where it runs, first: a timeout anywhere below can then name
   // who is missing, and an engine's message about an address whose rank that is.
+  if (board_ && group_index == 0) board_->claim();
   const std::string place = own_place();
   store_->set(joined_key(group_index, rank_), std::vector<uint8_t>(place.begin(), place.end()));
   if (group_rank >= 0) {

@@ -13,6 +13,8 @@
 
 #include "dist/backends/backend.h"
 #include "dist/backends/registry.h"
+#include "dist/base/world_config.h"
+#include "dist/rendezvous/startup_board.h"
 
 namespace kindling {
 namespace dist {
@@ -42,12 +44,16 @@ class C10dBackend : public Backend {
   /// The stall monitor's own store connection (rendezvous.h); without one it uses store().
   void set_monitor_target(MonitorTarget target) { monitor_ = std::move(target); }
   MonitorTarget monitor_target() override { return monitor_.store ? monitor_ : Backend::monitor_target(); }
+  /// The board on which the world's creation claims this rank and watches for another rank's
+  /// failure (startup_board.h). Call before create_world.
+  void set_startup_board(std::shared_ptr<StartupBoard> board) { board_ = std::move(board); }
 
  private:
   // create_group's work; a store failure leaves it as a std::exception.
   std::shared_ptr<Communicator> join_group(int group_index, int size, int group_rank, const std::string& what);
 
   MonitorTarget monitor_;
+  std::shared_ptr<StartupBoard> board_;
   std::string store_place_;
   std::string name_;
   c10::intrusive_ptr<c10d::Store> store_;
@@ -56,6 +62,15 @@ class C10dBackend : public Backend {
   ProcessGroupFactory factory_;
   std::shared_ptr<Communicator> world_;
 };
+
+/// The start every c10d engine shares: connects to `config`'s store and opens the second
+/// connection, calls `prepare` for the engine's factory (where it checks its own settings,
+/// e.g. gloo's interface), and creates the world with a startup board, so that a failure of
+/// this rank while starting (thrown by `prepare` or the world's creation) reaches every other
+/// rank within a second, and theirs reaches this one. `monitor`: the second connection also
+/// serves the stall monitor. Collective over the world; throws what the steps throw.
+std::unique_ptr<C10dBackend> start_c10d_world(const std::string& name, const WorldConfig& config, bool monitor,
+                                              const std::function<ProcessGroupFactory()>& prepare);
 
 /// Wraps a process group a user made with c10d (kindling/dist/c10d.h) as the world of a
 /// backend called `name`: new_group makes groups with the traits' adopted_groups of that

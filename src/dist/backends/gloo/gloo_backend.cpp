@@ -1,5 +1,6 @@
 #include "dist/backends/gloo/gloo_backend.h"
 
+#include <net/if.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include "common/env.h"
@@ -7,6 +8,7 @@
 #include "dist/backends/c10d/c10d_compat.h"
 #include "dist/rendezvous/probe.h"
 #include "dist/rendezvous/rendezvous.h"
+#include "kindling/dist/dist.h"
 #include "kindling/dist/launch_env.h"
 #include "kindling/error.h"
 
@@ -29,10 +31,28 @@ using ::kindling::detail::get_env;
 //  4. else Python's default: the host name's address.
 // Python's default alone fails across hosts whenever a host's own name resolves to a
 // loopback address or not at all: the peers are told an address they cannot reach.
+// Refuses a GLOO_SOCKET_IFNAME that names no interface of this host, listing those it has
+// (gloo's own error names neither the variable nor the choices).
+void check_interface(const std::string& ifname) {
+  if (::if_nametoindex(ifname.c_str()) != 0) return;
+  std::string names;
+  if (struct if_nameindex* all = ::if_nameindex()) {
+    for (const struct if_nameindex* i = all; i->if_index != 0; ++i)
+      names += (names.empty() ? "" : ", ") + std::string(i->if_name);
+    ::if_freenameindex(all);
+  }
+  KINDLING_CHECK(false, "kindling::dist::initialize: GLOO_SOCKET_IFNAME='", ifname,
+                 "' names no network interface of host ", hostname(),
+                 "; its interfaces are: ", names.empty() ? std::string("(none found)") : names,
+                 ". Set it to one of these on this host (the variable is read on each host), or unset it");
+}
+
 std::shared_ptr<::gloo::transport::Device> gloo_device(bool honour_ifname, const std::string& master_addr,
                                                        bool several_nodes) {
-  if (auto ifname = honour_ifname ? get_env("GLOO_SOCKET_IFNAME") : std::nullopt)
+  if (auto ifname = honour_ifname ? get_env("GLOO_SOCKET_IFNAME") : std::nullopt) {
+    check_interface(*ifname);
     return c10d::ProcessGroupGloo::createDeviceForInterface(*ifname);
+  }
   if (!master_addr.empty()) {
     const auto source = source_address_towards(master_addr);
     if (source && !is_loopback_address(*source)) return c10d::ProcessGroupGloo::createDeviceForHostname(*source);
@@ -70,22 +90,14 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_gloo(c10::intrusive_ptr<c10d::Store>
 }  // namespace
 
 std::unique_ptr<Backend> make_gloo_backend(const WorldConfig& config) {
-  auto store = connect_store(config);
-  const auto timeout = config.timeout;
-  const int threads = config.gloo_threads;
-  const auto device = gloo_device(true, config.master_addr, spans_several_nodes());
-  auto factory = [timeout, threads, device](c10::intrusive_ptr<c10d::Store> s, int rank, int size,
-                                            const std::string& name) {
-    return make_gloo(std::move(s), rank, size, name, timeout, threads, device);
-  };
-  auto backend =
-      std::make_unique<C10dBackend>("gloo", store, config.rank, config.world_size, config.timeout, std::move(factory));
-  backend->set_store_place(store_place(config));
-  backend->create_world();
-  auto target = connect_monitor_store(config);
-  if (!target.store) target.store = store;
-  backend->set_monitor_target(std::move(target));
-  return backend;
+  return start_c10d_world("gloo", config, /*monitor=*/true, [&config]() -> ProcessGroupFactory {
+    const auto timeout = config.timeout;
+    const int threads = config.gloo_threads;
+    const auto device = gloo_device(true, config.master_addr, spans_several_nodes());
+    return [timeout, threads, device](c10::intrusive_ptr<c10d::Store> s, int rank, int size, const std::string& name) {
+      return make_gloo(std::move(s), rank, size, name, timeout, threads, device);
+    };
+  });
 }
 
 ProcessGroupFactory adopted_gloo_groups(std::chrono::milliseconds timeout) {

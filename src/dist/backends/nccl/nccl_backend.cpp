@@ -28,19 +28,15 @@ std::unique_ptr<Backend> make_nccl_backend(const WorldConfig& config) {
   c10::cuda::set_device(gpu.index());
   enable_nccl_async_errors();
 
-  auto store = connect_store(config);
   const auto timeout = config.timeout;
-  auto factory = [timeout, gpu](c10::intrusive_ptr<c10d::Store> s, int rank, int size, const std::string& name) {
-    auto opts = c10d::ProcessGroupNCCL::Options::create();
-    opts->timeout = timeout;
-    auto engine = c10::make_intrusive<c10d::ProcessGroupNCCL>(engine_store(s, "cuda"), rank, size, opts);
-    return as_process_group(engine, s, "nccl", EngineDevices{false, true}, name, gpu);
-  };
-  auto backend =
-      std::make_unique<C10dBackend>("nccl", store, config.rank, config.world_size, config.timeout, std::move(factory));
-  backend->set_store_place(store_place(config));
-  backend->create_world();
-  return backend;
+  return start_c10d_world("nccl", config, /*monitor=*/false, [timeout, gpu]() -> ProcessGroupFactory {
+    return [timeout, gpu](c10::intrusive_ptr<c10d::Store> s, int rank, int size, const std::string& name) {
+      auto opts = c10d::ProcessGroupNCCL::Options::create();
+      opts->timeout = timeout;
+      auto engine = c10::make_intrusive<c10d::ProcessGroupNCCL>(engine_store(s, "cuda"), rank, size, opts);
+      return as_process_group(engine, s, "nccl", EngineDevices{false, true}, name, gpu);
+    };
+  });
 }
 
 }  // namespace detail
