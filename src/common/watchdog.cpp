@@ -75,8 +75,39 @@ std::string bounded_diagnosis(const std::function<std::string()>& diagnose) {
   std::_Exit(v.exit_code);
 }
 
+// Runs a Verdict's poll on a thread of its own, one call at a time, so that a poll blocked on
+// a store it cannot reach (a cut link) never holds the watchdog, which must still end the
+// process at its deadline. A blocked call is left behind, as bounded_diagnosis leaves one.
+class Poller {
+ public:
+  explicit Poller(std::function<std::string()> poll) : poll_(std::move(poll)) {}
+
+  // What the previous call found (empty while it runs or when it found nothing); starts the
+  // next call when none runs.
+  std::string next() {
+    std::string cause;
+    if (pending_.valid()) {
+      if (pending_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return {};
+      try {
+        cause = pending_.get();
+      } catch (const std::exception&) {
+      }
+      if (!cause.empty()) return cause;
+    }
+    auto task = std::make_shared<std::packaged_task<std::string()>>(poll_);
+    pending_ = task->get_future();
+    std::thread([task] { (*task)(); }).detach();
+    return {};
+  }
+
+ private:
+  std::function<std::string()> poll_;
+  std::future<std::string> pending_;
+};
+
 void watch_steps(Watchdog::State& s) {
   constexpr auto kPollEvery = std::chrono::milliseconds(500);
+  Poller poller(s.verdict.poll);
   const auto note_at = std::chrono::steady_clock::now() + s.verdict.note_after;
   bool noted = !s.verdict.note;
   std::unique_lock<std::mutex> lock(s.mutex);
@@ -98,11 +129,9 @@ void watch_steps(Watchdog::State& s) {
                                   std::to_string(s.verdict.note_after.count() / 1000) + " s: " + s.verdict.note());
       lock.lock();
     }
-    if (s.verdict.poll && !s.done) {
-      lock.unlock();
-      const std::string cause = s.verdict.poll();
-      lock.lock();
-      if (!cause.empty() && !s.done) end_decided_process(s, cause);
+    if (s.verdict.poll) {
+      const std::string cause = poller.next();
+      if (!cause.empty()) end_decided_process(s, cause);
     }
   }
 }

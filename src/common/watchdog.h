@@ -38,10 +38,10 @@ class Watchdog {
     /// its own and is given up on after 2 s, as it may block on the same engine; it must own
     /// what it uses.
     std::function<std::string()> diagnose;
-    /// Asked every half second while a step runs, from the watchdog's thread: a non-empty
-    /// answer (another rank's failure, say) ends the process at once with that cause and
-    /// `exit_code`, as the limit would. It must not block for long and must own what it
-    /// uses; may be empty.
+    /// Asked every half second while a step runs, on a thread of its own (one call at a
+    /// time; a call that blocks is left behind and does not delay the limit): a non-empty
+    /// answer (another rank's failure, say) ends the process with that cause and
+    /// `exit_code`, as the limit would. It must own what it uses; may be empty.
     std::function<std::string()> poll;
     /// Said once (a warning) when the first step still runs `note_after` after it began:
     /// what it waits for and why that may never come; may be empty. It runs on the

@@ -17,6 +17,7 @@
 #include "kindling/dist/dist.h"
 #include "kindling/dist/hierarchy.h"
 #include "kindling/error.h"
+#include "nn/ddp_agreement.h"
 
 namespace kindling {
 namespace nn {
@@ -283,15 +284,18 @@ GradientReducer::GradientReducer(const torch::nn::Module& module, DdpOptions opt
                  "kindling::nn::DistributedDataParallel: the module has no parameter that requires "
                  "a gradient; there is nothing to synchronise");
 
-  // Every rank must hold the same parameters (names, shapes, dtypes), in the same order.
+  // Every rank must hold the same parameters (names, shapes, dtypes), in the same order, and
+  // use the same options that change what is exchanged: one all_gather for both.
   std::ostringstream sig;
   for (std::size_t i = 0; i < s.params.size(); ++i) {
     sig << s.names[i] << ':' << s.params[i].sizes() << ':' << s.params[i].scalar_type() << ';';
   }
-  const auto all = dist::all_gather(sig.str(), group);
+  const auto all = dist::all_gather(detail::options_text(s.options) + "\n" + sig.str(), group);
+  detail::check_options_agree(all, group.ranks());
   for (std::size_t r = 0; r < all.size(); ++r) {
-    KINDLING_CHECK(all[r] == all[0], "kindling::nn::DistributedDataParallel: rank ", group.ranks()[r],
-                   " has other parameters than rank ", group.ranks()[0],
+    KINDLING_CHECK(all[r].substr(all[r].find('\n')) == all[0].substr(all[0].find('\n')),
+                   "kindling::nn::DistributedDataParallel: rank ", group.ranks()[r], " has other parameters than rank ",
+                   group.ranks()[0],
                    " (names, shapes or dtypes differ); every rank "
                    "must build the same model");
   }

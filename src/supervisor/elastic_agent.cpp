@@ -1,9 +1,11 @@
 // One node's elastic agent (see elastic_agent.h): rounds of join, run, rejoin.
 #include "supervisor/elastic_agent.h"
 
+#include <netdb.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <memory>
 #include <random>
@@ -35,10 +37,40 @@ std::string own_host_name() {
 // start later, and two agents of one host that bind at the same moment can both fail to
 // listen (both sockets are bound before either listens). Retries are spread at random so
 // that such agents do not meet again; every 10 s the agent says what it waits for.
+// Empty when `host` resolves or may resolve later (a temporary failure), else why it never
+// will: waiting the join timeout for a name that does not exist helps nobody.
+std::string unresolvable(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (rc == 0) ::freeaddrinfo(found);
+  if (rc != EAI_NONAME && rc != EAI_FAIL) return {};
+  return "the endpoint host '" + host + "' does not resolve to an address (" + ::gai_strerror(rc) +
+         "); give --rdzv_endpoint a host name or address that every node resolves";
+}
+
+// Whether the program that accepted `s` greets as a kindling-run rendezvous within 5 s; else
+// `error` says who holds the port.
+bool greeted(LineSocket& s, const std::string& where, int listen_errno, std::string& error) {
+  const auto hello = s.receive(Clock::now() + std::chrono::seconds(5));
+  if (hello && *hello == kRendezvousGreeting) return true;
+  error = "the program listening at " + where + " is not a kindling-run rendezvous (it " +
+          (hello ? "answered '" + hello->substr(0, 60) + "'" : std::string("said nothing within 5 s")) + ")" +
+          (listen_errno != 0
+               ? std::string("; this host could not listen there either (") + std::strerror(listen_errno) + ")"
+               : std::string()) +
+          ". Another program holds the port: give --rdzv_endpoint a free port (the same on every node)";
+  return false;
+}
+
 LineSocket reach_rendezvous(const ElasticAgentOptions& o, const std::string& name,
                             std::unique_ptr<RendezvousServer>& server, std::string& error) {
   const std::string where = o.endpoint_host + ":" + std::to_string(o.endpoint_port);
+  error = unresolvable(o.endpoint_host);
+  if (!error.empty()) return LineSocket();
   const auto deadline = Clock::now() + o.rendezvous.join_timeout;
+  int listen_errno = 0;
   auto next_note = Clock::now() + std::chrono::seconds(10);
   std::mt19937 random(std::random_device{}() ^ static_cast<unsigned>(::getpid()));
   std::uniform_int_distribution<int> pause_ms(100, 600);
@@ -49,9 +81,16 @@ LineSocket reach_rendezvous(const ElasticAgentOptions& o, const std::string& nam
         server = std::make_unique<RendezvousServer>(listen_fd, o.rendezvous);
         say(name, "serving the rendezvous at " + where);
       }
+      listen_errno = listen_fd >= 0 || errno == EADDRNOTAVAIL ? 0 : errno;
     }
     LineSocket s = LineSocket::connect(o.endpoint_host, o.endpoint_port, std::chrono::seconds(2), error);
-    if (s.valid() || Clock::now() >= deadline) return s;
+    if (s.valid()) return greeted(s, where, listen_errno, error) ? std::move(s) : LineSocket();
+    if (Clock::now() >= deadline) {
+      error = "nobody answered within the join timeout (" + error +
+              "). Start the agent of that host, or check "
+              "--rdzv_endpoint";
+      return s;
+    }
     if (Clock::now() >= next_note) {
       say(name, "waiting for the rendezvous at " + where + " (" + error + ")");
       next_note += std::chrono::seconds(10);
@@ -143,8 +182,8 @@ int run_elastic_agent(const ElasticAgentOptions& o,
   std::string error;
   LineSocket link = reach_rendezvous(o, name, server, error);
   if (!link.valid()) {
-    say(name, "cannot reach the rendezvous at " + o.endpoint_host + ":" + std::to_string(o.endpoint_port) +
-                  " within the join timeout: " + error + ". Start the agent of that host, or check --rdzv_endpoint");
+    say(name,
+        "cannot reach the rendezvous at " + o.endpoint_host + ":" + std::to_string(o.endpoint_port) + ": " + error);
     return 1;
   }
   const std::string host = own_host_name();
@@ -168,8 +207,8 @@ int run_elastic_agent(const ElasticAgentOptions& o,
     }
     say(name, describe(layout, o.nproc_per_node, lost));
     std::vector<WorkerSpec> specs = make_workers(layout);
-    const auto error_files =
-        prepare_attempt(specs, attempt, layout.restarts, settings.max_restarts, {settings.run_id, layout.instance}, folder);
+    const auto error_files = prepare_attempt(specs, attempt, layout.restarts, settings.max_restarts,
+                                             {settings.run_id, layout.instance}, folder);
     SupervisorOptions options = supervisor;
     bool linked = true;
     options.stop_check = [&]() {

@@ -118,6 +118,7 @@ void RendezvousServer::accept_agent() {
   auto agent = std::make_unique<Agent>();
   agent->socket = LineSocket(fd);
   agent->address = agent->socket.peer_address();
+  agent->socket.send(kRendezvousGreeting);
   agents_.push_back(std::move(agent));
 }
 
@@ -178,6 +179,8 @@ void RendezvousServer::on_join(Agent& agent, const std::string& line) {
     if (member && agent.reason == "failed") {
       cause_ = Cause::kFailure;
       first_failure_ = agent.label() + (agent.detail.empty() ? "" : ": " + agent.detail);
+      const auto refused = agent.detail.find("kindling::UsageError: ");
+      refusal_ = refused == std::string::npos ? "" : agent.detail.substr(refused);
     }
     if (!member && static_cast<int>(last_members_.size()) < settings_.max_nodes) cause_ = Cause::kMembership;
   }
@@ -260,11 +263,24 @@ void RendezvousServer::close_round(std::vector<Agent*> joined) {
   });
   const bool restart = round_ >= 0 && cause_ == Cause::kFailure;
   cause_ = Cause::kNone;
+  const std::string lost = lost_since_last_round(joined);
   if (restart) {
     if (restarts_ >= settings_.max_restarts) return fail(joined, restarts_used_up());
+    // A refusal (a kindling::UsageError) met twice in a row by the same nodes would only be
+    // met again: the job ends rather than spending every restart on it.
+    const bool same_nodes = lost.empty() && joined.size() == last_members_.size();
+    if (!refusal_.empty() && refusal_ == last_refusal_ && same_nodes) {
+      return fail(joined, "the workers were refused twice in a row the same way with the same " +
+                              std::to_string(joined.size()) +
+                              " node(s), so a restart cannot succeed; the refusal was on " + first_failure_ +
+                              ". Fix its cause (restarts made " + std::to_string(restarts_) + " of " +
+                              std::to_string(settings_.max_restarts) + ")");
+    }
+    last_refusal_ = same_nodes ? refusal_ : "";
     ++restarts_;
+  } else {
+    last_refusal_.clear();
   }
-  const std::string lost = lost_since_last_round(joined);
   ++round_;
   for (const auto& a : agents_) a->node_rank = -1;
   std::vector<std::string> hosts;

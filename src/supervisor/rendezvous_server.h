@@ -26,6 +26,10 @@
 namespace kindling {
 namespace launch {
 
+/// The line the server sends first on every connection: what tells an agent that the
+/// program at the endpoint is a kindling-run rendezvous and not another program on its port.
+inline constexpr const char* kRendezvousGreeting = "KINDLING-RENDEZVOUS 1";
+
 struct RendezvousSettings {
   int min_nodes = 1;
   int max_nodes = 1;
@@ -80,9 +84,12 @@ class RendezvousServer {
   /// What opened the round being gathered (see on_join).
   enum class Cause { kNone, kFailure, kMembership } cause_ = Cause::kNone;
   std::string first_failure_;  // "host (address): what failed" when cause_ is kFailure
+  std::string refusal_;        // its "kindling::UsageError: ..." part, when it is a refusal
+  std::string last_refusal_;   // the refusal that opened the previous restart, same nodes
   std::string failure_;
   std::vector<std::string> last_members_;
-  const std::string instance_;  // this start of the job (new_run_id()), sent in every round  // "host (address)" of the last round, by node rank
+  const std::string instance_;  // this start of the job (new_run_id()), sent in every round  // "host (address)" of the
+                                // last round, by node rank
   std::chrono::steady_clock::time_point open_since_{}, min_since_{};
   bool open_ = false, min_reached_ = false;
   std::atomic<bool> stop_{false};

@@ -225,8 +225,7 @@ class Supervision {
       }
       for (const WorkerResult* r : after) {
         s << "  rank " << r->rank << " (local rank " << r->local_rank << ", pid " << r->pid << ") exited with code "
-          << r->exit_code << " after rank "
-          << workers_[static_cast<std::size_t>(failure_order_.front())]->result.rank
+          << r->exit_code << " after rank " << workers_[static_cast<std::size_t>(failure_order_.front())]->result.rank
           << "'s failure, while being stopped (its output is above)\n";
       }
     }

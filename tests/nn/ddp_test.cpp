@@ -315,6 +315,29 @@ KINDLING_WORKER(ddp_comm_hooks) {
   kd::finalize();
 }
 
+// The last rank is given the fp16 hook and another bucket size: every rank refuses at
+// construction, naming the options and the values, instead of stalling at the first backward.
+KINDLING_WORKER(ddp_options_disagree) {
+  initialize();
+  const bool odd = kd::get_rank() == kd::get_world_size() - 1;
+  auto options = kindling::nn::DdpOptions();
+  if (odd) options.comm_hook(kindling::nn::fp16_compress_hook()).bucket_cap_mb(5);
+  std::string what;
+  try {
+    auto model = kd::auto_model(seeded_model(false), options);
+  } catch (const kindling::UsageError& e) {
+    what = e.what();
+  }
+  const std::string last = std::to_string(kd::get_world_size() - 1);
+  WCHECK(what.find("the ranks were given different options (rank " + last +
+                   " has bucket_cap_mb=5 but rank 0 has "
+                   "bucket_cap_mb=25; rank " +
+                   last + " has comm_hook=" + kindling::nn::fp16_compress_hook()->name() +
+                   " but rank 0 has comm_hook=none)") != std::string::npos,
+         << what);
+  kd::finalize();
+}
+
 class DdpTest : public ::testing::TestWithParam<std::tuple<std::string, int>> {
  protected:
   void expect_ok(const std::string& worker) {
@@ -334,6 +357,7 @@ TEST_P(DdpTest, NoSyncAccumulates) { expect_ok("ddp_no_sync"); }
 TEST_P(DdpTest, NoGradForwardDoesNotCommunicate) { expect_ok("ddp_no_grad_forward_is_local"); }
 TEST_P(DdpTest, CommHooksGiveTheCompressedAverage) { expect_ok("ddp_comm_hooks"); }
 TEST_P(DdpTest, StepTimesShowTheCommunicationWait) { expect_ok("ddp_step_times"); }
+TEST_P(DdpTest, OptionsThatDifferAcrossRanksAreRefusedOnEveryRank) { expect_ok("ddp_options_disagree"); }
 
 INSTANTIATE_TEST_SUITE_P(Backends, DdpTest, ::testing::ValuesIn(kindling::testing::cpu_backend_world_sizes({2, 3})),
                          [](const auto& info) { return kindling::testing::backend_world_size_name(info.param); });
