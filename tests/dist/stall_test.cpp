@@ -18,6 +18,7 @@
 
 #include "support/files.h"
 #include "support/multiprocess.h"
+#include "support/silent_port.h"
 
 namespace kd = kindling::dist;
 using kindling::testing::describe;
@@ -154,7 +155,8 @@ TEST(StallTest, UnresolvableMasterAddrFailsAtOnce) {
 KINDLING_WORKER(missing_store_folder) {
   const auto start = std::chrono::steady_clock::now();
   try {
-    kd::initialize("gloo", kd::InitOptions().init_method("file:///no/such/folder/store").timeout(std::chrono::seconds(60)));
+    kd::initialize("gloo",
+                   kd::InitOptions().init_method("file:///no/such/folder/store").timeout(std::chrono::seconds(60)));
   } catch (const kindling::UsageError& e) {
     WCHECK(std::string(e.what()).find("the folder '/no/such/folder' of init_method") != std::string::npos, << e.what());
     WCHECK(std::string(e.what()).find("does not exist") != std::string::npos, << e.what());
@@ -190,23 +192,13 @@ KINDLING_WORKER(port_held_by_stranger) {
 }
 
 TEST(StallTest, PortHeldByAnotherProgramFailsFast) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(::listen(fd, 16), 0);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const kindling::testing::SilentPort stranger;
   LaunchOptions opts;
   opts.world_size = 2;
   opts.deadline = std::chrono::seconds(60);
-  opts.env["MASTER_PORT"] = std::to_string(ntohs(addr.sin_port));
+  opts.env["MASTER_PORT"] = std::to_string(stranger.port());
   opts.commands[0] = {"/bin/true"};  // rank 0 never starts its store: the stranger holds the port
   auto results = run_workers("port_held_by_stranger", opts);
-  ::close(fd);
   EXPECT_TRUE(results[1].ok()) << describe(results);
 }
 
@@ -257,8 +249,7 @@ TEST_P(MpiStoppedRank, IsNamedAndTheJobEndsWithinTheStallPeriod) {
   EXPECT_GE(named, 1) << describe(results);
 }
 
-INSTANTIATE_TEST_SUITE_P(StallTest, MpiStoppedRank,
-                         ::testing::Values(MpiStall{0, 16}, MpiStall{2, 1 << 16}),
+INSTANTIATE_TEST_SUITE_P(StallTest, MpiStoppedRank, ::testing::Values(MpiStall{0, 16}, MpiStall{2, 1 << 16}),
                          [](const ::testing::TestParamInfo<MpiStall>& i) {
                            return "rank" + std::to_string(i.param.rank) +
                                   (i.param.numel < 1024 ? "_blocking_call" : "_shared_memory");

@@ -2,27 +2,20 @@
 // name that does not resolve (each said at once, with its cause, instead of waiting for the
 // join timeout, 60 s here), and a refusal that no restart can change (not retried again).
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <string>
 
 #include "kindling/dist/launch_env.h"
 #include "kindling/error.h"
 #include "support/multiprocess.h"
+#include "support/silent_port.h"
+#include "support/terminal.h"
 
 namespace {
 
 using kindling::testing::run_command;
 
 const std::string kRun = KINDLING_RUN_PATH;
-
-std::string self() {
-  char buf[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  return std::string(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
-}
 
 std::string show(const kindling::testing::RankResult& r) {
   return "exit " + std::to_string(r.exit_code) + " after " + std::to_string(r.seconds) + " s\n" + r.err;
@@ -31,21 +24,11 @@ std::string show(const kindling::testing::RankResult& r) {
 }  // namespace
 
 TEST(KindlingRunEndpoint, APortHeldByAnotherProgramIsNamedAtOnce) {
-  // A program that listens on the port and never answers (the kernel accepts for it).
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(::listen(fd, 16), 0);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  const std::string endpoint = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  const kindling::testing::SilentPort stranger;
+  const std::string endpoint = "127.0.0.1:" + std::to_string(stranger.port());
   const auto r = run_command({kRun, "--nnodes", "1:2", "--rdzv_endpoint", endpoint, "--rdzv_id", "held", "--rdzv_conf",
                               "join_timeout=60", "/bin/true"},
                              {}, std::chrono::seconds(50));
-  ::close(fd);
   EXPECT_NE(r.exit_code, 0) << show(r);
   EXPECT_LT(r.seconds, 15.0) << show(r);
   EXPECT_NE(r.err.find("the program listening at " + endpoint +
@@ -75,9 +58,10 @@ KINDLING_WORKER(refused_each_time) {
 
 TEST(KindlingRunEndpoint, ARefusalMetTwiceIsNotRetriedAgain) {
   const std::string endpoint = "127.0.0.1:" + std::to_string(kindling::testing::free_port());
-  const auto r = run_command({kRun, "--nnodes", "1:1", "--rdzv_endpoint", endpoint, "--max_restarts", "5",
-                              "--nproc_per_node", "1", self(), "--kindling-worker=refused_each_time"},
-                             {}, std::chrono::seconds(50));
+  const auto r =
+      run_command({kRun, "--nnodes", "1:1", "--rdzv_endpoint", endpoint, "--max_restarts", "5", "--nproc_per_node", "1",
+                   kindling::testing::self_path(), "--kindling-worker=refused_each_time"},
+                  {}, std::chrono::seconds(50));
   EXPECT_NE(r.exit_code, 0) << show(r);
   EXPECT_NE(r.err.find("refused twice in a row the same way with the same 1 node(s), so a restart cannot succeed"),
             std::string::npos)
