@@ -13,14 +13,18 @@ namespace launch {
 
 bool write_error_file(const std::string& path, const std::string& type, const std::string& message) {
   try {
-    const long long now =
-        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    const auto since_epoch = std::chrono::system_clock::now().time_since_epoch();
+    const long long now = std::chrono::duration_cast<std::chrono::seconds>(since_epoch).count();
+    const long long now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(since_epoch).count();
     nlohmann::json data;
     data["message"]["message"] = type + ": " + message;
     // torchrun prints py_callstack as the failure's "traceback": a C++ program has no Python
     // stack, so the message itself goes there.
     data["message"]["extraInfo"]["py_callstack"] = type + ": " + message;
     data["message"]["extraInfo"]["timestamp"] = std::to_string(now);
+    // torchelastic's timestamp has whole seconds: two ranks that fail within one second tie, and
+    // the launcher's "first failure" would be a guess.
+    data["message"]["extraInfo"]["kindling_time_ns"] = std::to_string(now_ns);
     const std::string tmp = path + ".tmp." + std::to_string(::getpid());
     {
       std::ofstream out(tmp, std::ios::trunc);
@@ -50,9 +54,12 @@ std::optional<ErrorRecord> read_error_file(const std::string& path) {
       if (data.contains("timestamp")) record.timestamp = std::stoll(data["timestamp"].dump());
     } else {
       record.message = message.at("message").get<std::string>();
-      const auto& stamp = message.at("extraInfo").at("timestamp");
+      const auto& extra = message.at("extraInfo");
+      const auto& stamp = extra.at("timestamp");
       record.timestamp = stamp.is_string() ? std::stoll(stamp.get<std::string>()) : stamp.get<long long>();
+      if (extra.contains("kindling_time_ns")) record.time_ns = std::stoll(extra["kindling_time_ns"].get<std::string>());
     }
+    if (record.time_ns == 0) record.time_ns = record.timestamp * 1000000000LL;
     return record;
   } catch (...) {
     return std::nullopt;

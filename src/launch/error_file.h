@@ -16,6 +16,7 @@ namespace launch {
 struct ErrorRecord {
   std::string message;
   long long timestamp = 0;  // seconds since the epoch
+  long long time_ns = 0;    // nanoseconds since the epoch (kindling's files; else timestamp's)
 };
 
 /// Writes `type: message` to `path` (atomically: a temporary file renamed over it).

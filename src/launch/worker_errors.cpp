@@ -4,6 +4,7 @@
 #include "launch/worker_errors.h"
 
 #include <cxxabi.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -24,7 +25,7 @@ namespace {
 std::string type_name(const std::exception& e) {
   int status = 0;
   std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(typeid(e).name(), nullptr, nullptr, &status),
-                                               std::free);
+                                              std::free);
   return status == 0 && name ? name.get() : typeid(e).name();
 }
 
@@ -40,8 +41,8 @@ std::terminate_handler g_previous = nullptr;
     } catch (const Error& e) {
       record_error(e);
       std::fflush(stdout);
-      log(LogLevel::kError, "the program did not catch this " + type_name(e) + ", so it ends with exit code 1: " +
-                                e.what());
+      log(LogLevel::kError,
+          "the program did not catch this " + type_name(e) + ", so it ends with exit code 1: " + e.what());
       std::fflush(stderr);
       std::_Exit(1);
     } catch (const std::exception& e) {
@@ -89,6 +90,9 @@ std::optional<std::string> run_instance() {
 bool record_error(const std::exception& e) {
   const char* path = std::getenv("TORCHELASTIC_ERROR_FILE");
   if (path == nullptr || *path == '\0') return false;
+  // The first error this process recorded is its root cause: a later record of the same
+  // failure, on its way out, would only move the time on.
+  if (::access(path, F_OK) == 0) return true;
   return launch::write_error_file(path, type_name(e), e.what());
 }
 

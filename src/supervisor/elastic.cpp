@@ -85,7 +85,7 @@ std::string first_failure(const SupervisorResult& result, const std::vector<std:
     if (!w.failed()) continue;
     auto record = read_error_file(error_files[i]);
     if (!record) continue;
-    if (first == nullptr || record->timestamp < first_record.timestamp) {
+    if (first == nullptr || record->time_ns < first_record.time_ns) {
       first = &w;
       first_record = *record;
     }

@@ -241,8 +241,16 @@ TEST(KindlingRun, AWorkerThatFailsWhileBeingStoppedCountsAsFailed) {
                         "echo lost the peer >&2; exit 1"});
   EXPECT_EQ(r.exit_code, 3) << show(r);
   EXPECT_NE(r.err.find("2 of 2 workers failed:\n  rank 1 (local rank 1, pid "), std::string::npos) << show(r);
-  EXPECT_NE(r.err.find("exited with code 1 after rank 1's failure, while being stopped"), std::string::npos)
-      << show(r);
+  EXPECT_NE(r.err.find("exited with code 1 after rank 1's failure, while being stopped"), std::string::npos) << show(r);
+}
+
+// Rank 1 cannot start (no such interface); rank 0 learns it within a second and fails too:
+// the summary's first failure is rank 1's own, not rank 0's report of it (times in ns).
+TEST(KindlingRun, TheFirstFailureIsTheRankThatFailedFirst) {
+  auto r = run_command({kRun, "--nproc_per_node", "2", "/bin/sh", "-c",
+                        "[ $RANK = 1 ] && export GLOO_SOCKET_IFNAME=kdl-absent0; exec " + kHello + " --backend gloo"});
+  EXPECT_NE(r.exit_code, 0) << show(r);
+  EXPECT_NE(r.err.find("first failure (from the error files): rank 1 (local rank 1)"), std::string::npos) << show(r);
 }
 
 TEST(KindlingRun, ExitCodeOfTheFirstFailureIsReturned) {

@@ -100,8 +100,9 @@ KINDLING_API std::optional<std::string> run_instance();
 
 /// Records `e` as this worker's failure in the torchelastic error file named by
 /// TORCHELASTIC_ERROR_FILE (kindling-run, Parallel and torchrun set it), so that the
-/// launcher reports the job's first failure with its message and time. Returns whether a
-/// file was written (false without the variable). Never throws. Parallel::run and an
+/// launcher reports the job's first failure with its message and time. The first error a
+/// process records stays (its root cause): a later call writes nothing and returns true.
+/// Returns whether the file holds an error (false without the variable). Never throws. Parallel::run and an
 /// exception that escapes the program after initialize() record it already; call it
 /// where a program catches an error and exits non-zero itself.
 KINDLING_API bool record_error(const std::exception& e);

@@ -8,6 +8,7 @@
 #include "dist/backends/c10d/c10d_compat.h"
 #include "dist/rendezvous/peers.h"
 #include "dist/rendezvous/rendezvous.h"
+#include "kindling/dist/launch_env.h"
 #include "kindling/error.h"
 
 namespace kindling {
@@ -52,6 +53,7 @@ std::unique_ptr<C10dBackend> start_c10d_world(const std::string& name, const Wor
     backend->set_startup_board(board);
     backend->create_world();
   } catch (const std::exception& e) {
+    record_error(e);  // before the board's wait: this rank's failure comes first in the summary
     board->publish_failure("rank " + std::to_string(config.rank) + " on host " + place.substr(0, place.find(' ')) +
                            " failed while starting: " + e.what());
     throw;
