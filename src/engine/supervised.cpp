@@ -1,6 +1,11 @@
 // The non-template parts of create_supervised_trainer / create_supervised_evaluator.
 #include "kindling/engine/supervised.h"
 
+#include <string>
+
+#include "kindling/dist/dist.h"
+#include "kindling/dist/same_settings.h"
+
 namespace kindling {
 namespace engine {
 
@@ -20,6 +25,13 @@ void check_trainer_options(const SupervisedTrainerOptions& o) {
   KINDLING_CHECK(!o.scaler() || o.amp(),
                  "kindling::engine::create_supervised_trainer: a scaler is given but amp is "
                  "off; use amp(true) with the scaler, or drop the scaler");
+  // A rank that trains with AMP beside ranks without it runs, silently, another computation.
+  if (dist::is_initialized() && dist::get_world_size() > 1) {
+    dist::require_same_settings("kindling::engine::create_supervised_trainer",
+                                {{"amp", o.amp() ? "true" : "false"},
+                                 {"gradient_accumulation_steps", std::to_string(o.gradient_accumulation_steps())},
+                                 {"scaler", o.scaler() ? "given" : "none"}});
+  }
 }
 
 void attach_metrics(Engine& evaluator, const NamedMetrics& metrics) {

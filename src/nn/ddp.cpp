@@ -16,8 +16,8 @@
 
 #include "kindling/dist/dist.h"
 #include "kindling/dist/hierarchy.h"
+#include "kindling/dist/same_settings.h"
 #include "kindling/error.h"
-#include "nn/ddp_agreement.h"
 
 namespace kindling {
 namespace nn {
@@ -210,6 +210,19 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
 
 namespace {
 
+// The options that change what the ranks exchange (the hierarchical hook is chosen later).
+dist::Settings exchanged_settings(const DdpOptions& o) {
+  std::ostringstream cap;
+  cap << o.bucket_cap_mb();
+  const auto flag = [](bool on) { return std::string(on ? "true" : "false"); };
+  return {{"bucket_cap_mb", cap.str()},
+          {"find_unused_parameters", flag(o.find_unused_parameters())},
+          {"broadcast_buffers", flag(o.broadcast_buffers())},
+          {"sync_batchnorm", flag(o.sync_batchnorm())},
+          {"comm_hook", o.comm_hook() ? o.comm_hook()->name() : "none"},
+          {"hierarchical_allreduce", flag(o.hierarchical_allreduce())}};
+}
+
 /// Broadcasts `tensors` from `src` with one collective per (dtype, device) instead of one
 /// per tensor (ResNet-18 has 60 buffers: per-tensor broadcasts cost ~60 round trips per
 /// forward). Tensors are written in place.
@@ -284,18 +297,17 @@ GradientReducer::GradientReducer(const torch::nn::Module& module, DdpOptions opt
                  "kindling::nn::DistributedDataParallel: the module has no parameter that requires "
                  "a gradient; there is nothing to synchronise");
 
-  // Every rank must hold the same parameters (names, shapes, dtypes), in the same order, and
-  // use the same options that change what is exchanged: one all_gather for both.
+  // Else the ranks exchange different buffers and wait on each other until the stall verdict.
+  dist::require_same_settings("kindling::nn::DistributedDataParallel", exchanged_settings(s.options), group);
+  // Every rank must hold the same parameters (names, shapes, dtypes), in the same order.
   std::ostringstream sig;
   for (std::size_t i = 0; i < s.params.size(); ++i) {
     sig << s.names[i] << ':' << s.params[i].sizes() << ':' << s.params[i].scalar_type() << ';';
   }
-  const auto all = dist::all_gather(detail::options_text(s.options) + "\n" + sig.str(), group);
-  detail::check_options_agree(all, group.ranks());
+  const auto all = dist::all_gather(sig.str(), group);
   for (std::size_t r = 0; r < all.size(); ++r) {
-    KINDLING_CHECK(all[r].substr(all[r].find('\n')) == all[0].substr(all[0].find('\n')),
-                   "kindling::nn::DistributedDataParallel: rank ", group.ranks()[r], " has other parameters than rank ",
-                   group.ranks()[0],
+    KINDLING_CHECK(all[r] == all[0], "kindling::nn::DistributedDataParallel: rank ", group.ranks()[r],
+                   " has other parameters than rank ", group.ranks()[0],
                    " (names, shapes or dtypes differ); every rank "
                    "must build the same model");
   }

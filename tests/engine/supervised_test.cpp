@@ -230,4 +230,26 @@ TEST(SupervisedTrainerTest, DdpWithAccumulationMatchesOneProcess) {
   }
 }
 
+// AMP on one rank only (a flag given to one rank): every rank refuses the trainer, naming it.
+KINDLING_WORKER(trainer_amp_on_one_rank) {
+  namespace kd = kindling::dist;
+  kd::initialize(kindling::testing::test_backend(), kd::InitOptions().timeout(std::chrono::seconds(60)));
+  auto model = kd::auto_model(linear());
+  torch::optim::SGD opt(model->parameters(), 0.1);
+  const std::string what = error_of([&] {
+    kindling::engine::create_supervised_trainer(model, opt, mse, SupervisedTrainerOptions().amp(kd::get_rank() == 1));
+  });
+  WCHECK(what.find("create_supervised_trainer: the ranks were given different settings (rank 1 has amp=true but "
+                   "rank 0 has amp=false)") != std::string::npos,
+         << what);
+  kd::finalize();
+}
+
+TEST(SupervisedTrainerTest, AmpOnOneRankOnlyIsRefusedOnEveryRank) {
+  kindling::testing::LaunchOptions opts;
+  opts.world_size = 2;
+  auto results = kindling::testing::run_workers("trainer_amp_on_one_rank", opts);
+  for (const auto& res : results) EXPECT_TRUE(res.ok()) << kindling::testing::describe(results);
+}
+
 }  // namespace

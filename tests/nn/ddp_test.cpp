@@ -329,7 +329,7 @@ KINDLING_WORKER(ddp_options_disagree) {
     what = e.what();
   }
   const std::string last = std::to_string(kd::get_world_size() - 1);
-  WCHECK(what.find("the ranks were given different options (rank " + last +
+  WCHECK(what.find("the ranks were given different settings (rank " + last +
                    " has bucket_cap_mb=5 but rank 0 has "
                    "bucket_cap_mb=25; rank " +
                    last + " has comm_hook=" + kindling::nn::fp16_compress_hook()->name() +

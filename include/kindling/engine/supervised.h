@@ -165,7 +165,9 @@ KINDLING_API void attach_metrics(Engine& evaluator, const NamedMetrics& metrics)
 /// when amp(true); returns output_transform(x, y, y_pred, loss * steps). `model` and
 /// `optimizer` are used by reference: they must outlive the engine. Throws
 /// kindling::UsageError for gradient_accumulation_steps < 1, or a scaler without amp. Every rank calls it (the model
-/// may be DDP).
+/// may be DDP): with several ranks it compares amp, gradient_accumulation_steps and whether a
+/// scaler is given across the world (kindling/dist/same_settings.h) and throws
+/// kindling::UsageError on every rank, naming them, when they differ.
 template <typename Model>
 Engine create_supervised_trainer(Model model, torch::optim::Optimizer& optimizer, LossFunction loss_fn,
                                  SupervisedTrainerOptions options = SupervisedTrainerOptions()) {
