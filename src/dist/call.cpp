@@ -52,6 +52,15 @@ void check_usable(const char* name) {
                                      return at.empty() ? std::string() : " (" + at + ")";
                                    }()));
   }
+  // A peer that left normally (it called finalize()) while this rank waited: the ranks do not
+  // call the same collectives. Read from the store with a bound: it may be gone too.
+  const std::string finished = rt.monitor ? rt.monitor->finished_peers(g, std::chrono::seconds(2)) : std::string();
+  if (!finished.empty())
+    throw CommunicationError(mark_broken(
+        where + " cannot complete: " + finished + " while this rank waited in it. Every rank of the group must "
+        "call the same collectives in the same order: look for a collective that only some ranks reach (a metric's "
+        "compute() or a checkpoint called on one rank only, a loop that ends earlier on one rank). The " +
+        rt.backend_name + " engine said: " + engine_msg));
   // Across hosts the engine names only an address; say whose it is.
   const std::string lost = ranks_behind_addresses(engine_msg);
   throw CommunicationError(mark_broken(

@@ -294,6 +294,8 @@ void initialize(const std::string& backend, const InitOptions& options) {
 
 void finalize() {
   auto& rt = runtime();
+  // A rank that did not fail says so before its connections close (stall_monitor.h).
+  if (rt.monitor && !rt.broken.load()) rt.monitor->finish(std::chrono::seconds(1));
   rt.monitor.reset();
   // (The mpi backend's own shared-memory path gives up cleanly, and MPI must be finalized.)
   const bool broken = rt.broken.exchange(false) && (rt.traits == nullptr || rt.traits->abandon_engine_after_failure);

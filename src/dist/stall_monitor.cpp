@@ -43,6 +43,7 @@ struct StallMonitor::Shared {
     int64_t seq = 0;
     std::string op = "none";
     int64_t beat = -1;
+    bool finished = false;  // its last entry says it called finalize()
     Clock::time_point seq_since{};   // when seq was first read at its current value
     Clock::time_point beat_since{};  // when beat was first read at its current value
   };
@@ -86,6 +87,19 @@ struct StallMonitor::Shared {
   Clock::time_point io_failing_since{};
   std::string io_error;
 
+  // finish(): the entries are written once more, marked "finished", then never again.
+  bool finishing = false;
+  bool finished_written = false;
+  // finished_peers(): a one-off read of every peer of one group.
+  bool probe = false;
+  int probe_group = 0;
+  std::vector<int> probe_ranks;
+  int64_t probes_done = 0;
+
+  using Writes = std::vector<std::pair<std::string, std::string>>;
+  using Reads = std::vector<std::pair<int, int>>;
+  void due(Clock::time_point now, Writes& writes, Reads& reads);
+  void record(const Reads& reads, const std::vector<std::pair<bool, std::string>>& values, const std::string& error);
   void loop();
   std::string describe_store() const {
     if (target.host_rank >= 0) return "the rendezvous store hosted by rank " + std::to_string(target.host_rank);
@@ -93,35 +107,79 @@ struct StallMonitor::Shared {
   }
 };
 
+// What is due on the store now: this rank's entries to write (once more marked "finished"
+// while finishing, none after), and the peers' entries to read (group id, global rank).
+void StallMonitor::Shared::due(Clock::time_point now, Writes& writes, Reads& reads) {
+  const bool beat_due = now >= next_beat;
+  if (beat_due) {
+    ++beat;
+    next_beat = now + beat_every;
+  }
+  for (auto& t : groups) {
+    auto g = t.group.lock();
+    if (!g || g->group_rank < 0 || finished_written) continue;
+    const int64_t seq = g->seq.load(std::memory_order_relaxed);
+    if (seq == t.published && !beat_due && !finishing) continue;
+    t.published = seq;
+    writes.emplace_back(progress_key(g->id, rank), std::to_string(seq) + " " + g->op.load(std::memory_order_relaxed) +
+                                                       " " + std::to_string(beat) + (finishing ? " finished" : ""));
+  }
+  if (waiting && now >= next_read) {
+    next_read = now + read_every;
+    for (int r : waiting_ranks)
+      if (r != rank) reads.emplace_back(waiting_group, r);
+  }
+  if (probe)
+    for (int r : probe_ranks)
+      if (r != rank) reads.emplace_back(probe_group, r);
+}
+
+// Records what the reads returned (or the store's failure) in the peers' views.
+void StallMonitor::Shared::record(const Reads& reads, const std::vector<std::pair<bool, std::string>>& values,
+                                  const std::string& error) {
+  const auto done = Clock::now();
+  if (!error.empty()) {
+    if (!io_failing) io_failing_since = done;
+    io_failing = true;
+    io_error = error;
+    return;
+  }
+  io_failing = false;
+  io_answered = done;
+  for (std::size_t i = 0; i < reads.size(); ++i) {
+    PeerView& v = peers[reads[i]];
+    if (!values[i].first) {
+      // No entry yet (the peer stopped before it first published): quiet since first looked at.
+      if (!v.looked) v.seq_since = v.beat_since = done;
+      v.looked = true;
+      continue;
+    }
+    v.looked = true;
+    std::istringstream in(values[i].second);
+    int64_t seq = 0, beat_read = -1;
+    std::string op, mark;
+    in >> seq >> op >> beat_read >> mark;
+    if (!v.seen || seq != v.seq) v.seq_since = done;
+    if (!v.seen || beat_read != v.beat) v.beat_since = done;
+    v.seen = true;
+    v.seq = seq;
+    v.op = op.empty() ? "none" : op;
+    v.beat = beat_read;
+    v.finished = mark == "finished";
+  }
+}
+
 void StallMonitor::Shared::loop() {
   std::unique_lock<std::mutex> lock(mu);
   while (!stop) {
     cv.wait_for(lock, milliseconds(50));
     if (stop) break;
-    const auto now = Clock::now();
-    const bool beat_due = now >= next_beat;
-    if (beat_due) {
-      ++beat;
-      next_beat = now + beat_every;
-    }
-    std::vector<std::pair<std::string, std::string>> writes;
-    for (auto& t : groups) {
-      auto g = t.group.lock();
-      if (!g || g->group_rank < 0) continue;
-      const int64_t seq = g->seq.load(std::memory_order_relaxed);
-      if (seq == t.published && !beat_due) continue;
-      t.published = seq;
-      writes.emplace_back(progress_key(g->id, rank), std::to_string(seq) + " " +
-                                                         g->op.load(std::memory_order_relaxed) + " " +
-                                                         std::to_string(beat));
-    }
-    std::vector<std::pair<int, int>> reads;  // (group id, global rank)
-    if (waiting && now >= next_read) {
-      next_read = now + read_every;
-      for (int r : waiting_ranks)
-        if (r != rank) reads.emplace_back(waiting_group, r);
-    }
-    if (writes.empty() && reads.empty()) continue;
+    Writes writes;
+    Reads reads;
+    due(Clock::now(), writes, reads);
+    const bool probing = probe;
+    const bool finishing_now = finishing && !finished_written;
+    if (writes.empty() && reads.empty() && !probing && !finishing_now) continue;
 
     io_busy = true;
     lock.unlock();
@@ -140,35 +198,13 @@ void StallMonitor::Shared::loop() {
     }
     lock.lock();
     io_busy = false;
-    const auto done = Clock::now();
-    if (!error.empty()) {
-      if (!io_failing) io_failing_since = done;
-      io_failing = true;
-      io_error = error;
-      continue;
+    record(reads, values, error);
+    if (finishing_now) finished_written = true;
+    if (probing) {
+      probe = false;
+      ++probes_done;
     }
-    io_failing = false;
-    io_answered = done;
-    for (std::size_t i = 0; i < reads.size(); ++i) {
-      PeerView& v = peers[reads[i]];
-      if (!values[i].first) {
-        // No entry yet (the peer stopped before it first published): quiet since first looked at.
-        if (!v.looked) v.seq_since = v.beat_since = done;
-        v.looked = true;
-        continue;
-      }
-      v.looked = true;
-      std::istringstream in(values[i].second);
-      int64_t seq = 0, beat_read = -1;
-      std::string op;
-      in >> seq >> op >> beat_read;
-      if (!v.seen || seq != v.seq) v.seq_since = done;
-      if (!v.seen || beat_read != v.beat) v.beat_since = done;
-      v.seen = true;
-      v.seq = seq;
-      v.op = op.empty() ? "none" : op;
-      v.beat = beat_read;
-    }
+    cv.notify_all();
   }
   exited = true;
   cv.notify_all();
@@ -264,6 +300,11 @@ std::string StallMonitor::verdict(const GroupState& group, int64_t seq, const ch
     const bool other_op = quiet && v.seen && v.seq == seq && v.op != op;
     if (!behind && !other_op && !frozen) continue;
     out << (n++ ? "; " : "") << "rank " << r << on_host(r);
+    if (v.finished) {
+      out << " finished (it called finalize() after its collective #" << v.seq << " " << v.op
+          << " on this group, so it will not take part in this one)";
+      continue;
+    }
     if (other_op && !frozen) {
       out << " is in " << v.op << " #" << v.seq << " (a different collective: the ranks call collectives in "
           << "different orders)";
@@ -313,6 +354,37 @@ std::string StallMonitor::diagnose(const GroupState& group, int64_t seq, const c
           << " did not answer)";
     else
       out << "every rank of the group entered this collective, so the engine itself stalled";
+  }
+  return out.str();
+}
+
+void StallMonitor::finish(milliseconds bound) {
+  auto& s = *shared_;
+  std::unique_lock<std::mutex> lock(s.mu);
+  s.finishing = true;
+  s.cv.notify_all();
+  s.cv.wait_for(lock, bound, [&] { return s.finished_written || s.exited; });
+}
+
+std::string StallMonitor::finished_peers(const GroupState& group, milliseconds bound) {
+  auto& s = *shared_;
+  std::unique_lock<std::mutex> lock(s.mu);
+  s.probe = true;
+  s.probe_group = group.id;
+  s.probe_ranks = group.ranks;
+  const int64_t target = s.probes_done + 1;
+  s.cv.notify_all();
+  if (!s.cv.wait_for(lock, bound, [&] { return s.probes_done >= target || s.exited; })) return {};
+  std::ostringstream out;
+  int n = 0;
+  for (int r : group.ranks) {
+    auto it = s.peers.find({group.id, r});
+    if (r == s.rank || it == s.peers.end() || !it->second.finished) continue;
+    const auto& v = it->second;
+    out << (n++ ? "; " : "") << "rank " << r << on_host(r) << " finished (it called finalize() after "
+        << (v.seq > 0 ? "its collective #" + std::to_string(v.seq) + " " + v.op + " on this group"
+                      : std::string("no collective on this group"))
+        << ")";
   }
   return out.str();
 }

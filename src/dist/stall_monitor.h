@@ -13,6 +13,9 @@
 // it) is stalled. The waiting thread asks for a verdict between short waits (call.h) and
 // throws kindling::TimeoutError naming the stalled ranks.
 //
+// At finalize() a rank marks its entries "finished"; a rank whose collective then fails on a
+// closed connection reads them (finished_peers) and says that the peer left normally.
+//
 // c10d's TCPStore client (LibTorch 1.13) has no timeout on reads: a stopped server blocks
 // it for ever. All store traffic of the monitor therefore runs on its own thread, which
 // the verdict watches from outside, and which is left behind (detached) if it is stuck.
@@ -53,6 +56,18 @@ class StallMonitor {
   /// Describes, for a collective that timed out at `seq` on `group`, which members did not
   /// arrive, from the latest reads. Never blocks on the store; never throws.
   std::string diagnose(const GroupState& group, int64_t seq, const char* op);
+
+  /// finalize() of a rank that did not fail: publishes its entries once more, marked
+  /// "finished", so that a peer still waiting in a collective can say why it will never
+  /// complete; waits at most `bound` for the store. Never throws.
+  void finish(std::chrono::milliseconds bound);
+
+  /// After a collective on `group` failed because a peer closed its connections: reads
+  /// every peer's entry once (waiting at most `bound`) and describes the peers that
+  /// finished, e.g. "rank 1 finished (it called finalize() after its collective #3
+  /// all_gather on this group)"; empty when none did or the store did not answer in time.
+  /// Never throws.
+  std::string finished_peers(const GroupState& group, std::chrono::milliseconds bound);
 
   struct Shared;
 

@@ -128,6 +128,58 @@ TEST(StallTest, SlowRankWithinTheStallPeriodIsNotStalled) {
   for (const auto& r : results) EXPECT_TRUE(r.ok()) << describe(results);
 }
 
+// Rank FINISHER leaves after one all_gather (finalize(), as after a loop that ended earlier
+// on it); the others call one more collective (a metric's compute() reached by some ranks
+// only). They fail at once saying that it finished, not that it probably crashed; each
+// leaves a mark and stays until every waiting rank has read the store (at most 10 s).
+KINDLING_WORKER(rank_that_finished) {
+  kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(60)));
+  const int finisher = env_int("FINISHER");
+  kd::all_gather(static_cast<int64_t>(kd::get_rank()));
+  if (kd::get_rank() == finisher) {
+    kd::finalize();
+    return;
+  }
+  auto t = at::ones({4});
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    kd::all_reduce(t);
+    WCHECK(false, << "the all_reduce cannot complete without rank " << finisher);
+  } catch (const kindling::CommunicationError& e) {
+    const std::string msg = e.what();
+    std::cout << "ERROR after " << seconds_since(start) << " s: " << msg << std::endl;
+    // (initialize's own agreement is collective #1: the all_gather is #2, the all_reduce #3.)
+    WCHECK(msg.find("kindling::dist::all_reduce on the world (collective #3 of this rank on it) cannot complete: "
+                    "rank " + std::to_string(finisher) + " on host ") != std::string::npos, << msg);
+    WCHECK(msg.find(" finished (it called finalize() after its collective #2 all_gather on this group) while this "
+                    "rank waited in it") != std::string::npos, << msg);
+    WCHECK(msg.find("a metric's compute()") != std::string::npos, << msg);
+    WCHECK(seconds_since(start) < 10.0, << "failed after " << seconds_since(start) << " s");
+  }
+  const std::string marks = std::getenv("MARK_DIR");
+  std::ofstream(marks + "/" + std::to_string(kd::get_rank())).put('x');
+  const auto since = std::chrono::steady_clock::now();
+  while (static_cast<int>(kindling::testing::files_in(marks).size()) < kd::get_world_size() - 1 &&
+         seconds_since(since) < 10.0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  kd::finalize();
+}
+
+TEST(StallTest, ARankThatFinishedIsNamedByTheRanksStillInACollective) {
+  for (const auto& [world, finisher] : {std::pair<int, int>{2, 1}, {3, 2}, {3, 1}}) {
+    LaunchOptions opts;
+    opts.world_size = world;
+    opts.deadline = std::chrono::seconds(60);
+    opts.env["FINISHER"] = std::to_string(finisher);
+    const std::string marks = kindling::testing::make_temp_dir("finished");
+    opts.env["MARK_DIR"] = marks;
+    auto results = run_workers("rank_that_finished", opts);
+    std::filesystem::remove_all(marks);
+    for (const auto& r : results) EXPECT_TRUE(r.ok()) << world << " ranks, rank " << finisher << " finishes:\n"
+                                                      << describe(results);
+  }
+}
+
 // Rendezvous failures that cannot heal fail at once with a kindling::Error naming the cause.
 KINDLING_WORKER(unresolvable_master) {
   const auto start = std::chrono::steady_clock::now();
