@@ -46,23 +46,27 @@ Checkpoint::Checkpoint(Objects to_save, const std::string& dirname, CheckpointOp
     : Checkpoint(std::move(to_save), std::make_shared<DiskSaver>(dirname, DiskSaverOptions().require_empty(false)),
                  std::move(options)) {}
 
+std::string Checkpoint::file_pattern(bool with_step) const {
+  if (options_.filename_pattern()) return *options_.filename_pattern();
+  const bool with_score = static_cast<bool>(options_.score_function()) || options_.score_name().has_value();
+  std::string pattern = "{name}";
+  if (!options_.filename_prefix().empty()) pattern = "{filename_prefix}_" + pattern;
+  if (with_step) pattern += "_{global_step}";
+  if (options_.score_name() && with_score) {
+    pattern += "_{score_name}={score}";
+  } else if (with_score) {
+    pattern += "_{score}";
+  }
+  return pattern + ".{ext}";
+}
+
+std::string Checkpoint::object_name() const {
+  return to_save_.size() == 1 && !options_.include_self() ? to_save_.front().first : "checkpoint";
+}
+
 std::string Checkpoint::filename_for(const std::string& name, const std::optional<int64_t>& global_step,
                                      const std::string& score) const {
-  const bool with_score = static_cast<bool>(options_.score_function()) || options_.score_name().has_value();
-  std::string pattern;
-  if (options_.filename_pattern()) {
-    pattern = *options_.filename_pattern();
-  } else {
-    pattern = "{name}";
-    if (!options_.filename_prefix().empty()) pattern = "{filename_prefix}_" + pattern;
-    if (global_step) pattern += "_{global_step}";
-    if (options_.score_name() && with_score) {
-      pattern += "_{score_name}={score}";
-    } else if (with_score) {
-      pattern += "_{score}";
-    }
-    pattern += ".{ext}";
-  }
+  const std::string pattern = file_pattern(global_step.has_value());
   const std::vector<std::pair<std::string, std::string>> fields{
       {"{filename_prefix}", options_.filename_prefix()},
       {"{name}", name},
@@ -108,23 +112,25 @@ void Checkpoint::operator()(Engine& engine) {
     priority = static_cast<double>(*global_step);
   }
   const auto n_saved = options_.n_saved();
-  const bool room = !n_saved || static_cast<int>(saved_.size()) < *n_saved;
-  const bool better = !saved_.empty() && (options_.greater_or_equal() ? priority >= saved_.front().priority
-                                                                      : priority > saved_.front().priority);
+  const std::size_t keep = n_saved ? static_cast<std::size_t>(*n_saved) : 0;
+  const bool room = !n_saved || saved_.size() < keep;
+  // Measured against the lowest of the n_saved best (more are kept only after a resume
+  // adopted an earlier attempt's files: checkpoint_resume.cpp).
+  const double bar = room ? 0.0 : saved_[saved_.size() - keep].priority;
+  const bool better = !room && (options_.greater_or_equal() ? priority >= bar : priority > bar);
   if (!room && !better) return;
 
-  const std::string name = to_save_.size() == 1 && !options_.include_self() ? to_save_.front().first : "checkpoint";
+  const std::string name = object_name();
   const std::string filename = filename_for(name, global_step, score);
   auto same = std::find_if(saved_.begin(), saved_.end(), [&](const Item& i) { return i.filename == filename; });
-  std::optional<std::string> to_remove;
-  if (same != saved_.end()) {
-    saved_.erase(same);  // the file is overwritten
-  } else if (!room) {
-    to_remove = saved_.front().filename;
-    saved_.erase(saved_.begin());
-  }
+  if (same != saved_.end()) saved_.erase(same);  // the file is overwritten
   saved_.push_back({priority, filename});
   std::stable_sort(saved_.begin(), saved_.end(), [](const Item& a, const Item& b) { return a.priority < b.priority; });
+  std::vector<std::string> to_remove;
+  while (n_saved && saved_.size() > keep) {
+    to_remove.push_back(saved_.front().filename);
+    saved_.erase(saved_.begin());
+  }
 
   // Built on every rank: a metric's state_dict gathers every rank's accumulators.
   c10::IValue content;
@@ -140,7 +146,8 @@ void Checkpoint::operator()(Engine& engine) {
     const std::vector<char> bytes = torch::pickle_save(content);
     saver_->save(bytes, filename);  // the new file is complete before the old one goes
   }
-  if (to_remove && *to_remove != filename) saver_->remove(*to_remove);
+  for (const auto& old : to_remove)
+    if (old != filename) saver_->remove(old);
   engine.register_events({SAVED_CHECKPOINT});
   engine.fire_event(SAVED_CHECKPOINT);
 }
@@ -148,6 +155,7 @@ void Checkpoint::operator()(Engine& engine) {
 engine::HandlerHandle Checkpoint::attach(Engine& engine, const engine::EventsList& events) {
   engine.register_events({SAVED_CHECKPOINT});
   auto self = engine::keep_alive(*this, "kindling::handlers::Checkpoint");
+  engine.add_event_handler(engine::Events::STARTED, [self](Engine& e) { self->adopt_earlier_files(e); });
   return engine.add_event_handler(events, [self](Engine& e) { (*self)(e); });
 }
 

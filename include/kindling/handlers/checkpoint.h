@@ -23,6 +23,14 @@
 ///
 /// Ranks: construct and call it on every rank (the choice of what to keep is made
 /// identically everywhere, from the same metrics); only the saver's rank writes.
+///
+/// Across a resume (beyond ignite): when the engine it is attached to starts at an iteration
+/// above 0 (its state was loaded) and this checkpoint holds no files yet (include_self did
+/// not restore its list), it counts the files in the saver's folder that its own file name
+/// pattern gives (same prefix, name, score name; ranked by the score or the global step in
+/// the name) towards n_saved, as if the run had not stopped: a resumed run with n_saved(2)
+/// ends with 2 files, not 4. A run that starts at iteration 0 never counts, nor removes,
+/// files it did not write.
 
 #include <functional>
 #include <memory>
@@ -99,8 +107,10 @@ class KINDLING_API Checkpoint : public std::enable_shared_from_this<Checkpoint> 
   /// saver's rank writes. Throws what the objects' state_dict and the saver throw.
   void operator()(engine::Engine& engine);
   /// Adds this checkpoint as a handler of `events` on `engine` (and registers
-  /// SAVED_CHECKPOINT there). The engine keeps the checkpoint alive (keep_alive.h): it must
-  /// be owned by a std::shared_ptr, else kindling::UsageError.
+  /// SAVED_CHECKPOINT there), and a STARTED handler that counts an earlier attempt's files
+  /// after a resume (see above; the saver's rank lists its folder and broadcasts the list,
+  /// so every rank runs the engine). The engine keeps the checkpoint alive (keep_alive.h):
+  /// it must be owned by a std::shared_ptr, else kindling::UsageError.
   engine::HandlerHandle attach(engine::Engine& engine, const engine::EventsList& events);
 
   /// The path of the latest file saved (unset before the first).
@@ -146,8 +156,14 @@ class KINDLING_API Checkpoint : public std::enable_shared_from_this<Checkpoint> 
   static StateDict load_file(const std::string& path);
 
  private:
+  std::string file_pattern(bool with_step) const;
+  std::string object_name() const;
   std::string filename_for(const std::string& name, const std::optional<int64_t>& global_step,
                            const std::string& score) const;
+  // checkpoint_resume.cpp: the files of this pattern in the saver's folder (its rank only),
+  // and their adoption at a resumed STARTED (every rank).
+  std::vector<Item> earlier_files() const;
+  void adopt_earlier_files(engine::Engine& engine);
 
   Objects to_save_;
   std::shared_ptr<DiskSaver> saver_;
