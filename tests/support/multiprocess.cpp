@@ -218,6 +218,8 @@ std::vector<RankResult> run_workers(const std::string& worker, const LaunchOptio
         int status = 0;
         ::waitpid(pid, &status, 0);
         results[static_cast<std::size_t>(r)].timed_out = true;
+        results[static_cast<std::size_t>(r)].seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       }
       break;
     }
