@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The test command: installs dependencies, then for each LibTorch in KINDLING_TEST_LIBTORCH
-# ("debian pip" unless set; scripts/libtorch-choice.sh): builds, runs its tests (CTest), and
-# builds consumer projects against that build (tests/consumer/check_consumers.sh).
+# The test command: checks file and function sizes (scripts/check-sizes.py) and include floors
+# (scripts/check-includes.py), installs dependencies, then for each LibTorch in
+# KINDLING_TEST_LIBTORCH ("debian pip" unless set; scripts/libtorch-choice.sh): builds, runs its
+# tests (CTest), and builds consumer projects against that build (tests/consumer/check_consumers.sh).
 #   debian  LibTorch 1.13: every test.
 #   pip     LibTorch 2.15 from PyPI: every test but those labelled "torch1_only" (tests of
 #           kindling's own launchers, files and harnesses that no LibTorch call reaches; the
@@ -13,6 +14,15 @@ cd "$(dirname "$0")/.."
 source scripts/libtorch-choice.sh
 took() { echo "test.sh: $1 took $((SECONDS - mark)) s"; mark=$SECONDS; }
 mark=$SECONDS
+# Sizes and include floors first (a file over 450 lines, a function over 80; an include up a floor
+# or in a cycle; docs/design.md): they need no build, so a violation fails in seconds, not after
+# the builds. Each self-test before its check: a check that no longer catches anything would pass.
+# The include check is also the CTest include_floors (tests/CMakeLists.txt), for ctest run by hand.
+python3 scripts/check-sizes-selftest.py
+python3 scripts/check-sizes.py .
+python3 scripts/check-includes.py --self-test
+python3 scripts/check-includes.py .
+took "checking sizes and includes"
 ./scripts/install-deps.sh
 took "installing dependencies"
 for choice in ${KINDLING_TEST_LIBTORCH:-debian pip}; do
