@@ -9,9 +9,10 @@
 /// \endcode
 ///
 /// Every line written by a rank of a distributed run starts with "[rank r/w] " (from the
-/// distributed model, or before initialize from RANK / WORLD_SIZE in the environment). A
-/// line is written with one call to the stream, so lines of several ranks sharing a
-/// terminal or pipe do not interleave mid-line.
+/// distributed model, or before initialize from the launcher's variables as
+/// kindling::dist::detect_launch_environment reads them: RANK / WORLD_SIZE, mpirun's, srun's,
+/// ...; no tag when they are inconsistent). A line is written with one call to the stream,
+/// so lines of several ranks sharing a terminal or pipe do not interleave mid-line.
 
 #include <string>
 

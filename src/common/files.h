@@ -65,6 +65,8 @@ class OutputFile {
   std::string path_;
 };
 
+/// The library's one writer of whole files (checkpoints, the run folder's marker, profiler
+/// results, torchelastic error files; docs/design.md "Files"); any rank that writes one.
 /// Replaces `path` by `size` bytes all at once: written to `temp_path` (same directory),
 /// fsync'ed, renamed over `path`, the directory fsync'ed; a reader sees the old file or the
 /// whole new one, never a part. On failure `temp_path` is removed and kindling::Error names

@@ -10,9 +10,12 @@
 #include <atomic>
 #include <cctype>
 #include <cstdlib>
+#include <exception>
 #include <memory>
+#include <string>
 
 #include "common/env.h"
+#include "common/identity.h"
 #include "common/log_internal.h"
 #include "kindling/error.h"
 
@@ -121,11 +124,13 @@ LogLevel from_spdlog(spdlog::level::level_enum level) {
 }
 
 std::string log_rank_tag() {
-  std::string tag = rank_prefix();
-  if (!tag.empty()) return tag;
-  const auto rank = get_env("RANK"), world = get_env("WORLD_SIZE");
-  if (rank && world) return "[rank " + *rank + "/" + *world + "] ";
-  return {};
+  try {
+    const auto who = process_identity();
+    if (!who) return {};
+    return "[rank " + std::to_string(who->first) + "/" + std::to_string(who->second) + "] ";
+  } catch (const std::exception&) {
+    return {};  // inconsistent launcher variables: initialize() names them; a line is still written
+  }
 }
 
 }  // namespace detail

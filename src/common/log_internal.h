@@ -12,7 +12,8 @@ namespace detail {
 
 spdlog::level::level_enum to_spdlog(LogLevel level);
 LogLevel from_spdlog(spdlog::level::level_enum level);
-/// "[rank r/w] " from the distributed model, else from RANK / WORLD_SIZE, else "".
+/// "[rank r/w] " from process_identity() (common/identity.h: the distributed model, else the
+/// launcher's variables), else "" (a plain single process, or inconsistent variables). Never throws.
 std::string log_rank_tag();
 
 }  // namespace detail

@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "common/identity.h"
-#include "kindling/dist/launch_env.h"
 #include "kindling/error.h"
 
 namespace kindling {
@@ -14,13 +13,12 @@ namespace engine {
 
 namespace {
 
-// This process's rank: the distributed model's, else the launcher's (torchrun's RANK,
-// mpirun's OMPI_COMM_WORLD_RANK, srun's SLURM_PROCID, ...), else 0. Read at each line (the
-// engine logs a few lines per epoch), so that it follows initialize().
+// This process's rank by the one rule (common/identity.h: the distributed model's, else the
+// launcher's variables, else 0). Read at each line (the engine logs a few lines per epoch), so
+// that it follows initialize().
 int default_logger_rank() {
-  if (const auto id = kindling::detail::identity()) return id->first;
   try {
-    return dist::detect_launch_environment().rank;
+    return kindling::detail::process_rank();
   } catch (const std::exception&) {
     return 0;  // an inconsistent environment: initialize() reports it
   }

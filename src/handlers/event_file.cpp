@@ -5,7 +5,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "common/env.h"
+#include "common/identity.h"
 #include "kindling/dist/dist.h"
 #include "kindling/error.h"
 #include "kindling/log.h"
@@ -175,8 +175,10 @@ double wall_time_now() {
 }
 
 int this_rank() {
-  if (dist::is_initialized()) return dist::get_rank();
-  return kindling::detail::get_env_int("RANK").value_or(0);
+  // is_initialized() first: it adopts a process group given to use_process_group, whose rank
+  // then counts; process_rank() is the distributed model's rank, else the launcher's, else 0.
+  (void)dist::is_initialized();
+  return kindling::detail::process_rank();
 }
 
 }  // namespace detail

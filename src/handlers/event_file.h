@@ -71,9 +71,12 @@ class ClosedSinkWarning {
 /// Seconds since the Unix epoch, with the clock's resolution.
 double wall_time_now();
 
-/// The rank the loggers go by: kindling::dist::get_rank() once the distributed model is
-/// initialized, else RANK from the environment (a launcher's), else 0. Throws
-/// kindling::UsageError when RANK is set but not an integer.
+/// The rank the loggers go by (who writes TensorBoard, JSON and HTML files, and setup_logger's
+/// default): common/identity.h's process_rank(), i.e. kindling::dist::get_rank() once the
+/// distributed model is initialized, else the launcher's variables by
+/// detect_launch_environment's precedence (RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID, ...),
+/// else 0. Throws kindling::UsageError, naming them, when the launcher's variables are
+/// inconsistent (a RANK that is not an integer, RANK without WORLD_SIZE, ...). Every rank.
 int this_rank();
 
 }  // namespace detail

@@ -1,46 +1,13 @@
-// torchelastic error files (see error_file.h).
+// torchelastic error files, the reading side (see error_file.h): in kindling_supervisor, which
+// kindling-run links without the rest of the library. The writing side, which needs
+// common/files.h, is error_file_write.cpp, in the library.
 #include "launch/error_file.h"
 
-#include <unistd.h>
-
-#include <chrono>
-#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 namespace kindling {
 namespace launch {
-
-bool write_error_file(const std::string& path, const std::string& type, const std::string& message) {
-  try {
-    const auto since_epoch = std::chrono::system_clock::now().time_since_epoch();
-    const long long now = std::chrono::duration_cast<std::chrono::seconds>(since_epoch).count();
-    const long long now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(since_epoch).count();
-    nlohmann::json data;
-    data["message"]["message"] = type + ": " + message;
-    // torchrun prints py_callstack as the failure's "traceback": a C++ program has no Python
-    // stack, so the message itself goes there.
-    data["message"]["extraInfo"]["py_callstack"] = type + ": " + message;
-    data["message"]["extraInfo"]["timestamp"] = std::to_string(now);
-    // torchelastic's timestamp has whole seconds: two ranks that fail within one second tie, and
-    // the launcher's "first failure" would be a guess.
-    data["message"]["extraInfo"]["kindling_time_ns"] = std::to_string(now_ns);
-    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-    {
-      std::ofstream out(tmp, std::ios::trunc);
-      // Invalid UTF-8 in a message is replaced rather than refused: the file must be written.
-      out << data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-      out.flush();
-      if (!out) {
-        std::remove(tmp.c_str());
-        return false;
-      }
-    }
-    return std::rename(tmp.c_str(), path.c_str()) == 0;
-  } catch (...) {
-    return false;
-  }
-}
 
 std::optional<ErrorRecord> read_error_file(const std::string& path) {
   std::ifstream in(path);

@@ -6,7 +6,9 @@
 // reads a Python worker's:
 //   {"message": {"message": "<type>: <text>", "extraInfo": {"py_callstack": "...",
 //                                                           "timestamp": "<unix seconds>"}}}
-// Plain C++ and nlohmann-json; no LibTorch (kindling-run links it).
+// Plain C++ and nlohmann-json; no LibTorch. Reading (error_file.cpp) is in kindling_supervisor,
+// which kindling-run links; writing (error_file_write.cpp) is in the library, as it writes
+// through common/files.h, which kindling-run does not link.
 #include <optional>
 #include <string>
 
@@ -19,8 +21,11 @@ struct ErrorRecord {
   long long time_ns = 0;    // nanoseconds since the epoch (kindling's files; else timestamp's)
 };
 
-/// Writes `type: message` to `path` (atomically: a temporary file renamed over it).
-/// Returns false when the file cannot be written (never throws: it runs on failure paths).
+/// Writes `type: message` to `path` through common/files.h's replace_file (a temporary file
+/// beside it, fsync'ed, renamed over it, the folder fsync'ed: a reader sees all or nothing).
+/// Returns false when the file cannot be written, with the reason (path, system's message)
+/// in kindling's log as a warning; never throws: it runs on failure paths (record_error,
+/// the terminate handler), on the failing rank.
 bool write_error_file(const std::string& path, const std::string& type, const std::string& message);
 
 /// Reads a file written by write_error_file or by Python's ErrorHandler; nullopt when it

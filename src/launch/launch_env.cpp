@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cctype>
 #include <set>
+#include <utility>
 
 #include "common/env.h"
+#include "common/identity.h"
 #include "common/strings.h"
 #include "kindling/error.h"
 
@@ -386,6 +388,24 @@ EnvMap current_environment() {
 }
 
 LaunchEnvironment detect_launch_environment() { return detect_launch_environment(current_environment()); }
+
+namespace {
+
+// The launcher's (rank, world size) for common/identity.h's process_identity(), which the
+// lowest floor cannot compute itself: nullopt with no launcher; throws for inconsistent
+// variables (detect_launch_environment's UsageError).
+std::optional<std::pair<int, int>> launcher_identity() {
+  const LaunchEnvironment launch = detect_launch_environment();
+  if (!launch.detected()) return std::nullopt;
+  return std::make_pair(launch.rank, launch.world_size);
+}
+
+// Installs it while the library loads, before any program code can ask.
+struct InstallLauncherIdentity {
+  InstallLauncherIdentity() { ::kindling::detail::set_launcher_identity(&launcher_identity); }
+} g_install_launcher_identity;
+
+}  // namespace
 
 }  // namespace dist
 }  // namespace kindling

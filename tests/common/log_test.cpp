@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 #include <kindling/kindling.h>
 
+#include <stdlib.h>
+
+#include <cstdlib>
 #include <string>
 
 #include "support/multiprocess.h"
@@ -59,7 +62,30 @@ TEST(LogTest, ThresholdDropsLowerLevelsAndEachCallIsOneLine) {
   EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
 }
 
-// Before initialize the tag comes from RANK / WORLD_SIZE, after it from the model.
+// Before initialize the tag is the launcher's by detect_launch_environment's precedence (here
+// mpirun's variables, which the tag once ignored); inconsistent variables (RANK without
+// WORLD_SIZE) give no tag, and the line is still written.
+TEST(LogTest, BeforeInitializeTheTagIsTheLaunchersRank) {
+  LevelGuard guard;
+  kindling::set_log_level(LogLevel::kInfo);
+  for (const char* name :
+       {"RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_JOB_ID", "HOROVOD_RANK"}) {
+    ASSERT_EQ(std::getenv(name), nullptr) << name << " is set in the test's environment";
+  }
+  ::setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+  ::setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+  ::testing::internal::CaptureStderr();
+  kindling::log(LogLevel::kWarning, "under mpirun");
+  ::unsetenv("OMPI_COMM_WORLD_RANK");
+  ::unsetenv("OMPI_COMM_WORLD_SIZE");
+  ::setenv("RANK", "1", 1);
+  kindling::log(LogLevel::kWarning, "RANK alone");
+  ::unsetenv("RANK");
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "[rank 1/2] under mpirun\nRANK alone\n");
+}
+
+// Before initialize the tag comes from RANK / WORLD_SIZE (torchrun's, as the test's launcher
+// sets them), after it from the model.
 KINDLING_WORKER(log_rank_tag) {
   const std::string rank = std::getenv("RANK"), ws = std::getenv("WORLD_SIZE");
   ::testing::internal::CaptureStderr();

@@ -90,13 +90,19 @@ TEST(HtmlReportTest, HoldsWhatTheJsonLoggerGotFromTheSameHandlers) {
 
 TEST(HtmlReportTest, OnlyRankZeroWrites) {
   const fs::path dir = kindling::testing::make_temp_dir("report");
+  // Rank 1 of 2 by the launcher's variables (RANK alone is an incomplete environment, refused).
   ::setenv("RANK", "1", 1);
+  ::setenv("WORLD_SIZE", "2", 1);
   {
     kh::HtmlReport report((dir / "report.html").string(), "rank 1");
     EXPECT_FALSE(report.active());
     report.add_scalar("test", "Accuracy", 0.5, 1);
     report.render();
   }
+  ::unsetenv("WORLD_SIZE");
+  EXPECT_NE(kindling::testing::error_of([&] { kh::HtmlReport((dir / "report.html").string(), "rank 1"); })
+                .find("RANK is set (1) but WORLD_SIZE is not"),
+            std::string::npos);
   ::unsetenv("RANK");
   EXPECT_FALSE(fs::exists(dir / "report.html"));
   EXPECT_NE(kindling::testing::error_of([] { kh::HtmlReport("", "x"); }).find("path is an empty string"),

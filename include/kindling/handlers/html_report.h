@@ -40,8 +40,9 @@ class DiskSaver;
 class KINDLING_API HtmlReport : public BaseLogger {
  public:
   /// `path` is the page's file (its folder is created on rank 0 when missing); `title` heads
-  /// the page. Throws kindling::UsageError for an empty path or a RANK that is not an
-  /// integer (every rank), kindling::Error when the folder cannot be made (rank 0).
+  /// the page. Throws kindling::UsageError for an empty path or inconsistent launcher
+  /// variables before initialize (every rank; the rank as for TensorboardLogger),
+  /// kindling::Error when the folder cannot be made (rank 0).
   HtmlReport(std::string path, std::string title);
   ~HtmlReport() override;
 

@@ -42,9 +42,9 @@ class KINDLING_API JsonLogger : public BaseLogger {
   /// On rank 0: creates the missing parent directories of `path` and opens it, emptied
   /// (append false) or keeping its lines (append true, e.g. for a resumed run); elsewhere
   /// nothing (the rank as for TensorboardLogger: kindling::dist::get_rank() once initialized,
-  /// else RANK from the environment, else 0). Throws kindling::UsageError for an empty `path`
-  /// or a RANK that is not an integer (every rank), kindling::Error when the directory or
-  /// file cannot be made (rank 0).
+  /// else the launcher's variables, else 0). Throws kindling::UsageError for an empty `path`
+  /// or inconsistent launcher variables before initialize (every rank), kindling::Error when
+  /// the directory or file cannot be made (rank 0).
   explicit JsonLogger(std::string path, bool append = false);
 
   /// Writes one line {"tag", "step", "name", "value", "wall_time"}. A no-op on ranks other

@@ -11,20 +11,21 @@
 /// \endcode
 ///
 /// A line is "[rank r/w] " (as kindling's own log: the distributed model's rank and world
-/// size, before kindling::dist::initialize RANK / WORLD_SIZE from the environment, nothing
-/// in a plain single process) followed by `format` filled in. `format` is ignite's (Python
-/// logging's) syntax, with these keys: %(asctime)s ("2024-06-01 12:00:00,123", local time),
+/// size, before kindling::dist::initialize the launcher's, nothing in a plain single
+/// process) followed by `format` filled in. `format` is ignite's (Python logging's) syntax,
+/// with these keys: %(asctime)s ("2024-06-01 12:00:00,123", local time),
 /// %(name)s, %(levelname)s (DEBUG, INFO, WARNING, ERROR, CRITICAL; TRACE for kTrace),
 /// %(message)s, %(process)d, %(thread)d; a width pads as in Python ("%(levelname)-8s" pads on
 /// the right, "%(levelname)8s" on the left; not for asctime); "%%" is a literal '%'.
 ///
 /// Ranks (ignite's rule): `distributed_rank` is the rank this process counts as, by default
-/// its own (kindling::dist::get_rank() once initialized, else RANK from the environment, else
-/// 0). Only when it is 0 does the logger write, to stderr and to `filepath`; otherwise it is
-/// silenced: it has no output at all (neither stderr nor the file, which it does not even
-/// open) and level() is kOff, as ignite gives non-zero ranks only a NullHandler. So
-/// `distributed_rank = 0` on every rank makes every rank write, and `distributed_rank = 1` on
-/// rank 0 silences it. Nothing here communicates.
+/// its own (kindling::dist::get_rank() once initialized, else the launcher's variables as
+/// kindling::dist::detect_launch_environment reads them, else 0). Only when it is 0 does the
+/// logger write, to stderr and to `filepath`; otherwise it is silenced: it has no output at
+/// all (neither stderr nor the file, which it does not even open) and level() is kOff, as
+/// ignite gives non-zero ranks only a NullHandler. So `distributed_rank = 0` on every rank
+/// makes every rank write, and `distributed_rank = 1` on rank 0 silences it. Nothing here
+/// communicates.
 ///
 /// Unlike Python's logging.getLogger, loggers are not kept in a registry by name: each call
 /// makes a new logger (ignite's `reset` therefore has no counterpart); copies of a Logger
@@ -52,8 +53,9 @@ class Logger;
 /// missing directories, when absent) and every line is flushed as it is written. Throws
 /// kindling::UsageError for a `format` with a key other than those listed, a '%' that starts
 /// neither "%(key)" nor "%%", a key without its conversion letter (s or d) or a width on
-/// asctime, an empty `filepath`, or a RANK that is not an integer (on every rank), and
-/// kindling::Error when the file cannot be opened (writing rank).
+/// asctime, an empty `filepath`, or, with no `distributed_rank`, inconsistent launcher
+/// variables before initialize (a RANK that is not an integer, RANK without WORLD_SIZE; on
+/// every rank), and kindling::Error when the file cannot be opened (writing rank).
 KINDLING_API Logger setup_logger(const std::string& name, LogLevel level = LogLevel::kInfo,
                                  const std::string& format = kDefaultLogFormat,
                                  const std::optional<std::string>& filepath = std::nullopt,

@@ -19,10 +19,11 @@
 ///
 /// Ranks: construct the logger on every rank and attach the same handlers everywhere; only
 /// rank 0 creates the directory and the file and writes. The rank is read when the logger
-/// is constructed: kindling::dist::get_rank() once initialized, else RANK from the
-/// environment (as a launcher sets it), else 0. On other ranks the logger is inert: its
-/// handlers return at once (they do not even call the transforms) and add_scalar does
-/// nothing. Nothing here communicates.
+/// is constructed: kindling::dist::get_rank() once initialized, else the launcher's
+/// variables as kindling::dist::detect_launch_environment reads them (RANK, mpirun's
+/// OMPI_COMM_WORLD_RANK, srun's SLURM_PROCID, ...), else 0. On other ranks the logger is
+/// inert: its handlers return at once (they do not even call the transforms) and add_scalar
+/// does nothing. Nothing here communicates.
 ///
 /// Lifetimes: handlers share the file with the logger, so destroying the logger while
 /// handlers stay attached is safe: it closes the file. Writes after close() (or after the
@@ -211,8 +212,9 @@ class KINDLING_API TensorboardLogger : public BaseLogger {
  public:
   /// On rank 0: creates `log_dir` (and missing parents) and the event file, and writes the
   /// file-version record; elsewhere nothing (see the file comment for how the rank is found).
-  /// Throws kindling::UsageError for an empty `log_dir` or a RANK that is not an integer
-  /// (every rank), kindling::Error when the directory or file cannot be made (rank 0).
+  /// Throws kindling::UsageError for an empty `log_dir` or inconsistent launcher variables
+  /// before initialize (a RANK that is not an integer, RANK without WORLD_SIZE; every rank),
+  /// kindling::Error when the directory or file cannot be made (rank 0).
   explicit TensorboardLogger(std::string log_dir);
 
   /// Writes one scalar under `tag` at `step` (TensorBoard's add_scalar; `tag` must be UTF-8).
