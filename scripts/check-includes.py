@@ -25,6 +25,8 @@ import re
 import sys
 import tempfile
 
+import exception_list  # scripts/, beside this file
+
 # (folder under the repository, floor); lowest first.
 FLOORS = [
     ("src/common", 0),
@@ -184,26 +186,12 @@ def cycles(includes):
 def read_exceptions(root):
     """The declared exceptions, {(source, target): line in the exceptions file}, and the problems
     of the file itself."""
-    entries, problems = {}, []
-    path = os.path.join(root, EXCEPTIONS)
-    if not os.path.exists(path):
-        return entries, problems
-    with open(path, encoding="utf-8") as f:
-        for number, text in enumerate(f, 1):
-            text = text.strip()
-            if not text or text.startswith("#"):
-                continue
-            m = EXCEPTION.match(text)
-            if not m:
-                problems.append("%s:%d: '%s' is not `source -> target  reason`" % (EXCEPTIONS, number, text))
-                continue
-            if not m.group(3):
-                problems.append("%s:%d: '%s -> %s' gives no reason: write, after it, why the include stays"
-                                % (EXCEPTIONS, number, m.group(1), m.group(2)))
-            if m.group(1, 2) in entries:
-                problems.append("%s:%d: '%s -> %s' is listed twice: keep one" % ((EXCEPTIONS, number) + m.group(1, 2)))
-            entries[m.group(1, 2)] = number
-    return entries, problems
+    def parse(text):
+        m = EXCEPTION.match(text)
+        if not m:
+            return "'%s' is not `source -> target  reason`" % text
+        return m.group(1, 2), "%s -> %s" % m.group(1, 2), m.group(3)
+    return exception_list.read_entries(root, EXCEPTIONS, parse, "why the include stays")
 
 
 def check(root):

@@ -27,6 +27,8 @@ import os
 import re
 import sys
 
+import exception_list  # scripts/, beside this file
+
 FILE_LIMIT = 450
 FUNCTION_LIMIT = 80
 FOLDERS = ("src", "include", "tests", "examples", "bench", "tools", "scripts")
@@ -256,23 +258,10 @@ def measure(root, listing=None):
 
 def read_exceptions(root):
     """The declared exceptions, {key: line in the exceptions file}, and the problems of the file itself."""
-    entries, problems = {}, []
-    path = os.path.join(root, EXCEPTIONS)
-    if not os.path.exists(path):
-        return entries, problems
-    with open(path, encoding="utf-8") as f:
-        for number, text in enumerate(f, 1):
-            text = text.strip()
-            if not text or text.startswith("#"):
-                continue
-            parts = text.split(None, 1)
-            if len(parts) < 2:
-                problems.append("%s:%d: '%s' gives no reason: write, after it, why it may stay this long"
-                                % (EXCEPTIONS, number, parts[0]))
-            if parts[0] in entries:
-                problems.append("%s:%d: '%s' is listed twice: keep one" % (EXCEPTIONS, number, parts[0]))
-            entries[parts[0]] = number
-    return entries, problems
+    def parse(text):
+        parts = text.split(None, 1)
+        return parts[0], parts[0], parts[1] if len(parts) > 1 else ""
+    return exception_list.read_entries(root, EXCEPTIONS, parse, "why it may stay this long")
 
 
 def check(root, listing=None):

@@ -103,6 +103,46 @@ double since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// Checks run()'s options against each other and against the bounds the state already has.
+void check_run_options(const RunOptions& o, const State& state, const std::string& where) {
+  KINDLING_CHECK(!(o.max_epochs() && o.max_iters()), where,
+                 ": arguments max_iters and max_epochs are mutually exclusive; please provide only max_epochs or "
+                 "max_iters");
+  KINDLING_CHECK(!o.max_iters() || !state.max_epochs, where,
+                 ": to switch from max_epochs to max_iters mode during resume, you must first reset by calling "
+                 "state().max_epochs.reset() before calling run()");
+  KINDLING_CHECK(!o.max_epochs() || !state.max_iters, where,
+                 ": to switch from max_iters to max_epochs mode during resume, you must first reset by calling "
+                 "state().max_iters.reset() before calling run()");
+  for (auto [value, what] : {std::pair<std::optional<int64_t>, const char*>{o.max_epochs(), "max_epochs"},
+                             {o.max_iters(), "max_iters"},
+                             {o.epoch_length(), "epoch_length"}}) {
+    KINDLING_CHECK(!value || *value >= 1, where, ": argument ", what, " is invalid (", value.value_or(0),
+                   "); please set a correct ", what, " positive value");
+  }
+}
+
+// Replaces the state's bound (max_epochs or max_iters) with run()'s where both have one, after
+// checking that the new bound is not behind the state's epoch or iteration.
+void apply_new_bounds(const RunOptions& o, State& state, const std::string& where) {
+  if (state.max_epochs && o.max_epochs()) {
+    KINDLING_CHECK(*o.max_epochs() >= state.epoch, where,
+                   ": argument max_epochs should be greater than or equal "
+                   "to the start epoch defined in the state: ",
+                   *o.max_epochs(), " vs ", state.epoch,
+                   ". Call state().max_epochs.reset() before run() to restart the training from the beginning.");
+    state.max_epochs = o.max_epochs();
+  }
+  if (state.max_iters && o.max_iters()) {
+    KINDLING_CHECK(*o.max_iters() >= state.iteration, where,
+                   ": argument max_iters should be greater than or equal "
+                   "to the start iteration defined in the state: ",
+                   *o.max_iters(), " vs ", state.iteration,
+                   ". Call state().max_iters.reset() before run() to restart the training from the beginning.");
+    state.max_iters = o.max_iters();
+  }
+}
+
 }  // namespace
 
 namespace detail {
@@ -156,39 +196,10 @@ State& Engine::run_source(std::shared_ptr<detail::DataSource> data, const RunOpt
 
 void Engine::prepare_run(detail::DataSource& data, const RunOptions& o) {
   const std::string where = "kindling::engine::" + name + ".run";
-  KINDLING_CHECK(!(o.max_epochs() && o.max_iters()), where,
-                 ": arguments max_iters and max_epochs are mutually exclusive; please provide only max_epochs or "
-                 "max_iters");
-  KINDLING_CHECK(!o.max_iters() || !state_.max_epochs, where,
-                 ": to switch from max_epochs to max_iters mode during resume, you must first reset by calling "
-                 "state().max_epochs.reset() before calling run()");
-  KINDLING_CHECK(!o.max_epochs() || !state_.max_iters, where,
-                 ": to switch from max_iters to max_epochs mode during resume, you must first reset by calling "
-                 "state().max_iters.reset() before calling run()");
-  for (auto [value, what] : {std::pair<std::optional<int64_t>, const char*>{o.max_epochs(), "max_epochs"},
-                             {o.max_iters(), "max_iters"},
-                             {o.epoch_length(), "epoch_length"}}) {
-    KINDLING_CHECK(!value || *value >= 1, where, ": argument ", what, " is invalid (", value.value_or(0),
-                   "); please set a correct ", what, " positive value");
-  }
+  check_run_options(o, state_, where);
   // ignite's _check_and_set: a new bound applies before the new-run / resume decision, so a
   // finished 5-epoch run given max_epochs=10 goes on with epochs 6..10.
-  if (state_.max_epochs && o.max_epochs()) {
-    KINDLING_CHECK(*o.max_epochs() >= state_.epoch, where,
-                   ": argument max_epochs should be greater than or equal "
-                   "to the start epoch defined in the state: ",
-                   *o.max_epochs(), " vs ", state_.epoch,
-                   ". Call state().max_epochs.reset() before run() to restart the training from the beginning.");
-    state_.max_epochs = o.max_epochs();
-  }
-  if (state_.max_iters && o.max_iters()) {
-    KINDLING_CHECK(*o.max_iters() >= state_.iteration, where,
-                   ": argument max_iters should be greater than or equal "
-                   "to the start iteration defined in the state: ",
-                   *o.max_iters(), " vs ", state_.iteration,
-                   ". Call state().max_iters.reset() before run() to restart the training from the beginning.");
-    state_.max_iters = o.max_iters();
-  }
+  apply_new_bounds(o, state_, where);
   if (interrupted_at_ != Phase::kNone) {
     logger.info(name + " run resuming from iteration " + std::to_string(state_.iteration) + ", epoch " +
                 std::to_string(state_.epoch) + " after interrupt()");

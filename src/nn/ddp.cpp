@@ -18,6 +18,7 @@
 #include "kindling/dist/hierarchy.h"
 #include "kindling/dist/same_settings.h"
 #include "kindling/error.h"
+#include "nn/ddp_buckets.h"
 
 namespace kindling {
 namespace nn {
@@ -273,6 +274,66 @@ class ReadyHook : public torch::autograd::FunctionPostHook {
   std::size_t index_;
 };
 
+// Appends `module`'s parameters that require a gradient (names and tensors, in registration
+// order) and its buffers to `s`.
+void collect_tensors(const torch::nn::Module& module, GradientReducer::State& s) {
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    if (!item.value().requires_grad()) continue;
+    s.names.push_back(item.key());
+    s.params.push_back(item.value());
+  }
+  for (const auto& item : module.named_buffers(/*recurse=*/true)) s.buffers.push_back(item.value());
+}
+
+// Checks that every rank holds the same parameters (names, shapes, dtypes), in the same order.
+void require_same_parameters(const GradientReducer::State& s, const dist::Group& group) {
+  std::ostringstream sig;
+  for (std::size_t i = 0; i < s.params.size(); ++i) {
+    sig << s.names[i] << ':' << s.params[i].sizes() << ':' << s.params[i].scalar_type() << ';';
+  }
+  const auto all = dist::all_gather(sig.str(), group);
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    KINDLING_CHECK(all[r] == all[0], "kindling::nn::DistributedDataParallel: rank ", group.ranks()[r],
+                   " has other parameters than rank ", group.ranks()[0],
+                   " (names, shapes or dtypes differ); every rank "
+                   "must build the same model");
+  }
+}
+
+// Makes the buckets of detail::assign_buckets' rule (nn/ddp_buckets.h), each with its zeroed
+// flat buffer, and records each parameter's bucket and offset in it.
+void build_buckets(GradientReducer::State& s) {
+  s.bucket_of.assign(s.params.size(), 0);
+  s.offset_of.assign(s.params.size(), 0);
+  const auto groups = detail::assign_buckets(s.params, s.options.bucket_cap_mb());
+  for (std::size_t b = 0; b < groups.size(); ++b) {
+    GradientReducer::State::Bucket bucket;
+    bucket.members = groups[b];
+    int64_t numel = 0;
+    for (std::size_t i : bucket.members) {
+      s.bucket_of[i] = b;
+      s.offset_of[i] = numel;
+      numel += s.params[i].numel();
+    }
+    const auto& first = s.params[bucket.members.front()];
+    // In the backend's fastest memory for all-reduce (the mpi backend's shared window).
+    bucket.flat = dist::empty_comm_buffer({numel}, first.options().requires_grad(false), s.options.group()).zero_();
+    bucket.pending = bucket.members.size();
+    s.buckets.push_back(std::move(bucket));
+  }
+}
+
+// Installs on each parameter's gradient accumulator the hook that marks its gradient ready.
+void hook_accumulators(const std::shared_ptr<GradientReducer::State>& state) {
+  auto& s = *state;
+  for (std::size_t i = 0; i < s.params.size(); ++i) {
+    auto acc = torch::autograd::impl::grad_accumulator(s.params[i]);
+    KINDLING_INTERNAL_ASSERT(acc != nullptr, "parameter ", s.names[i], " has no gradient accumulator");
+    acc->add_post_hook(std::make_unique<ReadyHook>(state, i));
+    s.accumulators.push_back(std::move(acc));
+  }
+}
+
 }  // namespace
 
 GradientReducer::GradientReducer(const torch::nn::Module& module, DdpOptions options)
@@ -287,30 +348,14 @@ GradientReducer::GradientReducer(const torch::nn::Module& module, DdpOptions opt
   KINDLING_CHECK(s.options.bucket_cap_mb() > 0,
                  "kindling::nn::DistributedDataParallel: bucket_cap_mb must be positive, got ",
                  s.options.bucket_cap_mb());
-  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
-    if (!item.value().requires_grad()) continue;
-    s.names.push_back(item.key());
-    s.params.push_back(item.value());
-  }
-  for (const auto& item : module.named_buffers(/*recurse=*/true)) s.buffers.push_back(item.value());
+  collect_tensors(module, s);
   KINDLING_CHECK(!s.params.empty(),
                  "kindling::nn::DistributedDataParallel: the module has no parameter that requires "
                  "a gradient; there is nothing to synchronise");
 
   // Else the ranks exchange different buffers and wait on each other until the stall verdict.
   dist::require_same_settings("kindling::nn::DistributedDataParallel", exchanged_settings(s.options), group);
-  // Every rank must hold the same parameters (names, shapes, dtypes), in the same order.
-  std::ostringstream sig;
-  for (std::size_t i = 0; i < s.params.size(); ++i) {
-    sig << s.names[i] << ':' << s.params[i].sizes() << ':' << s.params[i].scalar_type() << ';';
-  }
-  const auto all = dist::all_gather(sig.str(), group);
-  for (std::size_t r = 0; r < all.size(); ++r) {
-    KINDLING_CHECK(all[r] == all[0], "kindling::nn::DistributedDataParallel: rank ", group.ranks()[r],
-                   " has other parameters than rank ", group.ranks()[0],
-                   " (names, shapes or dtypes differ); every rank "
-                   "must build the same model");
-  }
+  require_same_parameters(s, group);
   {
     at::NoGradGuard no_grad;
     std::vector<at::Tensor> params;
@@ -325,56 +370,9 @@ GradientReducer::GradientReducer(const torch::nn::Module& module, DdpOptions opt
     auto hosts = std::make_shared<dist::HostHierarchy>();
     if (hosts->pays()) s.options.comm_hook(hierarchical_allreduce_hook(std::move(hosts)));
   }
-
-  // Buckets: reverse registration order (gradients of the last layers come first in
-  // backward), one dtype and device per bucket, the first one small.
-  const int64_t first_cap = std::min<int64_t>(1 << 20, static_cast<int64_t>(s.options.bucket_cap_mb() * (1 << 20)));
-  const int64_t cap = static_cast<int64_t>(s.options.bucket_cap_mb() * (1 << 20));
-  s.bucket_of.assign(s.params.size(), 0);
-  s.offset_of.assign(s.params.size(), 0);
-  std::vector<std::vector<std::size_t>> groups;
-  std::vector<int64_t> bytes;
-  for (std::size_t k = s.params.size(); k-- > 0;) {
-    const auto& p = s.params[k];
-    bool placed = false;
-    if (!groups.empty()) {
-      auto& last = groups.back();
-      const auto& q = s.params[last.front()];
-      const int64_t limit = groups.size() == 1 ? first_cap : cap;
-      if (q.scalar_type() == p.scalar_type() && q.device() == p.device() && bytes.back() < limit) {
-        last.push_back(k);
-        bytes.back() += static_cast<int64_t>(p.nbytes());
-        placed = true;
-      }
-    }
-    if (!placed) {
-      groups.push_back({k});
-      bytes.push_back(static_cast<int64_t>(p.nbytes()));
-    }
-  }
-  for (std::size_t b = 0; b < groups.size(); ++b) {
-    State::Bucket bucket;
-    bucket.members = groups[b];
-    int64_t numel = 0;
-    for (std::size_t i : bucket.members) {
-      s.bucket_of[i] = b;
-      s.offset_of[i] = numel;
-      numel += s.params[i].numel();
-    }
-    const auto& first = s.params[bucket.members.front()];
-    // In the backend's fastest memory for all-reduce (the mpi backend's shared window).
-    bucket.flat = dist::empty_comm_buffer({numel}, first.options().requires_grad(false), s.options.group()).zero_();
-    bucket.pending = bucket.members.size();
-    s.buckets.push_back(std::move(bucket));
-  }
+  build_buckets(s);
   s.ready.assign(s.params.size(), 0);
-
-  for (std::size_t i = 0; i < s.params.size(); ++i) {
-    auto acc = torch::autograd::impl::grad_accumulator(s.params[i]);
-    KINDLING_INTERNAL_ASSERT(acc != nullptr, "parameter ", s.names[i], " has no gradient accumulator");
-    acc->add_post_hook(std::make_unique<ReadyHook>(state_, i));
-    s.accumulators.push_back(std::move(acc));
-  }
+  hook_accumulators(state_);
 }
 
 GradientReducer::~GradientReducer() = default;

@@ -178,6 +178,60 @@ class AveragedBucket : public PendingBucket {
   dist::Work work_;
 };
 
+// With error feedback: adds bucket `index`'s error memory to `buffer` (making a zero one the
+// first time) and returns a copy of the result; without: an undefined tensor.
+at::Tensor add_error_feedback(detail::PowerSgdState& s, int64_t index, at::Tensor& buffer) {
+  at::Tensor before;
+  if (s.o.use_error_feedback()) {
+    auto e = s.error.find(index);
+    if (e != s.error.end()) {
+      KINDLING_CHECK(e->second.numel() == buffer.numel(), kWho, ": the error-feedback memory of bucket ", index,
+                     " has ", e->second.numel(), " elements but the bucket ", buffer.numel(),
+                     " (a checkpoint of another model?)");
+      e->second = e->second.to(buffer.device());
+      buffer.add_(e->second);
+    } else {
+      s.error[index] = at::zeros_like(buffer);
+    }
+    before = buffer.clone();
+  }
+  return before;
+}
+
+// P = M Q for each approximated matrix M of bucket `index`, into its P memory, with Q drawn
+// afresh (or, warm-started, the last one) and orthogonalised, in its Q memory.
+void compute_p(detail::PowerSgdState& s, int64_t index, const Split& parts, const at::Tensor& buffer) {
+  const bool draw = !s.o.warm_start() || s.q_memory.count(index) == 0;
+  if (draw) {
+    s.q_memory[index] = at::empty({parts.q_numel}, buffer.options());
+  } else {  // warm start; after load_state_dict the memory is on the CPU
+    KINDLING_CHECK(s.q_memory[index].numel() == parts.q_numel, kWho, ": the warm-start Q of bucket ", index, " has ",
+                   s.q_memory[index].numel(), " elements but the bucket needs ", parts.q_numel,
+                   " (a checkpoint of another model or rank?)");
+    s.q_memory[index] = s.q_memory[index].to(buffer.device());
+  }
+  if (s.p_memory.count(index) == 0) s.p_memory[index] = at::empty({parts.p_numel}, buffer.options());
+  std::vector<at::Tensor> ps, qs;
+  int64_t p_offset = 0, q_offset = 0;
+  for (std::size_t k = 0; k < parts.matrices.size(); ++k) {
+    const int64_t n = parts.matrices[k].size(1), m = parts.matrices[k].size(2), r = parts.ranks[k];
+    ps.push_back(s.p_memory[index].narrow(0, p_offset, n * r).view({1, n, r}));
+    qs.push_back(s.q_memory[index].narrow(0, q_offset, m * r).view({1, m, r}));
+    p_offset += n * r;
+    q_offset += m * r;
+  }
+  if (draw) {
+    auto generator = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(numpy_randint_1e9(s.rng)));
+    for (auto& q : qs) {
+      q.copy_(at::randn(q.sizes(), generator, at::TensorOptions().dtype(buffer.scalar_type())));
+      orthogonalize(q, s.o.orthogonalization_epsilon());
+    }
+  } else {
+    for (auto& q : qs) orthogonalize(q, s.o.orthogonalization_epsilon());
+  }
+  for (std::size_t k = 0; k < ps.size(); ++k) at::bmm_out(ps[k], parts.matrices[k], qs[k]);
+}
+
 }  // namespace
 
 PowerSgdHook::PowerSgdHook(PowerSgdOptions options) : impl_(std::make_shared<detail::PowerSgdState>()) {
@@ -231,53 +285,11 @@ std::unique_ptr<PendingBucket> PowerSgdHook::run(GradBucket& bucket, const dist:
     buffer.div_(s.world);
     return std::make_unique<AveragedBucket>(dist::all_reduce_async(buffer, dist::ReduceOp::kSum, group));
   }
-  at::Tensor before;
-  if (s.o.use_error_feedback()) {
-    auto e = s.error.find(index);
-    if (e != s.error.end()) {
-      KINDLING_CHECK(e->second.numel() == buffer.numel(), kWho, ": the error-feedback memory of bucket ", index,
-                     " has ", e->second.numel(), " elements but the bucket ", buffer.numel(),
-                     " (a checkpoint of another model?)");
-      e->second = e->second.to(buffer.device());
-      buffer.add_(e->second);
-    } else {
-      s.error[index] = at::zeros_like(buffer);
-    }
-    before = buffer.clone();
-  }
+  at::Tensor before = add_error_feedback(s, index, buffer);
   Split parts = split(bucket, s.o);
   s.numel_before += buffer.numel();
   s.numel_after += parts.numel_after;
-
-  const bool draw = !s.o.warm_start() || s.q_memory.count(index) == 0;
-  if (draw) {
-    s.q_memory[index] = at::empty({parts.q_numel}, buffer.options());
-  } else {  // warm start; after load_state_dict the memory is on the CPU
-    KINDLING_CHECK(s.q_memory[index].numel() == parts.q_numel, kWho, ": the warm-start Q of bucket ", index, " has ",
-                   s.q_memory[index].numel(), " elements but the bucket needs ", parts.q_numel,
-                   " (a checkpoint of another model or rank?)");
-    s.q_memory[index] = s.q_memory[index].to(buffer.device());
-  }
-  if (s.p_memory.count(index) == 0) s.p_memory[index] = at::empty({parts.p_numel}, buffer.options());
-  std::vector<at::Tensor> ps, qs;
-  int64_t p_offset = 0, q_offset = 0;
-  for (std::size_t k = 0; k < parts.matrices.size(); ++k) {
-    const int64_t n = parts.matrices[k].size(1), m = parts.matrices[k].size(2), r = parts.ranks[k];
-    ps.push_back(s.p_memory[index].narrow(0, p_offset, n * r).view({1, n, r}));
-    qs.push_back(s.q_memory[index].narrow(0, q_offset, m * r).view({1, m, r}));
-    p_offset += n * r;
-    q_offset += m * r;
-  }
-  if (draw) {
-    auto generator = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(numpy_randint_1e9(s.rng)));
-    for (auto& q : qs) {
-      q.copy_(at::randn(q.sizes(), generator, at::TensorOptions().dtype(buffer.scalar_type())));
-      orthogonalize(q, s.o.orthogonalization_epsilon());
-    }
-  } else {
-    for (auto& q : qs) orthogonalize(q, s.o.orthogonalization_epsilon());
-  }
-  for (std::size_t k = 0; k < ps.size(); ++k) at::bmm_out(ps[k], parts.matrices[k], qs[k]);
+  compute_p(s, index, parts, buffer);
 
   at::Tensor whole;
   dist::Work whole_work, p_work;
