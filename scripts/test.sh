@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The test command: checks file and function sizes (scripts/check-sizes.py) and include floors
-# (scripts/check-includes.py), installs dependencies, then for each LibTorch in
+# The test command: installs dependencies, checks file and function sizes (scripts/check-sizes.py)
+# and include floors (scripts/check-includes.py), then for each LibTorch in
 # KINDLING_TEST_LIBTORCH ("debian pip" unless set; scripts/libtorch-choice.sh): builds, runs its
 # tests (CTest), and builds consumer projects against that build (tests/consumer/check_consumers.sh).
 #   debian  LibTorch 1.13: every test.
@@ -14,17 +14,18 @@ cd "$(dirname "$0")/.."
 source scripts/libtorch-choice.sh
 took() { echo "test.sh: $1 took $((SECONDS - mark)) s"; mark=$SECONDS; }
 mark=$SECONDS
-# Sizes and include floors first (a file over 450 lines, a function over 80; an include up a floor
+./scripts/install-deps.sh
+took "installing dependencies"
+# Sizes and include floors next (a file over 450 lines, a function over 80; an include up a floor
 # or in a cycle; docs/design.md): they need no build, so a violation fails in seconds, not after
-# the builds. Each self-test before its check: a check that no longer catches anything would pass.
+# the builds; after the installs, which bring python3 to a bare machine. Each self-test before its
+# check: a check that no longer catches anything would pass.
 # The include check is also the CTest include_floors (tests/CMakeLists.txt), for ctest run by hand.
 python3 scripts/check-sizes-selftest.py
 python3 scripts/check-sizes.py .
 python3 scripts/check-includes.py --self-test
 python3 scripts/check-includes.py .
 took "checking sizes and includes"
-./scripts/install-deps.sh
-took "installing dependencies"
 for choice in ${KINDLING_TEST_LIBTORCH:-debian pip}; do
   dir=$(build_dir_of "$choice")
   echo "test.sh: LibTorch '$choice' in $dir"
