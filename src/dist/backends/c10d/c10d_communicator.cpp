@@ -211,7 +211,7 @@ OpPtr C10dCommunicator::all_to_all(at::Tensor& output, at::Tensor& input, std::v
     for (auto& v : output_splits) v *= k;
     for (auto& v : input_splits) v *= k;
   }
-  auto work = pg_->alltoall_base(out, in, output_splits, input_splits);
+  auto work = all_to_all_single(*pg_, out, in, output_splits, input_splits, 0);
   return wrap(std::move(work), {out, in});
 }
 

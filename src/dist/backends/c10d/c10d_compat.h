@@ -5,7 +5,7 @@
 // 2.x:  an engine is a c10d::Backend; a c10d::ProcessGroup holds one backend per device
 //       type and dispatches each call by the tensors' device (what torch.distributed's
 //       _new_process_group_helper builds).
-// Everything else kindling calls (collectives, Work, stores, Options) has the same
+// Everything else kindling calls (collectives but all_to_all's name, Work, stores, Options) has the same
 // signature in both. (torchrun's agent-store prefix, which changed in 2.6, is torchrun's rule
 // and lives with the rendezvous: src/dist/rendezvous/rendezvous.cpp.)
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -17,10 +17,28 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace kindling {
 namespace dist {
 namespace detail {
+
+/// An all-to-all of one tensor with split sizes: ProcessGroup::all_to_all_single where the
+/// LibTorch has it (it deprecates alltoall_base, the name 1.13 and earlier 2.x releases such as
+/// the GPU machine's 2.11 have); chosen by overload, so the older name is never compiled where
+/// it is deprecated. Every rank of the group calls it.
+template <typename PG>
+auto all_to_all_single(PG& pg, at::Tensor& out, at::Tensor& in, std::vector<int64_t>& out_splits,
+                       std::vector<int64_t>& in_splits, int /*prefer*/)
+    -> decltype(pg.all_to_all_single(out, in, out_splits, in_splits)) {
+  return pg.all_to_all_single(out, in, out_splits, in_splits);
+}
+template <typename PG>
+c10::intrusive_ptr<::c10d::Work> all_to_all_single(PG& pg, at::Tensor& out, at::Tensor& in,
+                                                   std::vector<int64_t>& out_splits, std::vector<int64_t>& in_splits,
+                                                   long /*fallback*/) {
+  return pg.alltoall_base(out, in, out_splits, in_splits);
+}
 
 #if TORCH_VERSION_MAJOR >= 2
 /// The type of a c10d engine instance (ProcessGroupGloo, ProcessGroupNCCL).
