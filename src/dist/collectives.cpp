@@ -38,30 +38,6 @@ using detail::participant;
 using detail::run;
 using detail::stage;
 
-ReduceOp reduce_op_from_string(const std::string& name) {
-  if (name == "SUM") return ReduceOp::kSum;
-  if (name == "PRODUCT") return ReduceOp::kProduct;
-  if (name == "MIN") return ReduceOp::kMin;
-  if (name == "MAX") return ReduceOp::kMax;
-  if (name == "AND") return ReduceOp::kAnd;
-  if (name == "OR") return ReduceOp::kOr;
-  KINDLING_CHECK(false, "kindling::dist: unsupported reduction operation: '", name,
-                 "'; use one of SUM, PRODUCT, MIN, MAX, AND, OR");
-  return ReduceOp::kSum;
-}
-
-const char* to_string(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum: return "SUM";
-    case ReduceOp::kProduct: return "PRODUCT";
-    case ReduceOp::kMin: return "MIN";
-    case ReduceOp::kMax: return "MAX";
-    case ReduceOp::kAnd: return "AND";
-    case ReduceOp::kOr: return "OR";
-  }
-  return "?";
-}
-
 at::Tensor all_reduce(const at::Tensor& tensor, ReduceOp op, const Group& group) {
   auto g = participant(group, "all_reduce");
   KINDLING_CHECK(tensor.defined(), "kindling::dist::all_reduce: the tensor is undefined; pass a tensor with data");

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "common/env.h"
+#include "common/host.h"
 #include "common/identity.h"
 #include "common/strings.h"
 #include "dist/agreement.h"
@@ -368,9 +369,7 @@ int get_nnodes() { return queried("get_nnodes").nnodes; }
 int get_node_rank() { return queried("get_node_rank").node_rank; }
 
 std::string hostname() {
-  char buf[256] = {0};
-  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
-  return buf;
+  return ::kindling::detail::host_name("localhost");
 }
 
 c10::Device device() {

@@ -11,6 +11,7 @@
 #include "dist/backends/backend.h"
 #include "dist/backends/registry.h"
 #include "dist/stall_monitor.h"
+#include "kindling/dist/dist.h"
 
 namespace c10d {
 class ProcessGroup;

@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/host.h"
 #include "launch/error_file.h"
 
 namespace kindling {
@@ -63,8 +64,7 @@ std::vector<std::string> prepare_attempt(std::vector<WorkerSpec>& workers, int a
 }
 
 std::string new_run_id() {
-  char host[64] = {0};
-  if (::gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "host");
+  const std::string host = ::kindling::detail::host_name("host");
   const std::time_t now = std::time(nullptr);
   std::tm tm{};
   ::gmtime_r(&now, &tm);
@@ -72,7 +72,7 @@ std::string new_run_id() {
   std::strftime(when, sizeof(when), "%Y%m%dT%H%M%S", &tm);
   std::random_device random;
   char id[160];
-  std::snprintf(id, sizeof(id), "%s-%d-%s-%08x", host, static_cast<int>(::getpid()), when,
+  std::snprintf(id, sizeof(id), "%s-%d-%s-%08x", host.c_str(), static_cast<int>(::getpid()), when,
                 static_cast<unsigned>(random()));
   return id;
 }

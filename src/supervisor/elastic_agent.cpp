@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/host.h"
 #include "supervisor/elastic.h"
 
 namespace kindling {
@@ -24,12 +25,6 @@ using Clock = std::chrono::steady_clock;
 void say(const std::string& name, const std::string& text) {
   std::fprintf(stderr, "%s: %s\n", name.c_str(), text.c_str());
   std::fflush(stderr);
-}
-
-std::string own_host_name() {
-  char host[256] = {0};
-  if (::gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') return "unknown-host";
-  return host;
 }
 
 // Connects to the rendezvous, serving it first when the endpoint is an address of this host
@@ -186,7 +181,7 @@ int run_elastic_agent(const ElasticAgentOptions& o,
         "cannot reach the rendezvous at " + o.endpoint_host + ":" + std::to_string(o.endpoint_port) + ": " + error);
     return 1;
   }
-  const std::string host = own_host_name();
+  const std::string host = ::kindling::detail::host_name("unknown-host");
   ErrorFolder folder;
   std::string reason = "new", detail;
   int last_exit = 0;

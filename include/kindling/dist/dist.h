@@ -38,6 +38,7 @@
 
 #include "kindling/dist/detail/object_collectives.h"
 #include "kindling/dist/group.h"
+#include "kindling/dist/reduce_op.h"
 #include "kindling/dist/serialize.h"
 #include "kindling/error.h"
 #include "kindling/export.h"
@@ -160,13 +161,7 @@ KINDLING_API Group new_group(std::vector<int> ranks);
 // Collectives on tensors
 // ---------------------------------------------------------------------------------------
 
-/// Reduction operations. kAnd / kOr are bitwise and need integral or bool tensors.
-enum class ReduceOp { kSum, kProduct, kMin, kMax, kAnd, kOr };
-
-/// Parses "SUM", "PRODUCT", "MIN", "MAX", "AND", "OR" (idist's spellings).
-KINDLING_API ReduceOp reduce_op_from_string(const std::string& name);
-/// The idist spelling of `op`.
-KINDLING_API const char* to_string(ReduceOp op);
+// ReduceOp, reduce_op_from_string and to_string(ReduceOp): kindling/dist/reduce_op.h.
 
 /// Reduces `tensor` across the group, in place when it is contiguous and on device(), and
 /// returns it (else the result is written back into `tensor`'s storage too). A rank that

@@ -26,7 +26,7 @@
 
 #include "dist/base/engine_error.h"
 #include "dist/base/world_config.h"
-#include "kindling/dist/dist.h"
+#include "kindling/dist/reduce_op.h"
 
 namespace c10d {
 class Store;

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "dist/rendezvous/probe.h"
-#include "kindling/dist/dist.h"
+#include "common/host.h"
 
 namespace kindling {
 namespace dist {
@@ -25,7 +25,7 @@ std::vector<std::optional<Place>> places;  // by rank
 }  // namespace
 
 std::string own_place() {
-  std::string text = hostname();
+  std::string text = ::kindling::detail::host_name("localhost");
   for (const auto& a : own_addresses()) text += " " + a;
   return text;
 }

@@ -3,7 +3,7 @@
 #include <optional>
 #include <thread>
 
-#include "common/watchdog.h"
+#include "launch/watchdog.h"
 #include "dist/backends/c10d/c10d_communicator.h"
 #include "dist/backends/c10d/c10d_compat.h"
 #include "dist/rendezvous/peers.h"

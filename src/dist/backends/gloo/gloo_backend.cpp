@@ -8,7 +8,7 @@
 #include "dist/backends/c10d/c10d_compat.h"
 #include "dist/rendezvous/probe.h"
 #include "dist/rendezvous/rendezvous.h"
-#include "kindling/dist/dist.h"
+#include "common/host.h"
 #include "kindling/dist/launch_env.h"
 #include "kindling/error.h"
 
@@ -42,7 +42,7 @@ void check_interface(const std::string& ifname) {
     ::if_freenameindex(all);
   }
   KINDLING_CHECK(false, "kindling::dist::initialize: GLOO_SOCKET_IFNAME='", ifname,
-                 "' names no network interface of host ", hostname(),
+                 "' names no network interface of host ", ::kindling::detail::host_name("localhost"),
                  "; its interfaces are: ", names.empty() ? std::string("(none found)") : names,
                  ". Set it to one of these on this host (the variable is read on each host), or unset it");
 }

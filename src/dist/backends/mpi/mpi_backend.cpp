@@ -16,7 +16,7 @@
 #include <cstdlib>
 #include <limits>
 
-#include "common/watchdog.h"
+#include "launch/watchdog.h"
 #include "kindling/error.h"
 
 namespace kindling {

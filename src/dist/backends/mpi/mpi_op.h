@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "dist/backends/backend.h"
-#include "kindling/dist/dist.h"
+#include "kindling/dist/reduce_op.h"
 
 namespace kindling {
 namespace dist {

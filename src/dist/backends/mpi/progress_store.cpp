@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "common/env.h"
+#include "common/host.h"
 #include "dist/rendezvous/probe.h"
 #include "dist/rendezvous/store_client.h"
 #include "kindling/log.h"
@@ -25,9 +26,7 @@ struct StoreAddress {
 
 std::string local_host_name() {
   if (auto addr = ::kindling::detail::get_env("MASTER_ADDR"); addr && !addr->empty()) return *addr;
-  char name[256] = {};
-  if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "127.0.0.1";
-  return name;
+  return ::kindling::detail::host_name("127.0.0.1");
 }
 
 void warn_off(int rank, const std::string& why) {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kindling/dist/dist.h"
+#include "kindling/dist/reduce_op.h"
 
 namespace kindling {
 namespace dist {

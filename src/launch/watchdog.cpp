@@ -1,4 +1,4 @@
-#include "common/watchdog.h"
+#include "launch/watchdog.h"
 
 #include <algorithm>
 #include <condition_variable>
