@@ -54,6 +54,7 @@ struct Options {
   int64_t powersgd_rank = 1;
   int64_t powersgd_start = 2;
   bool flat = false;
+  bool copy_gradients = false;
 };
 
 // What a timed run measured on this rank.
@@ -92,6 +93,8 @@ void describe_options(CLI::App& app, Options& o) {
       ->check(CLI::Range(0, 1 << 30))
       ->capture_default_str();
   app.add_flag("--flat", o.flat, "Never the hierarchical all-reduce (DdpOptions::hierarchical_allreduce(false))");
+  app.add_flag("--copy-gradients", o.copy_gradients,
+               "Copy gradients into the buckets and back (DdpOptions::gradient_as_bucket_view(false))");
   app.add_option("--workers", o.workers, "loader: worker threads")->check(CLI::Range(0, 1024))->capture_default_str();
   app.add_option("--epochs", o.epochs, "loader: epochs")->check(CLI::Range(1, 100000))->capture_default_str();
 }
@@ -116,7 +119,8 @@ Measured train(Module net, const Options& o, const std::pair<at::Tensor, at::Ten
   auto model = kd::auto_model(net, kindling::nn::DdpOptions()
                                        .bucket_cap_mb(o.bucket_cap_mb)
                                        .comm_hook(comm_hook(o))
-                                       .hierarchical_allreduce(!o.flat));
+                                       .hierarchical_allreduce(!o.flat)
+                                       .gradient_as_bucket_view(!o.copy_gradients));
   Measured m;
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
   const int rank = kd::get_rank(), world = kd::get_world_size();
@@ -188,9 +192,9 @@ int main(int argc, char** argv) {
     if (kd::get_rank() == 0) {
       const double samples = static_cast<double>(o.steps) * o.batch * world;
       std::printf(
-          "RESULT impl=kindling mode=step model=%s ranks=%d batch=%lld threads=%d steps=%d hook=%s seconds=%.4f "
+          "RESULT impl=kindling mode=step model=%s ranks=%d batch=%lld threads=%d steps=%d hook=%s views=%d seconds=%.4f "
           "samples_per_s=%.1f backward_ms=%.1f comm_wait_ms=%.1f\n",
-          o.model.c_str(), world, static_cast<long long>(o.batch), o.threads, o.steps, m.hook.c_str(), secs,
+          o.model.c_str(), world, static_cast<long long>(o.batch), o.threads, o.steps, m.hook.c_str(), o.copy_gradients ? 0 : 1, secs,
           samples / secs, 1e3 * m.backward / o.steps, 1e3 * m.communication_wait / o.steps);
     }
     kd::finalize();

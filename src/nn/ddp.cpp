@@ -19,195 +19,10 @@
 #include "kindling/dist/same_settings.h"
 #include "kindling/error.h"
 #include "nn/ddp_buckets.h"
+#include "nn/ddp_state.h"
 
 namespace kindling {
 namespace nn {
-
-struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::State> {
-  struct Bucket {
-    std::vector<std::size_t> members;       // parameter indices
-    at::Tensor flat;                        // one buffer for all members' gradients
-    std::size_t pending = 0;                // members whose gradient is not in yet
-    dist::Work work;                        // without a hook
-    std::unique_ptr<PendingBucket> hooked;  // with DdpOptions::comm_hook
-    void wait() {
-      if (hooked) {
-        hooked->wait();
-        hooked.reset();
-      } else {
-        work.wait();
-      }
-    }
-  };
-
-  DdpOptions options;
-  int world = 1;
-  at::Tensor scale;  // 1 / world as a 0-dim double (a wrapped number: keeps the gradients' dtype)
-  int src = 0;
-  std::vector<at::Tensor> params;
-  std::vector<std::string> names;
-  std::vector<at::Tensor> buffers;
-  // The hooks live only while these do (a shared_ptr in LibTorch 1.13, an intrusive_ptr in 2.15).
-  std::vector<decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()))> accumulators;
-  std::vector<Bucket> buckets;
-  std::vector<std::size_t> bucket_of;
-  std::vector<int64_t> offset_of;
-  std::vector<char> ready;
-  std::size_t next_launch = 0;
-  bool callback_queued = false;
-  bool sync = true;
-  int64_t synchronized = 0;
-  double last_wait_s = 0;  // the last synchronised backward's wait for its all-reduces
-  // StepTimes: when this step's forward started and ended, when the last step ended.
-  using Clock = std::chrono::steady_clock;
-  Clock::time_point forward_start, forward_end, last_step_end;
-  bool forward_timed = false;
-  StepTimes times;
-  std::mutex mu;
-
-  at::Tensor slot(std::size_t i) { return buckets[bucket_of[i]].flat.narrow(0, offset_of[i], params[i].numel()); }
-
-  void reset_iteration() {
-    std::fill(ready.begin(), ready.end(), 0);
-    for (auto& b : buckets) {
-      b.pending = b.members.size();
-      b.work = dist::Work();
-      b.hooked.reset();
-    }
-    next_launch = 0;
-    callback_queued = false;
-  }
-
-  // Buckets start in index order on every rank, so the all-reduces always pair up.
-  void launch_in_order() {
-    while (next_launch < buckets.size() && buckets[next_launch].pending == 0) {
-      const std::size_t index = next_launch++;
-      auto& b = buckets[index];
-      if (options.comm_hook()) {
-        GradBucket view;
-        view.index = static_cast<int64_t>(index);
-        view.is_last = index + 1 == buckets.size();
-        view.buffer = b.flat;
-        for (std::size_t i : b.members) {
-          view.gradients.push_back(slot(i).view_as(params[i]));
-          view.parameters.push_back(params[i]);
-        }
-        b.hooked = options.comm_hook()->run(view, options.group());
-      } else {
-        b.work = dist::all_reduce_async(b.flat, dist::ReduceOp::kSum, options.group());
-      }
-    }
-  }
-
-  void mark_ready(std::size_t i) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!sync || ready[i]) return;
-    if (!callback_queued) {
-      std::weak_ptr<State> weak = shared_from_this();
-      torch::autograd::Engine::get_default_engine().queue_callback([weak] {
-        if (auto s = weak.lock()) s->finish_backward();
-      });
-      callback_queued = true;
-    }
-    ready[i] = 1;
-    const at::Tensor& grad = params[i].grad();
-    KINDLING_CHECK(grad.defined() && !grad.is_sparse(), "kindling::nn::DistributedDataParallel: parameter '", names[i],
-                   "' has ", grad.defined() ? "a sparse" : "no",
-                   " gradient after its accumulation; only dense "
-                   "gradients are supported");
-    at::Tensor into = slot(i);
-    if (options.comm_hook()) {
-      into.copy_(grad.reshape({-1}));  // a hook gets the sum's terms and averages itself
-    } else {
-      // Scaled while copied (as c10d::Reducer does): one pass over the gradients, not two.
-      at::mul_out(into, grad.reshape({-1}), scale);
-    }
-    auto& b = buckets[bucket_of[i]];
-    if (--b.pending == 0) launch_in_order();
-  }
-
-  void finish_backward() {
-    std::lock_guard<std::mutex> lock(mu);
-    const auto compute_end = Clock::now();
-    at::NoGradGuard no_grad;
-    std::vector<std::size_t> missing;
-    for (std::size_t i = 0; i < params.size(); ++i) {
-      if (!ready[i]) missing.push_back(i);
-    }
-    if (!missing.empty()) {
-      if (!options.find_unused_parameters()) {
-        std::ostringstream list;
-        for (std::size_t k = 0; k < missing.size() && k < 10; ++k) list << (k ? ", " : "") << names[missing[k]];
-        if (missing.size() > 10) list << ", ... (" << missing.size() << " in all)";
-        // Finish what was started so that this rank's engine is left in a clean state.
-        for (std::size_t k = 0; k < next_launch; ++k) buckets[k].wait();
-        reset_iteration();
-        KINDLING_CHECK(false, "kindling::nn::DistributedDataParallel: ", missing.size(),
-                       " parameter(s) got no gradient in this backward: ", list.str(),
-                       ". Every parameter must take part in the loss on every rank, or construct the model with "
-                       "DdpOptions().find_unused_parameters(true)");
-      }
-      for (std::size_t i : missing) {
-        slot(i).zero_();
-        --buckets[bucket_of[i]].pending;
-      }
-      launch_in_order();
-    }
-    // With unused parameters allowed, learn which ones some rank used (after the buckets,
-    // in the same order everywhere).
-    at::Tensor used;
-    dist::Work used_work;
-    if (options.find_unused_parameters()) {
-      used = at::zeros({static_cast<int64_t>(params.size())},
-                       at::TensorOptions().dtype(at::kInt).device(params[0].device()));
-      for (std::size_t i = 0; i < params.size(); ++i) {
-        if (ready[i]) used[static_cast<int64_t>(i)] = 1;
-      }
-      used_work = dist::all_reduce_async(used, dist::ReduceOp::kSum, options.group());
-    }
-    const auto wait_start = Clock::now();
-    for (auto& b : buckets) b.wait();
-    if (used.defined()) {
-      used_work.wait();
-      used = used.cpu();
-    }
-    const auto wait_end = Clock::now();
-    last_wait_s = seconds(wait_start, wait_end);
-    for (std::size_t i = 0; i < params.size(); ++i) {
-      at::Tensor averaged = slot(i).view_as(params[i]);
-      at::Tensor& grad = params[i].mutable_grad();
-      if (grad.defined()) {
-        grad.copy_(averaged);
-      } else if (!used.defined() || used[static_cast<int64_t>(i)].item<int>() > 0) {
-        grad = averaged.clone();  // unused here but used elsewhere: take the others' average
-      }
-    }
-    ++synchronized;
-    record_step(compute_end, wait_end);
-    reset_iteration();
-  }
-
-  static double seconds(Clock::time_point from, Clock::time_point to) {
-    return std::chrono::duration<double>(to - from).count();
-  }
-
-  // StepTimes of the backward that just ended (its computation ended at `compute_end`).
-  void record_step(Clock::time_point compute_end, Clock::time_point wait_end) {
-    const auto end = Clock::now();
-    StepTimes t;
-    t.step = synchronized;
-    if (forward_timed) {
-      t.between_steps = times.step > 0 ? seconds(last_step_end, forward_start) : 0;
-      t.forward = seconds(forward_start, forward_end);
-      t.backward = seconds(forward_end, compute_end);
-    }
-    t.communication_wait = seconds(compute_end, wait_end);
-    t.write_back = seconds(wait_end, end);
-    times = t;
-    last_step_end = end;
-    forward_timed = false;
-  }
-};
 
 namespace {
 
@@ -221,7 +36,8 @@ dist::Settings exchanged_settings(const DdpOptions& o) {
           {"broadcast_buffers", flag(o.broadcast_buffers())},
           {"sync_batchnorm", flag(o.sync_batchnorm())},
           {"comm_hook", o.comm_hook() ? o.comm_hook()->name() : "none"},
-          {"hierarchical_allreduce", flag(o.hierarchical_allreduce())}};
+          {"hierarchical_allreduce", flag(o.hierarchical_allreduce())},
+          {"gradient_as_bucket_view", flag(o.gradient_as_bucket_view())}};
 }
 
 /// Broadcasts `tensors` from `src` with one collective per (dtype, device) instead of one
@@ -320,6 +136,13 @@ void build_buckets(GradientReducer::State& s) {
     bucket.flat = dist::empty_comm_buffer({numel}, first.options().requires_grad(false), s.options.group()).zero_();
     bucket.pending = bucket.members.size();
     s.buckets.push_back(std::move(bucket));
+  }
+  if (!s.options.gradient_as_bucket_view()) return;
+  for (std::size_t i = 0; i < s.params.size(); ++i) {
+    const at::Tensor& flat = s.buckets[s.bucket_of[i]].flat;
+    const at::Tensor& p = s.params[i];
+    s.grad_views.push_back(at::empty({0}, flat.options()).set_(flat.storage(), flat.storage_offset() + s.offset_of[i],
+                                                                 p.sizes(), c10::contiguous_strides(p.sizes())));
   }
 }
 

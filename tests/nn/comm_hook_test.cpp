@@ -21,6 +21,7 @@
 
 #include "support/errors.h"
 #include "support/files.h"
+#include "support/backend_world_test.h"
 #include "support/multiprocess.h"
 
 namespace kd = kindling::dist;
@@ -248,18 +249,7 @@ KINDLING_WORKER(powersgd_refuses_two_models) {
   kd::finalize();
 }
 
-class CommHookTest : public ::testing::TestWithParam<std::tuple<std::string, int>> {
- protected:
-  void expect_ok(const std::string& worker, const std::map<std::string, std::string>& env = {}) {
-    LaunchOptions opts;
-    opts.backend = std::get<0>(GetParam());
-    opts.world_size = std::get<1>(GetParam());
-    opts.deadline = std::chrono::seconds(120);
-    opts.env = env;
-    auto results = run_workers(worker, opts);
-    for (const auto& r : results) EXPECT_TRUE(r.ok()) << describe(results);
-  }
-};
+class CommHookTest : public kindling::testing::BackendWorldTest {};
 
 TEST_P(CommHookTest, PowerSgdGivesTorchsGradients) {
   const std::string dir = kindling::testing::make_temp_dir("powersgd");

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "support/backend_world_test.h"
 #include "support/multiprocess.h"
 
 namespace kd = kindling::dist;
@@ -338,17 +339,7 @@ KINDLING_WORKER(ddp_options_disagree) {
   kd::finalize();
 }
 
-class DdpTest : public ::testing::TestWithParam<std::tuple<std::string, int>> {
- protected:
-  void expect_ok(const std::string& worker) {
-    LaunchOptions opts;
-    opts.backend = std::get<0>(GetParam());
-    opts.world_size = std::get<1>(GetParam());
-    opts.deadline = std::chrono::seconds(120);
-    auto results = run_workers(worker, opts);
-    for (const auto& r : results) EXPECT_TRUE(r.ok()) << describe(results);
-  }
-};
+class DdpTest : public kindling::testing::BackendWorldTest {};
 
 TEST_P(DdpTest, GradientsEqualFullBatchAndReplicasStayIdentical) { expect_ok("ddp_matches_full_batch"); }
 TEST_P(DdpTest, UnusedParameterIsNamedWithoutFindUnused) { expect_ok("ddp_unused_parameter_error"); }

@@ -16,13 +16,13 @@
 /// \endcode
 ///
 /// How it works (like PyTorch's DDP): gradients are grouped into buckets (reverse
-/// registration order, a small first bucket, then `bucket_cap_mb`); a hook on each
-/// parameter's gradient accumulator copies the gradient into its bucket, and when a
-/// bucket is complete its all-reduce starts asynchronously while backward goes on. At the
-/// end of backward (an autograd-engine callback) every bucket is waited on, divided by the
-/// group's size and copied back into the `.grad()` tensors, so `backward()` returns with
-/// averaged gradients. Buckets are launched in index order on every rank, so the
-/// all-reduces match even when gradients become ready in a different order.
+/// registration order, a small first bucket, then `bucket_cap_mb`); each parameter's `.grad()`
+/// is its place in its bucket (DdpOptions::gradient_as_bucket_view; without it, a hook copies
+/// the gradient in), and when a bucket is complete its all-reduce starts asynchronously while
+/// backward goes on. At the end of backward (an autograd-engine callback) every bucket is
+/// waited on, so `backward()` returns with averaged gradients in `.grad()`. Buckets are
+/// launched in index order on every rank, so the all-reduces match even when gradients
+/// become ready in a different order.
 ///
 /// Communication: constructing a GradientReducer, a forward that broadcasts buffers and a
 /// synchronised backward are collectives over DdpOptions::group(): every rank of the group
@@ -83,6 +83,18 @@ struct KINDLING_API DdpOptions {
   /// Constructing the model then also makes the hierarchy's groups. false: always flat.
   /// Default true.
   KINDLING_ARG(bool, hierarchical_allreduce) = true;
+
+  /// torch's gradient_as_bucket_view: each parameter's `.grad()` is its place in its bucket, so
+  /// backward accumulates straight into the buffer that is reduced and the average is left
+  /// there: no copy into the bucket, none back (the copies cost 2 x the model's bytes per step).
+  /// The gradients then share their bucket's storage (`grad.is_alias_of` another's) while the
+  /// model lives, and become copies of their own when it is destroyed. Zeroing gradients in
+  /// place keeps them in the bucket; resetting them to none (LibTorch 2.x's default
+  /// `Optimizer::zero_grad()`) makes autograd allocate new ones, which the next backward copies
+  /// in once and puts back in the bucket: correct, but the copy-in stays. The training is bit
+  /// for bit that of false. On the mpi backend a bucket may live in MPI's shared window, freed
+  /// by finalize(): destroy the model first (as for any DDP state). Default true.
+  KINDLING_ARG(bool, gradient_as_bucket_view) = true;
 };
 
 /// The gradient synchronisation engine of DistributedDataParallel, for any list of

@@ -1,5 +1,6 @@
 // Shared-memory all-reduce for single-node MPI communicators; see shm_allreduce.h.
 #include "dist/backends/mpi/shm_allreduce.h"
+#include "dist/backends/mpi/shm_heap.h"
 #include "dist/backends/mpi/mpi_op.h"
 #include "dist/backends/mpi/shm_kernels.h"
 
@@ -69,50 +70,6 @@ struct ShmAllreduce::Control {
   Line location;         // 0: staged through my slots; else 1 + offset of my tensor in my window
 };
 enum { kArrived = 0, kReduced = 1, kFinished = 2 };
-
-// The communication-buffer heap in this rank's part of the window: first fit, 256-byte
-// aligned blocks. Shared with the tensors' deleters, so it outlives the communicator.
-struct ShmAllreduce::Heap {
-  std::mutex mu;
-  char* base = nullptr;
-  std::int64_t capacity = 0;
-  std::map<std::int64_t, std::int64_t> free;  // offset -> bytes
-  std::map<std::int64_t, std::int64_t> used;
-
-  char* allocate(std::int64_t bytes) {
-    bytes = std::max<std::int64_t>(256, (bytes + 255) / 256 * 256);
-    std::lock_guard<std::mutex> lock(mu);
-    for (auto it = free.begin(); it != free.end(); ++it) {
-      if (it->second < bytes) continue;
-      const std::int64_t off = it->first, left = it->second - bytes;
-      free.erase(it);
-      if (left > 0) free.emplace(off + bytes, left);
-      used.emplace(off, bytes);
-      return base + off;
-    }
-    return nullptr;
-  }
-  void release(void* p) {
-    std::lock_guard<std::mutex> lock(mu);
-    auto u = used.find(static_cast<char*>(p) - base);
-    if (u == used.end()) return;
-    std::int64_t off = u->first, bytes = u->second;
-    used.erase(u);
-    auto next = free.lower_bound(off);
-    if (next != free.end() && off + bytes == next->first) {
-      bytes += next->second;
-      next = free.erase(next);
-    }
-    if (next != free.begin()) {
-      auto prev = std::prev(next);
-      if (prev->first + prev->second == off) {
-        prev->second += bytes;
-        return;
-      }
-    }
-    free.emplace(off, bytes);
-  }
-};
 
 std::int64_t ShmAllreduce::min_bytes() {
   static const std::int64_t bytes = [] {
@@ -201,6 +158,7 @@ ShmAllreduce::~ShmAllreduce() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
+  if (heap_) heap_->evacuate();
   if (win_ != MPI_WIN_NULL) MPI_Win_free(&win_);
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
@@ -222,8 +180,11 @@ at::Tensor ShmAllreduce::empty(at::IntArrayRef sizes, const at::TensorOptions& o
   char* p = heap_->allocate(bytes);
   if (p == nullptr) return at::empty(sizes, opts);  // heap full: an ordinary tensor (staged path)
   std::shared_ptr<Heap> heap = heap_;
-  return at::from_blob(
+  at::Tensor t = at::from_blob(
       p, sizes, [heap](void* q) { heap->release(q); }, opts);
+  std::lock_guard<std::mutex> lock(heap_->mu);
+  heap_->owners.insert_or_assign(p - heap_->base, t.storage().getWeakStorageImpl());
+  return t;
 }
 
 bool ShmAllreduce::handles(const at::Tensor& t, ReduceOp op) const {
