@@ -251,7 +251,10 @@ void start_engine(const detail::BackendTraits& traits, const detail::WorldConfig
 void initialize_model(const std::string& backend, const InitOptions& options) {
   const char* caller = "kindling::dist::initialize";
   detail::record_uncaught_errors();  // a misuse refused below ends the program cleanly if uncaught
-  const detail::BackendTraits& traits = detail::usable_backend(backend, caller);
+  // The registry's entry, which outlives the call (a named string for `caller`, not a temporary:
+  // GCC 13's -Wdangling-reference cannot tell).
+  const std::string who = caller;
+  const detail::BackendTraits& traits = detail::usable_backend(backend, who);
   auto& rt = runtime();
   KINDLING_CHECK(rt.world == nullptr, caller, ": already initialized with backend '", rt.backend_name,
                  "'; call kindling::dist::finalize() before initializing again");

@@ -62,7 +62,10 @@ void check_elastic_options(const ParallelOptions& o) {
 
 // Checks the options on their own (not against a launcher) and returns the backend's traits.
 const detail::BackendTraits& check_parallel_options(const ParallelOptions& o) {
-  const auto& traits = detail::usable_backend(o.backend().value_or("serial"), "kindling::dist::Parallel");
+  // Named arguments, not temporaries: the result is the registry's entry, which GCC 13's
+  // -Wdangling-reference cannot tell.
+  const std::string backend = o.backend().value_or("serial"), who = "kindling::dist::Parallel";
+  const auto& traits = detail::usable_backend(backend, who);
   auto forbid_serial = [&](const char* name, const std::string& value, bool given) {
     KINDLING_CHECK(traits.joins_ranks || !given, kWhere, "backend is ", o.backend() ? "'serial'" : "not given",
                    ", so argument '", name, "' should not be given either (got ", value,
