@@ -178,9 +178,9 @@ void check_settings_agree(Runtime& rt) {
     differences += (differences.empty() ? "" : "; ") + name + ":";
     const char* separator = " ";
     for (const auto& [value, ranks] : values) {
-      differences += separator + ("'" + value + "' on rank") + (ranks.size() > 1 ? "s " : " ");
+      differences.append(separator).append("'").append(value).append(ranks.size() > 1 ? "' on ranks " : "' on rank ");
       separator = ", ";
-      for (std::size_t i = 0; i < ranks.size(); ++i) differences += (i ? "," : "") + std::to_string(ranks[i]);
+      for (std::size_t i = 0; i < ranks.size(); ++i) differences.append(i ? "," : "").append(std::to_string(ranks[i]));
     }
   }
   KINDLING_CHECK(differences.empty(),

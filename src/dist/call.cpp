@@ -206,7 +206,10 @@ int member_index(const GroupState& g, int global, const char* name, const char* 
       " (its ranks are ",
       [&] {
         std::string s;
-        for (int r : g.ranks) s += (s.empty() ? "" : ",") + std::to_string(r);
+        for (int r : g.ranks) {
+          if (!s.empty()) s += ',';
+          s += std::to_string(r);
+        }
         return s;
       }(),
       "); ranks are global ranks");

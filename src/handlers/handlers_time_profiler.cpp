@@ -112,7 +112,8 @@ void HandlersTimeProfiler::write_results(const std::string& path) const {
   for (std::size_t k = 0; k < rows; ++k) {
     text += std::to_string(k + 1);
     for (const auto* c : columns) {
-      text += "," + (k < c->size() ? profiler_detail::csv_seconds((*c)[k]) : std::string());
+      text += ',';
+      if (k < c->size()) text += profiler_detail::csv_seconds((*c)[k]);
     }
     text += "\n";
   }

@@ -43,7 +43,7 @@ std::string bounded_diagnosis(const std::function<std::string()>& diagnose) {
     return " Who is missing is unknown: asking, through the same engine, got no answer within 2 s either.";
   }
   try {
-    return " " + answer.get();
+    return std::string(" ").append(answer.get());
   } catch (const std::exception& e) {
     return std::string(" Who is missing is unknown: ") + e.what() + ".";
   }
