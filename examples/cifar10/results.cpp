@@ -3,8 +3,8 @@
 
 #include "profile.h"
 
-#include <kindling/handlers/disk_saver.h>
-#include <kindling/handlers/json_logger.h>
+#include <kindling/handlers/checkpointing/disk_saver.h>
+#include <kindling/handlers/loggers/json_logger.h>
 
 #include <algorithm>
 #include <cstdio>

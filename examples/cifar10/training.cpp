@@ -18,15 +18,15 @@
 #include <kindling/dist/launch_env.h>
 #include <kindling/engine/amp.h>
 #include <kindling/engine/supervised.h>
-#include <kindling/handlers/checkpoint.h>
+#include <kindling/handlers/checkpointing/checkpoint.h>
 #include <kindling/handlers/common.h>
-#include <kindling/handlers/disk_saver.h>
-#include <kindling/handlers/html_report.h>
-#include <kindling/handlers/json_logger.h>
-#include <kindling/handlers/param_scheduler.h>
-#include <kindling/handlers/run_folder.h>
-#include <kindling/handlers/setup_logger.h>
-#include <kindling/handlers/tensorboard.h>
+#include <kindling/handlers/checkpointing/disk_saver.h>
+#include <kindling/handlers/loggers/html_report.h>
+#include <kindling/handlers/loggers/json_logger.h>
+#include <kindling/handlers/schedulers/param_scheduler.h>
+#include <kindling/handlers/checkpointing/run_folder.h>
+#include <kindling/handlers/loggers/setup_logger.h>
+#include <kindling/handlers/loggers/tensorboard.h>
 #include <kindling/metrics/accuracy.h>
 #include <kindling/metrics/loss.h>
 #include <kindling/models/resnet.h>
@@ -72,7 +72,7 @@ void log_basic_info(const kh::Logger& logger, const Config& config, const DataCh
 
 // `<output_path>/<model>_backend-<backend>-<world size>_<YYYYmmdd-HHMMSS>[-n]`, unique even
 // for jobs started in the same second; after a restart, the folder this job's earlier attempt
-// made, whatever its world size (kindling/handlers/run_folder.h). Every rank gets it (the tutorial sets it on rank 0).
+// made, whatever its world size (kindling/handlers/checkpointing/run_folder.h). Every rank gets it (the tutorial sets it on rank 0).
 kh::RunFolder make_run_folder(const kh::Logger& logger, const Config& config) {
   const std::string backend = kd::get_world_size() > 1 ? kd::backend() : std::string("none");
   kh::RunFolder run;

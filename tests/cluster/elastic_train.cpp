@@ -25,7 +25,7 @@
 #include <kindling/dist/dist.h>
 #include <kindling/engine/engine.h>
 #include <kindling/engine/supervised.h>
-#include <kindling/handlers/checkpoint.h>
+#include <kindling/handlers/checkpointing/checkpoint.h>
 #include <kindling/metrics/regression.h>
 
 #include "support/id_dataset.h"

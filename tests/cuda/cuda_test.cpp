@@ -23,7 +23,7 @@
 
 #include <cmath>
 
-#include "kindling/handlers/checkpoint.h"
+#include "kindling/handlers/checkpointing/checkpoint.h"
 
 #include "cuda/cuda_support.h"
 #include "support/models.h"

@@ -18,7 +18,7 @@
 #include "kindling/dist/dist.h"
 #include "kindling/engine/engine.h"
 #include "kindling/engine/supervised.h"
-#include "kindling/handlers/checkpoint.h"
+#include "kindling/handlers/checkpointing/checkpoint.h"
 #include "support/files.h"
 #include "support/id_dataset.h"
 #include "support/multiprocess.h"

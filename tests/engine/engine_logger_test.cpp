@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "kindling/engine/engine.h"
-#include "kindling/handlers/setup_logger.h"
+#include "kindling/handlers/loggers/setup_logger.h"
 #include "kindling/log.h"
 #include "support/errors.h"
 

@@ -24,7 +24,7 @@
 #include "support/files.h"
 #include "support/errors.h"
 #include "kindling/engine/engine.h"
-#include "kindling/handlers/checkpoint.h"
+#include "kindling/handlers/checkpointing/checkpoint.h"
 #include "kindling/models/resnet.h"
 #include "support/multiprocess.h"
 

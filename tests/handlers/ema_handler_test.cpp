@@ -14,9 +14,9 @@
 
 #include "kindling/dist/auto.h"
 #include "kindling/engine/engine.h"
-#include "kindling/handlers/checkpoint.h"
+#include "kindling/handlers/checkpointing/checkpoint.h"
 #include "kindling/handlers/ema_handler.h"
-#include "kindling/handlers/stateful.h"
+#include "kindling/handlers/checkpointing/stateful.h"
 #include "support/errors.h"
 #include "support/files.h"
 

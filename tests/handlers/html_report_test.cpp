@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "kindling/engine/engine.h"
-#include "kindling/handlers/html_report.h"
-#include "kindling/handlers/json_logger.h"
+#include "kindling/handlers/loggers/html_report.h"
+#include "kindling/handlers/loggers/json_logger.h"
 #include "support/files.h"
 #include "support/errors.h"
 #include "support/multiprocess.h"

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "kindling/engine/engine.h"
-#include "kindling/handlers/json_logger.h"
+#include "kindling/handlers/loggers/json_logger.h"
 #include "support/errors.h"
 #include "support/files.h"
 #include "support/multiprocess.h"

@@ -21,8 +21,8 @@
 
 #include "kindling/dist/dist.h"
 #include "kindling/engine/engine.h"
-#include "kindling/handlers/lr_finder.h"
-#include "kindling/handlers/stateful.h"
+#include "kindling/handlers/schedulers/lr_finder.h"
+#include "kindling/handlers/checkpointing/stateful.h"
 #include "support/errors.h"
 #include "support/multiprocess.h"
 

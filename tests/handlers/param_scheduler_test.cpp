@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "kindling/engine/engine.h"
-#include "kindling/handlers/param_scheduler.h"
+#include "kindling/handlers/schedulers/param_scheduler.h"
 
 namespace {
 

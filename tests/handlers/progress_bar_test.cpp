@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "kindling/handlers/common.h"
-#include "kindling/handlers/progress_bar.h"
+#include "kindling/handlers/loggers/progress_bar.h"
 #include "kindling/log.h"
 #include "support/multiprocess.h"
 #include "support/terminal.h"

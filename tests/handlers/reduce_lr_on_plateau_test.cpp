@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "kindling/engine/engine.h"
-#include "kindling/handlers/checkpoint.h"
-#include "kindling/handlers/reduce_lr_on_plateau.h"
-#include "kindling/handlers/stateful.h"
+#include "kindling/handlers/checkpointing/checkpoint.h"
+#include "kindling/handlers/schedulers/reduce_lr_on_plateau.h"
+#include "kindling/handlers/checkpointing/stateful.h"
 #include "support/errors.h"
 #include "support/files.h"
 #include "support/multiprocess.h"

@@ -1,4 +1,4 @@
-// Run folders (kindling/handlers/run_folder.h) and the launcher's job identity they rest on
+// Run folders (kindling/handlers/checkpointing/run_folder.h) and the launcher's job identity they rest on
 // (kindling::dist::run_id / restart_count): unique names, the marker, a restart that finds
 // its own folder and no other, variables left in a shell that are no identity.
 #include <gtest/gtest.h>
@@ -14,7 +14,7 @@
 
 #include "kindling/dist/launch_env.h"
 #include "kindling/error.h"
-#include "kindling/handlers/run_folder.h"
+#include "kindling/handlers/checkpointing/run_folder.h"
 #include "support/errors.h"
 #include "support/files.h"
 

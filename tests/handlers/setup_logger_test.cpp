@@ -17,7 +17,7 @@
 #include "support/files.h"
 #include "support/errors.h"
 #include "kindling/dist/dist.h"
-#include "kindling/handlers/setup_logger.h"
+#include "kindling/handlers/loggers/setup_logger.h"
 #include "support/multiprocess.h"
 
 namespace {

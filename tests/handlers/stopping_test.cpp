@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kindling/handlers/stopping.h"
-#include "kindling/handlers/timer.h"
+#include "kindling/handlers/profilers/timer.h"
 
 namespace {
 

@@ -26,7 +26,7 @@
 #include "kindling/dist/dist.h"
 #include "kindling/engine/engine.h"
 #include "kindling/handlers/common.h"
-#include "kindling/handlers/tensorboard.h"
+#include "kindling/handlers/loggers/tensorboard.h"
 #include "support/errors.h"
 #include "support/files.h"
 #include "support/multiprocess.h"

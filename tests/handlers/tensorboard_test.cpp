@@ -25,8 +25,8 @@
 #include "support/errors.h"
 #include "kindling/dist/dist.h"
 #include "kindling/engine/engine.h"
-#include "kindling/handlers/json_logger.h"
-#include "kindling/handlers/tensorboard.h"
+#include "kindling/handlers/loggers/json_logger.h"
+#include "kindling/handlers/loggers/tensorboard.h"
 #include "support/multiprocess.h"
 
 namespace {

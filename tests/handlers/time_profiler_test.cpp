@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "kindling/engine/engine.h"
-#include "kindling/handlers/handlers_time_profiler.h"
-#include "kindling/handlers/time_profiler.h"
+#include "kindling/handlers/profilers/handlers_time_profiler.h"
+#include "kindling/handlers/profilers/time_profiler.h"
 #include "support/errors.h"
 #include "support/files.h"
 

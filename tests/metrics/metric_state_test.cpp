@@ -19,8 +19,8 @@
 
 #include "kindling/dist/dist.h"
 #include "kindling/engine/engine.h"
-#include "kindling/handlers/checkpoint.h"
-#include "kindling/handlers/stateful.h"
+#include "kindling/handlers/checkpointing/checkpoint.h"
+#include "kindling/handlers/checkpointing/stateful.h"
 #include "kindling/metrics/metrics.h"
 #include "support/errors.h"
 #include "support/metrics.h"

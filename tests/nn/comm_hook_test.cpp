@@ -4,7 +4,7 @@
 // every hook converges. Real processes on every CPU backend of the build.
 #include <gtest/gtest.h>
 #include <kindling/dist/auto.h>
-#include <kindling/handlers/checkpoint.h>
+#include <kindling/handlers/checkpointing/checkpoint.h>
 #include <kindling/kindling.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/activation.h>

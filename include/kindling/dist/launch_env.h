@@ -87,7 +87,7 @@ KINDLING_API int restart_count();
 /// kindling-run's --rdzv_id), TORCHELASTIC_RUN_ID from torchrun (its --rdzv_id; torchrun's
 /// default "none" is no identity). Unset without such a launcher: variables left in a shell
 /// are not an identity. What a restarted job uses to find its own earlier attempt (see
-/// kindling/handlers/run_folder.h). Any rank; on several nodes each node's launcher sets its
+/// kindling/handlers/checkpointing/run_folder.h). Any rank; on several nodes each node's launcher sets its
 /// own unless they are given the same --rdzv_id, so decide on one rank.
 KINDLING_API std::optional<std::string> run_id();
 

@@ -29,10 +29,10 @@
 #include "kindling/engine/engine.h"
 #include "kindling/export.h"
 #include "kindling/options.h"
-#include "kindling/handlers/checkpoint.h"
-#include "kindling/handlers/param_scheduler.h"
-#include "kindling/handlers/progress_bar.h"
-#include "kindling/handlers/tensorboard.h"
+#include "kindling/handlers/checkpointing/checkpoint.h"
+#include "kindling/handlers/schedulers/param_scheduler.h"
+#include "kindling/handlers/loggers/progress_bar.h"
+#include "kindling/handlers/loggers/tensorboard.h"
 
 namespace kindling {
 namespace handlers {

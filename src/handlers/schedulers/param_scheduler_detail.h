@@ -1,0 +1,149 @@
+#pragma once
+// Internal to the parameter schedulers (param_scheduler.cpp, param_scheduler_composite.cpp):
+// reading and writing an optimizer's options by name, state-dict readers, the simulation loop.
+#include <torch/optim/adagrad.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/rmsprop.h>
+#include <torch/optim/schedulers/lr_scheduler.h>
+#include <torch/optim/sgd.h>
+
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kindling/error.h"
+#include "kindling/handlers/schedulers/param_scheduler.h"
+
+namespace kindling {
+namespace handlers {
+namespace scheduler_detail {
+
+inline constexpr const char* kSupportedParams =
+    "\"lr\" (every optimizer), \"momentum\" (SGD, RMSprop), \"weight_decay\" (SGD, Adam, AdamW, RMSprop, Adagrad)";
+
+// Calls f on `o` as the first of Os that it is; false when it is none of them.
+template <typename... Os, typename F>
+bool visit_options(torch::optim::OptimizerOptions& o, F&& f) {
+  return ((dynamic_cast<Os*>(&o) != nullptr && (f(*dynamic_cast<Os*>(&o)), true)) || ...);
+}
+
+// Writes `*value` (when given) to option `name` of `o`, then reads it into *out; false when
+// `o` has no such option. Rethrows c10::Error from options classes without get_lr/set_lr.
+inline bool access_option(torch::optim::OptimizerOptions& o, const std::string& name, const double* value,
+                          double* out) {
+  namespace optim = torch::optim;
+  if (name == "lr") {
+    if (value != nullptr) o.set_lr(*value);
+    *out = o.get_lr();
+    return true;
+  }
+  if (name == "momentum") {
+    return visit_options<optim::SGDOptions, optim::RMSpropOptions>(o, [&](auto& x) {
+      if (value != nullptr) x.momentum(*value);
+      *out = x.momentum();
+    });
+  }
+  if (name == "weight_decay") {
+    return visit_options<optim::SGDOptions, optim::AdamOptions, optim::AdamWOptions, optim::RMSpropOptions,
+                         optim::AdagradOptions>(o, [&](auto& x) {
+      if (value != nullptr) x.weight_decay(*value);
+      *out = x.weight_decay();
+    });
+  }
+  return false;
+}
+
+inline double read_option(const torch::optim::Optimizer& opt, std::size_t group, const std::string& name) {
+  double out = 0;
+  access_option(const_cast<torch::optim::OptimizerOptions&>(opt.param_groups()[group].options()), name, nullptr, &out);
+  return out;
+}
+inline void write_option(torch::optim::Optimizer& opt, std::size_t group, const std::string& name, double value) {
+  double out = 0;
+  access_option(opt.param_groups()[group].options(), name, &value, &out);
+}
+// The option in every group, and back.
+inline std::vector<double> read_all(const torch::optim::Optimizer& opt, const std::string& name) {
+  std::vector<double> out;
+  for (std::size_t g = 0; g < opt.param_groups().size(); ++g) out.push_back(read_option(opt, g, name));
+  return out;
+}
+inline void write_all(torch::optim::Optimizer& opt, const std::string& name, const std::vector<double>& values) {
+  for (std::size_t g = 0; g < values.size(); ++g) write_option(opt, g, name, values[g]);
+}
+
+// LibTorch's LRScheduler keeps get_lrs() and step_count_ protected; pointers to them named
+// through a derived class are allowed by the access rules (this class is never instantiated).
+struct TorchSchedulerAccess : torch::optim::LRScheduler {
+  static std::vector<double> lrs(torch::optim::LRScheduler& s) { return (s.*&TorchSchedulerAccess::get_lrs)(); }
+  static unsigned& step_count(torch::optim::LRScheduler& s) { return s.*&TorchSchedulerAccess::step_count_; }
+};
+
+// State-dict readers: each throws kindling::UsageError naming the key and what it holds.
+inline std::string keys_of(const StateDict& sd) {
+  std::string out;
+  for (const auto& kv : sd) {
+    out += (out.empty() ? "" : ", ") + (kv.key().isString() ? kv.key().toStringRef() : kv.key().tagKind());
+  }
+  return "{" + out + "}";
+}
+inline c10::IValue require(const StateDict& sd, const char* key, const std::string& who) {
+  KINDLING_CHECK(sd.contains(key), who, ": required state attribute '", key, "' is absent in the state_dict with keys ",
+                 keys_of(sd), "; pass a state_dict saved by the same kind of scheduler");
+  return sd.at(key);
+}
+inline int64_t read_int(const StateDict& sd, const char* key, const std::string& who) {
+  const c10::IValue v = require(sd, key, who);
+  KINDLING_CHECK(v.isInt(), who, ": state attribute '", key, "' holds a ", v.tagKind(), ", expected an integer");
+  return v.toInt();
+}
+inline double read_double(const StateDict& sd, const char* key, const std::string& who) {
+  const c10::IValue v = require(sd, key, who);
+  KINDLING_CHECK(v.isDouble() || v.isInt(), who, ": state attribute '", key, "' holds a ", v.tagKind(),
+                 ", expected a number");
+  return v.isDouble() ? v.toDouble() : static_cast<double>(v.toInt());
+}
+// A list of integers (T = int64_t) or of numbers (T = double).
+template <typename T>
+std::vector<T> read_list(const StateDict& sd, const char* key, const std::string& who) {
+  const c10::IValue v = require(sd, key, who);
+  KINDLING_CHECK(v.isList(), who, ": state attribute '", key, "' holds a ", v.tagKind(), ", expected a list");
+  constexpr bool kInt = std::is_integral<T>::value;
+  std::vector<T> out;
+  const c10::List<c10::IValue> list = v.toList();
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const c10::IValue e = list.get(i);
+    KINDLING_CHECK(e.isInt() || (!kInt && e.isDouble()), who, ": element ", i, " of state attribute '", key,
+                   "' holds a ", e.tagKind(), kInt ? ", expected an integer" : ", expected a number");
+    out.push_back(e.isInt() ? static_cast<T>(e.toInt()) : static_cast<T>(e.toDouble()));
+  }
+  return out;
+}
+
+// Advances `s` n times; (i, first value set) after each event.
+inline SimulatedValues simulate(ParamScheduler& s, int64_t n) {
+  KINDLING_CHECK(n >= 0, s.who(), "::simulate_values: num_events is ", n, ", expected >= 0");
+  SimulatedValues out;
+  for (int64_t i = 0; i < n; ++i) {
+    s.advance();
+    out.emplace_back(i, s.current_values().front());
+  }
+  return out;
+}
+
+// Loads each state into its scheduler; when one throws, puts every scheduler back as it was.
+inline void load_all(const std::vector<ParamScheduler*>& schedulers, const std::vector<StateDict>& states) {
+  std::vector<StateDict> backup;
+  for (ParamScheduler* s : schedulers) backup.push_back(s->state_dict());
+  try {
+    for (std::size_t i = 0; i < schedulers.size(); ++i) schedulers[i]->load_state_dict(states[i]);
+  } catch (...) {
+    for (std::size_t i = 0; i < schedulers.size(); ++i) schedulers[i]->load_state_dict(backup[i]);
+    throw;
+  }
+}
+
+}  // namespace scheduler_detail
+}  // namespace handlers
+}  // namespace kindling
