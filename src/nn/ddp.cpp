@@ -37,7 +37,8 @@ dist::Settings exchanged_settings(const DdpOptions& o) {
           {"sync_batchnorm", flag(o.sync_batchnorm())},
           {"comm_hook", o.comm_hook() ? o.comm_hook()->name() : "none"},
           {"hierarchical_allreduce", flag(o.hierarchical_allreduce())},
-          {"gradient_as_bucket_view", flag(o.gradient_as_bucket_view())}};
+          {"gradient_as_bucket_view", flag(o.gradient_as_bucket_view())},
+          {"static_graph", flag(o.static_graph())}};
 }
 
 /// Broadcasts `tensors` from `src` with one collective per (dtype, device) instead of one
@@ -116,36 +117,6 @@ void require_same_parameters(const GradientReducer::State& s, const dist::Group&
   }
 }
 
-// Makes the buckets of detail::assign_buckets' rule (nn/ddp_buckets.h), each with its zeroed
-// flat buffer, and records each parameter's bucket and offset in it.
-void build_buckets(GradientReducer::State& s) {
-  s.bucket_of.assign(s.params.size(), 0);
-  s.offset_of.assign(s.params.size(), 0);
-  const auto groups = detail::assign_buckets(s.params, s.options.bucket_cap_mb());
-  for (std::size_t b = 0; b < groups.size(); ++b) {
-    GradientReducer::State::Bucket bucket;
-    bucket.members = groups[b];
-    int64_t numel = 0;
-    for (std::size_t i : bucket.members) {
-      s.bucket_of[i] = b;
-      s.offset_of[i] = numel;
-      numel += s.params[i].numel();
-    }
-    const auto& first = s.params[bucket.members.front()];
-    // In the backend's fastest memory for all-reduce (the mpi backend's shared window).
-    bucket.flat = dist::empty_comm_buffer({numel}, first.options().requires_grad(false), s.options.group()).zero_();
-    bucket.pending = bucket.members.size();
-    s.buckets.push_back(std::move(bucket));
-  }
-  if (!s.options.gradient_as_bucket_view()) return;
-  for (std::size_t i = 0; i < s.params.size(); ++i) {
-    const at::Tensor& flat = s.buckets[s.bucket_of[i]].flat;
-    const at::Tensor& p = s.params[i];
-    s.grad_views.push_back(at::empty({0}, flat.options()).set_(flat.storage(), flat.storage_offset() + s.offset_of[i],
-                                                                 p.sizes(), c10::contiguous_strides(p.sizes())));
-  }
-}
-
 // Installs on each parameter's gradient accumulator the hook that marks its gradient ready.
 void hook_accumulators(const std::shared_ptr<GradientReducer::State>& state) {
   auto& s = *state;
@@ -193,7 +164,7 @@ GradientReducer::GradientReducer(const torch::nn::Module& module, DdpOptions opt
     auto hosts = std::make_shared<dist::HostHierarchy>();
     if (hosts->pays()) s.options.comm_hook(hierarchical_allreduce_hook(std::move(hosts)));
   }
-  build_buckets(s);
+  s.make_buckets(detail::reverse_order(s.params.size()));
   s.ready.assign(s.params.size(), 0);
   hook_accumulators(state_);
 }

@@ -59,6 +59,17 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
   // detach_() on every gradient, which autograd refuses for a view.
   std::vector<at::Tensor> grad_views;
   std::vector<char> ready;
+  // The buckets' rebuild (src/nn/ddp_rebuild.cpp): the order this rank saw gradients become
+  // ready in its first synchronised backward, and whether the buckets are past it.
+  std::vector<std::size_t> ready_order;
+  bool rebuilt = false;
+  // static_graph, known after the first synchronised backward: the parameters this rank's graph
+  // leaves without a gradient (marked ready with zeros as each backward starts), which ones some
+  // rank used (1) or none (0), and the first sign in this backward that the graph changed.
+  bool graph_known = false;
+  std::vector<char> locally_unused;
+  at::Tensor global_used;
+  std::string graph_change;
   std::size_t next_launch = 0;
   bool callback_queued = false;
   bool sync = true;
@@ -98,7 +109,26 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
     }
     next_launch = 0;
     callback_queued = false;
+    graph_change.clear();
+    if (!rebuilt) ready_order.clear();  // a first backward that failed: the next one records anew
   }
+
+  // Defined in src/nn/ddp_rebuild.cpp.
+  // The buckets made from `order` (detail::assign_buckets' rule), each with its zeroed buffer,
+  // each parameter's bucket, offset and (gradient_as_bucket_view) place.
+  void make_buckets(const std::vector<std::size_t>& order);
+  // At the end of the first synchronised backward: the buckets made again in the order in which
+  // the group's first rank saw gradients become ready (a broadcast over the group; every rank
+  // runs it there), the gradients that lived in the old buckets moved into the new ones.
+  void rebuild_buckets();
+  // static_graph: as a synchronised backward starts, the parameters known unused marked ready.
+  void begin_iteration();
+  // static_graph: throws kindling::UsageError, after waiting for what was launched, when this
+  // backward's graph is not the first one's (`missing`: parameters with no gradient now).
+  void require_same_graph(const std::vector<std::size_t>& missing);
+  // After the first synchronised backward: learns the graph (static_graph) and rebuilds the
+  // buckets where that is done (`used`: which parameters some rank used, or undefined).
+  void after_first_backward(const std::vector<std::size_t>& missing, const at::Tensor& used);
 
   // Buckets start in index order on every rank, so the all-reduces always pair up.
   void launch_in_order() {
@@ -123,15 +153,22 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
 
   void mark_ready(std::size_t i) {
     std::lock_guard<std::mutex> lock(mu);
-    if (!sync || ready[i]) return;
+    if (!sync) return;
     if (!callback_queued) {
       std::weak_ptr<State> weak = shared_from_this();
       torch::autograd::Engine::get_default_engine().queue_callback([weak] {
         if (auto s = weak.lock()) s->finish_backward();
       });
       callback_queued = true;
+      begin_iteration();
+    }
+    if (ready[i]) {
+      // Only a parameter the static graph had no gradient for is ready before its gradient.
+      if (graph_known && graph_change.empty()) graph_change = names[i];
+      return;
     }
     ready[i] = 1;
+    if (!rebuilt) ready_order.push_back(i);
     at::Tensor& grad = params[i].mutable_grad();
     KINDLING_CHECK(grad.defined() && !grad.is_sparse(), "kindling::nn::DistributedDataParallel: parameter '", names[i],
                    "' has ", grad.defined() ? "a sparse" : "no",
@@ -162,8 +199,12 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
     for (std::size_t i = 0; i < params.size(); ++i) {
       if (!ready[i]) missing.push_back(i);
     }
+    require_same_graph(missing);
+    // Unused parameters are allowed with find_unused_parameters, and in static_graph's first
+    // backward, which learns them.
+    const bool learn_unused = options.find_unused_parameters() || (options.static_graph() && !graph_known);
     if (!missing.empty()) {
-      if (!options.find_unused_parameters()) {
+      if (!learn_unused) {
         std::ostringstream list;
         for (std::size_t k = 0; k < missing.size() && k < 10; ++k) list << (k ? ", " : "") << names[missing[k]];
         if (missing.size() > 10) list << ", ... (" << missing.size() << " in all)";
@@ -182,10 +223,10 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
       launch_in_order();
     }
     // With unused parameters allowed, learn which ones some rank used (after the buckets,
-    // in the same order everywhere).
-    at::Tensor used;
+    // in the same order everywhere); a known static graph knows.
+    at::Tensor used = graph_known ? global_used : at::Tensor();
     dist::Work used_work;
-    if (options.find_unused_parameters()) {
+    if (learn_unused) {
       used = at::zeros({static_cast<int64_t>(params.size())},
                        at::TensorOptions().dtype(at::kInt).device(params[0].device()));
       for (std::size_t i = 0; i < params.size(); ++i) {
@@ -195,13 +236,14 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
     }
     const auto wait_start = Clock::now();
     for (auto& b : buckets) b.wait();
-    if (used.defined()) {
+    if (learn_unused) {
       used_work.wait();
       used = used.cpu();
     }
     const auto wait_end = Clock::now();
     last_wait_s = seconds(wait_start, wait_end);
     write_back(used);
+    if (!rebuilt || (options.static_graph() && !graph_known)) after_first_backward(missing, used);
     ++synchronized;
     record_step(compute_end, wait_end);
     reset_iteration();

@@ -22,7 +22,10 @@
 /// backward goes on. At the end of backward (an autograd-engine callback) every bucket is
 /// waited on, so `backward()` returns with averaged gradients in `.grad()`. Buckets are
 /// launched in index order on every rank, so the all-reduces match even when gradients
-/// become ready in a different order.
+/// become ready in a different order. After the first synchronised backward the buckets are
+/// made again in the order the group's first rank saw the gradients become ready (as torch's
+/// Reducer; not with find_unused_parameters alone, nor under a communication hook), so that
+/// each bucket fills as early as backward allows.
 ///
 /// Communication: constructing a GradientReducer, a forward that broadcasts buffers and a
 /// synchronised backward are collectives over DdpOptions::group(): every rank of the group
@@ -95,6 +98,14 @@ struct KINDLING_API DdpOptions {
   /// for bit that of false. On the mpi backend a bucket may live in MPI's shared window, freed
   /// by finalize(): destroy the model first (as for any DDP state). Default true.
   KINDLING_ARG(bool, gradient_as_bucket_view) = true;
+
+  /// torch's static_graph: the same parameters get gradients in every iteration. The first
+  /// synchronised backward learns which ones do not (as find_unused_parameters, one extra small
+  /// all-reduce, then never again); in later ones they are marked ready with zeros as backward
+  /// starts, so their buckets need not wait for the end of backward. A backward whose graph
+  /// differs (a parameter that gets a gradient it did not get in the first, or the reverse) is
+  /// refused: kindling::UsageError out of backward() naming the parameter. Default false.
+  KINDLING_ARG(bool, static_graph) = false;
 };
 
 /// The gradient synchronisation engine of DistributedDataParallel, for any list of
@@ -151,7 +162,9 @@ class KINDLING_API GradientReducer {
   void set_sync(bool enabled);
   /// Whether backward synchronises now. Local; does not throw.
   bool sync_enabled() const;
-  /// Number of buckets, and the parameter names in each (for tests and tuning). Local.
+  /// Number of buckets, and the parameter names in each (for tests and tuning): reverse
+  /// registration order until the first synchronised backward, the order of readiness after
+  /// it (see the file's comment). Local.
   std::vector<std::vector<std::string>> buckets() const;
   /// Backward passes that ended with averaged gradients. Local; does not throw.
   int64_t synchronized_backwards() const;
