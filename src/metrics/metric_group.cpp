@@ -43,8 +43,11 @@ MetricGroup::MetricGroup(Members metrics, OutputTransform output_transform)
     register_member_state(name + "/", *metric);
     // A lambda member is fed through its sources, so that a source shared by several members
     // (a ConfusionMatrix and IoU over it) is updated once per batch.
-    const auto lambda = std::dynamic_pointer_cast<MetricsLambda>(metric);
-    for (const auto& m : lambda ? lambda->sources() : std::vector<std::shared_ptr<Metric>>{metric}) {
+    // (A named vector, not a temporary chosen by ?:: GCC 12 reports -Wfree-nonheap-object on
+    // that temporary's destruction in some unity batches of the 2.15 build, a false positive.)
+    std::vector<std::shared_ptr<Metric>> feeds{metric};
+    if (const auto lambda = std::dynamic_pointer_cast<MetricsLambda>(metric)) feeds = lambda->sources();
+    for (const auto& m : feeds) {
       if (std::find(fed_.begin(), fed_.end(), m) == fed_.end()) fed_.push_back(m);
     }
   }
