@@ -22,7 +22,9 @@
 #include <kindling/data/transforms.h>
 #include <kindling/kindling.h>
 #include <kindling/nn/ddp.h>
+#include <kindling/nn/optimizer_state.h>
 #include <kindling/nn/powersgd.h>
+#include <kindling/nn/zero.h>
 
 #include "cli/cli.h"
 #include "workload.h"
@@ -31,6 +33,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 #include <string>
 
 namespace kd = kindling::dist;
@@ -55,6 +58,7 @@ struct Options {
   int64_t powersgd_start = 2;
   bool flat = false;
   bool copy_gradients = false;
+  bool zero = false;
 };
 
 // What a timed run measured on this rank.
@@ -62,6 +66,7 @@ struct Measured {
   double seconds = 0;
   std::string hook = "none";                    // the hook DDP ran (hierarchical_allreduce when it chose one)
   double backward = 0, communication_wait = 0;  // StepTimes summed over the timed steps
+  int64_t state_elements = 0;                   // the optimizer's state on this rank, after the run
 };
 
 // Binds every option to `o` (tools/cli/cli.h gives --help and the errors).
@@ -95,6 +100,8 @@ void describe_options(CLI::App& app, Options& o) {
   app.add_flag("--flat", o.flat, "Never the hierarchical all-reduce (DdpOptions::hierarchical_allreduce(false))");
   app.add_flag("--copy-gradients", o.copy_gradients,
                "Copy gradients into the buckets and back (DdpOptions::gradient_as_bucket_view(false))");
+  app.add_flag("--zero", o.zero,
+               "The optimizer as kindling::nn::ZeroRedundancyOptimizer (ZeRO-1: its comm hook, 1/N of the state)");
   app.add_option("--workers", o.workers, "loader: worker threads")->check(CLI::Range(0, 1024))->capture_default_str();
   app.add_option("--epochs", o.epochs, "loader: epochs")->check(CLI::Range(1, 100000))->capture_default_str();
 }
@@ -114,15 +121,29 @@ std::shared_ptr<kindling::nn::CommHook> comm_hook(const Options& o) {
   return nullptr;
 }
 
+int64_t state_elements(const torch::optim::Optimizer& opt) {
+  if (auto* zero = dynamic_cast<const kindling::nn::ZeroRedundancyOptimizer*>(&opt)) return zero->local_state_numel();
+  int64_t n = 0;
+  for (const auto& kv : kindling::nn::optimizer_state_dict(opt).at("state").toGenericDict())
+    for (const auto& e : kv.value().toGenericDict())
+      if (e.value().isTensor()) n += e.value().toTensor().numel();
+  return n;
+}
+
 template <class Module>
 Measured train(Module net, const Options& o, const std::pair<at::Tensor, at::Tensor>& data) {
+  const auto sgd = torch::optim::SGDOptions(0.01).momentum(0.9);
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  if (o.zero) optimizer = std::make_unique<kindling::nn::ZeroRedundancyOptimizer>(net->parameters(), sgd);
+  auto* zero = dynamic_cast<kindling::nn::ZeroRedundancyOptimizer*>(optimizer.get());
   auto model = kd::auto_model(net, kindling::nn::DdpOptions()
                                        .bucket_cap_mb(o.bucket_cap_mb)
-                                       .comm_hook(comm_hook(o))
+                                       .comm_hook(zero ? zero->comm_hook() : comm_hook(o))
                                        .hierarchical_allreduce(!o.flat)
                                        .gradient_as_bucket_view(!o.copy_gradients));
   Measured m;
-  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  if (!optimizer) optimizer = std::make_unique<torch::optim::SGD>(model->parameters(), sgd);
+  torch::optim::Optimizer& opt = *optimizer;
   const int rank = kd::get_rank(), world = kd::get_world_size();
   auto step = [&](int s) {
     auto [x, y] = bench::step_batch(data, s, rank, world, o.batch);
@@ -145,6 +166,7 @@ Measured train(Module net, const Options& o, const std::pair<at::Tensor, at::Ten
   }
   m.seconds = seconds_since(t0);
   if (auto* r = model.reducer()) m.hook = r->comm_hook_name();
+  m.state_elements = state_elements(opt);
   return m;
 }
 
@@ -189,13 +211,14 @@ int main(int argc, char** argv) {
     Measured m;
     bench::with_model(o.model, [&](auto net) { m = train(net, o, data); });
     const double secs = kd::all_reduce(m.seconds, kd::ReduceOp::kMax);
+    const int64_t state = kd::all_reduce(m.state_elements, kd::ReduceOp::kMax);
     if (kd::get_rank() == 0) {
       const double samples = static_cast<double>(o.steps) * o.batch * world;
       std::printf(
           "RESULT impl=kindling mode=step model=%s ranks=%d batch=%lld threads=%d steps=%d hook=%s views=%d seconds=%.4f "
-          "samples_per_s=%.1f backward_ms=%.1f comm_wait_ms=%.1f\n",
+          "samples_per_s=%.1f backward_ms=%.1f comm_wait_ms=%.1f state_elements=%lld\n",
           o.model.c_str(), world, static_cast<long long>(o.batch), o.threads, o.steps, m.hook.c_str(), o.copy_gradients ? 0 : 1, secs,
-          samples / secs, 1e3 * m.backward / o.steps, 1e3 * m.communication_wait / o.steps);
+          samples / secs, 1e3 * m.backward / o.steps, 1e3 * m.communication_wait / o.steps, static_cast<long long>(state));
     }
     kd::finalize();
   } catch (const std::exception& e) {

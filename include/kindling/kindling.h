@@ -53,4 +53,6 @@
 #include "kindling/nn/batchnorm.h"
 #include "kindling/nn/comm_hook.h"
 #include "kindling/nn/ddp.h"
+#include "kindling/nn/optimizer_state.h"
 #include "kindling/nn/powersgd.h"
+#include "kindling/nn/zero.h"

@@ -5,7 +5,11 @@
 #include <ATen/autocast_mode.h>
 #include <torch/version.h>
 
+#include <vector>
+
+#include "kindling/dist/dist.h"
 #include "kindling/error.h"
+#include "kindling/nn/zero.h"
 
 namespace kindling {
 namespace engine {
@@ -97,18 +101,26 @@ void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
                  "kindling::engine::GradScaler::unscale_: already called for this "
                  "optimizer since the last update(); call it once per step");
   const double inverse = 1.0 / scale_;
-  at::Tensor bad;  // accumulated on the gradients' device: one host sync per step, not per tensor
   at::NoGradGuard no_grad;
+  std::vector<at::Tensor> gradients;
   for (auto& group : optimizer.param_groups()) {
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
-      at::Tensor g = p.mutable_grad();
-      g.mul_(inverse);
-      at::Tensor nonfinite = at::logical_not(at::isfinite(g)).any();
-      bad = bad.defined() ? at::logical_or(bad, nonfinite.to(bad.device())) : nonfinite;
+      p.mutable_grad().mul_(inverse);
+      gradients.push_back(p.grad());
     }
   }
-  unscaled_[&optimizer] = bad.defined() && bad.item<bool>();
+  // ZeRO: only this rank's parts hold the group's average, and every rank must decide alike.
+  auto* zero = dynamic_cast<nn::ZeroRedundancyOptimizer*>(&optimizer);
+  if (zero) gradients = zero->local_gradients();
+  at::Tensor bad;  // accumulated on the gradients' device: one host sync per step, not per tensor
+  for (const auto& g : gradients) {
+    at::Tensor nonfinite = at::logical_not(at::isfinite(g)).any();
+    bad = bad.defined() ? at::logical_or(bad, nonfinite.to(bad.device())) : nonfinite;
+  }
+  bool found = bad.defined() && bad.item<bool>();
+  if (zero) found = dist::all_reduce(static_cast<int64_t>(found), dist::ReduceOp::kMax, zero->group()) != 0;
+  unscaled_[&optimizer] = found;
 }
 
 bool GradScaler::step(torch::optim::Optimizer& optimizer) {

@@ -1,0 +1,108 @@
+#pragma once
+/// \file
+/// ZeRO stage 1 for kindling's DDP: each rank of the DDP group keeps and steps 1/N of the
+/// optimizer's state (torch's ZeroRedundancyOptimizer; DeepSpeed's stage 1).
+///
+/// \code
+///   auto net = Net();
+///   kindling::nn::ZeroRedundancyOptimizer optimizer(net->parameters(), torch::optim::AdamOptions(1e-3));
+///   auto model = kindling::dist::auto_model(net, kindling::nn::DdpOptions().comm_hook(optimizer.comm_hook()));
+///   // then as with any optimizer: zero_grad(), forward, backward, optimizer.step()
+/// \endcode
+///
+/// How it works: every DDP bucket is cut into N equal chunks, chunk r belonging to group rank r.
+/// The optimizer's comm hook reduces each bucket as backward completes it, but instead of one
+/// all-reduce each rank sends every other rank that rank's chunk and sums the N copies of its
+/// own (a reduce-scatter by point-to-point exchanges, while backward goes on): only the rank's
+/// own chunk of `.grad()` holds the group's average afterwards, the rest keeps this rank's
+/// values. step() runs the optimizer (SGD, Adam or AdamW) on the parameters' parts in its
+/// chunks only, as views of the parameters, then one all_gather per bucket gives every rank the
+/// others' updated parts. The bytes sent equal one all-reduce's; the optimizer's state on each
+/// rank is 1/N of the whole (rounded up to a chunk's size). The arithmetic of each element is
+/// the ordinary optimizer's, so the training equals plain DDP's (bit for bit on 2 ranks; on
+/// more, the sum of the N gradients runs in rank order, not the all-reduce's order).
+///
+/// Rules: the DDP model must use this optimizer's comm_hook() (kindling::UsageError from step()
+/// otherwise) and keep its bucket layout (DDP does not rebuild buckets under a comm hook). Read
+/// `.grad()` between backward and step() only for this rank's chunks (GradScaler and
+/// clip_grad_norm_ need the group's view: the former is handled, see GradScaler; the latter is
+/// not). In the serial model, or a world of one rank, the optimizer is the ordinary one.
+
+#include <torch/optim/optimizer.h>
+
+#include <memory>
+#include <vector>
+
+#include "kindling/dist/group.h"
+#include "kindling/engine/state_dict.h"
+#include "kindling/export.h"
+#include "kindling/nn/comm_hook.h"
+
+namespace kindling {
+namespace nn {
+
+/// The optimizer of the file comment. Its param_groups() are the full parameter groups (LR
+/// schedulers and checkpoints see it as the ordinary optimizer); its state() stays empty, the
+/// state lives in an inner LibTorch optimizer over this rank's parts.
+class KINDLING_API ZeroRedundancyOptimizer : public torch::optim::Optimizer {
+ public:
+  /// `defaults` chooses the kind: torch::optim::SGDOptions, AdamOptions or AdamWOptions (every
+  /// group's options must be of that kind). Local, no communication. Throws kindling::UsageError
+  /// for another kind (named), for a parameter group whose options are another kind than
+  /// `defaults`, or for no parameter at all.
+  ZeroRedundancyOptimizer(std::vector<torch::optim::OptimizerParamGroup> param_groups,
+                          const torch::optim::OptimizerOptions& defaults);
+  /// One group of `params` with `defaults`.
+  ZeroRedundancyOptimizer(std::vector<at::Tensor> params, const torch::optim::OptimizerOptions& defaults);
+  ~ZeroRedundancyOptimizer() override;
+
+  /// The comm hook to give the DDP model (DdpOptions::comm_hook): it reduce-scatters each
+  /// bucket and tells the optimizer the buckets' layout. One per optimizer (the same object on
+  /// every call). Local; does not throw.
+  std::shared_ptr<CommHook> comm_hook() const;
+
+  /// Steps this rank's parts, then all-gathers every bucket's parameters: a collective over the
+  /// DDP group (every rank, in the same order). The closure, when given, is called first and its
+  /// loss returned. Throws kindling::UsageError when the hook has reduced no bucket while the
+  /// world has several ranks (the DDP model was built without comm_hook()), or when the
+  /// parameter groups changed since the first step; kindling::TimeoutError /
+  /// kindling::CommunicationError from the all_gather.
+  at::Tensor step(LossClosure closure = nullptr) override;
+
+  /// The whole state in torch's optimizer.state_dict() layout (kindling/nn/optimizer_state.h),
+  /// consolidated from every rank's parts: a collective over the DDP group (every rank calls it,
+  /// every rank gets the whole). Loadable by Python torch's optimizer of the same kind, by
+  /// load_state_dict at any world size, and by the ordinary LibTorch optimizer through
+  /// kindling::nn::load_optimizer_state_dict. Throws what the all_gather throws.
+  StateDict state_dict() const;
+  /// Restores a state_dict() (or an ordinary optimizer's optimizer_state_dict) saved at any
+  /// world size: the options at once, each rank's parts of the per-parameter state when the
+  /// layout is known (at once after a first step, else at the first step). Local. Throws
+  /// kindling::UsageError naming what does not fit (groups, parameter counts, shapes), before
+  /// changing anything.
+  void load_state_dict(const StateDict& state);
+
+  /// Elements of per-parameter state this rank holds (tensors only), for tests and memory
+  /// figures. Local; does not throw.
+  int64_t local_state_numel() const;
+  /// This rank's parts of the parameters' gradients (views of `.grad()`), the ones that hold
+  /// the group's average after a synchronised backward; for GradScaler's overflow check. Local;
+  /// throws kindling::UsageError as step() does when the layout is unknown.
+  std::vector<at::Tensor> local_gradients();
+  /// The DDP group the hook reduced over (the world before the first synchronised backward).
+  /// Local; does not throw.
+  dist::Group group() const;
+
+  /// LibTorch's archives cannot hold a sharded state: both throw kindling::UsageError pointing
+  /// to state_dict() / load_state_dict() (kindling::handlers::stateful uses those).
+  void save(torch::serialize::OutputArchive& archive) const override;
+  void load(torch::serialize::InputArchive& archive) override;
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace nn
+}  // namespace kindling

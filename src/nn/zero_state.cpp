@@ -1,0 +1,142 @@
+// ZeroRedundancyOptimizer's state dict: every rank's parts put together in torch's layout, and
+// a whole state cut into this rank's parts (kindling/nn/zero.h).
+#include <ATen/ATen.h>
+#include <torch/serialize.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kindling/dist/dist.h"
+#include "kindling/error.h"
+#include "kindling/nn/optimizer_state.h"
+#include "zero_impl.h"
+
+namespace kindling {
+namespace nn {
+namespace {
+
+using Dict = c10::impl::GenericDict;
+
+Dict new_index_dict() { return Dict(c10::IntType::get(), c10::AnyType::get()); }
+Dict new_string_dict() { return Dict(c10::StringType::get(), c10::AnyType::get()); }
+
+// One parameter's state from its parts (each {offset, entry}, any order): tensors laid end to
+// end in offset order and shaped as the parameter, other values (Adam's step) from the first.
+Dict join_parts(std::vector<std::pair<int64_t, Dict>> parts, const at::Tensor& param) {
+  std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  Dict joined = new_string_dict();
+  for (const auto& kv : parts.front().second) {
+    const std::string key = kv.key().toStringRef();
+    if (!kv.value().isTensor()) {
+      joined.insert(key, kv.value());
+      continue;
+    }
+    std::vector<at::Tensor> pieces;
+    for (const auto& part : parts) pieces.push_back(part.second.at(key).toTensor().reshape(-1));
+    at::Tensor whole = at::cat(pieces);
+    KINDLING_CHECK(whole.numel() == param.numel(), "kindling::nn::ZeroRedundancyOptimizer::state_dict: the parts of '",
+                   key, "' hold ", whole.numel(), " elements for a parameter of ", param.numel(),
+                   "; the ranks' layouts differ (a bug: please report it)");
+    joined.insert(key, whole.view(param.sizes()));
+  }
+  return joined;
+}
+
+}  // namespace
+
+StateDict ZeroRedundancyOptimizer::state_dict() const {
+  const Impl& s = *impl_;
+  StateDict sd = optimizer_state_dict(*this);  // the groups' options; the base holds no state
+  if (!s.layout) {
+    if (s.pending) sd.insert_or_assign("state", *s.pending);
+    return sd;
+  }
+  const zero::Layout& l = *s.layout;
+  const Dict mine = s.inner ? optimizer_state_dict(*s.inner).at("state").toGenericDict() : new_index_dict();
+  std::vector<Dict> of_rank{mine};
+  if (l.size > 1) {
+    const std::vector<char> bytes = torch::pickle_save(mine);
+    const auto all = dist::all_gather(std::string(bytes.begin(), bytes.end()), s.group);
+    of_rank.clear();
+    for (const auto& b : all) of_rank.push_back(torch::pickle_load(std::vector<char>(b.begin(), b.end())).toGenericDict());
+  }
+  std::map<std::size_t, std::vector<std::pair<int64_t, Dict>>> parts;  // parameter -> its parts' states
+  for (int q = 0; q < static_cast<int>(of_rank.size()); ++q) {
+    const std::vector<zero::Piece> pieces = q == l.rank ? s.pieces : l.pieces_of(q, s.group_of);
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      // A parameter in no bucket is stepped whole on every rank: rank 0's copy stands for all.
+      if ((pieces[i].bucket < 0 && q != 0) || !of_rank[q].contains(static_cast<int64_t>(i))) continue;
+      parts[pieces[i].param].emplace_back(pieces[i].offset, of_rank[q].at(static_cast<int64_t>(i)).toGenericDict());
+    }
+  }
+  Dict state = new_index_dict();
+  for (auto& [param, list] : parts) state.insert(static_cast<int64_t>(param), join_parts(std::move(list), s.params[param]));
+  sd.insert_or_assign("state", state);
+  return sd;
+}
+
+void ZeroRedundancyOptimizer::load_state_dict(const StateDict& state) {
+  const char* what = "kindling::nn::ZeroRedundancyOptimizer::load_state_dict: ";
+  KINDLING_CHECK(state.contains("state") && state.contains("param_groups"), what,
+                 "missing key 'param_groups' or 'state'");
+  const Dict states = state.at("state").toGenericDict();
+  std::vector<at::Tensor> all;
+  for (const auto& g : param_groups())
+    for (const auto& p : g.params()) all.push_back(p);
+  for (const auto& kv : states) {
+    const int64_t index = kv.key().toInt();
+    KINDLING_CHECK(index >= 0 && index < static_cast<int64_t>(all.size()), what, "the state names parameter ", index,
+                   " but the optimizer has ", all.size());
+    for (const auto& entry : kv.value().toGenericDict()) {
+      if (!entry.value().isTensor()) continue;
+      const at::Tensor t = entry.value().toTensor();
+      KINDLING_CHECK(t.sizes() == all[index].sizes(), what, "the state of parameter ", index, " has a '",
+                     entry.key().toStringRef(), "' of shape ", t.sizes(), " but the parameter's shape is ",
+                     all[index].sizes(), "; the state was saved from a different model");
+    }
+  }
+  // Checked; the options through the ordinary loader (which checks the groups first).
+  StateDict options = new_state_dict();
+  options.insert("param_groups", state.at("param_groups"));
+  options.insert("state", new_index_dict());
+  load_optimizer_state_dict(*this, options);
+  impl_->pending = states.copy();
+  if (impl_->layout) impl_->apply_pending();
+}
+
+void ZeroRedundancyOptimizer::Impl::apply_pending() {
+  Dict mine = new_index_dict();
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    const auto key = static_cast<int64_t>(pieces[i].param);
+    if (!pending->contains(key)) continue;
+    const at::Tensor& param = params[pieces[i].param];
+    Dict entry = new_string_dict();
+    for (const auto& kv : pending->at(key).toGenericDict()) {
+      const c10::IValue& v = kv.value();
+      entry.insert(kv.key(), v.isTensor() ? c10::IValue(part(pieces[i], v.toTensor()).to(param.device()).clone())
+                                          : v);
+    }
+    mine.insert(static_cast<int64_t>(i), entry);
+  }
+  if (inner) {
+    StateDict sd = optimizer_state_dict(*inner);
+    sd.insert_or_assign("state", mine);
+    load_optimizer_state_dict(*inner, sd);
+  }
+  pending.reset();
+}
+
+int64_t ZeroRedundancyOptimizer::local_state_numel() const {
+  if (!impl_->inner) return 0;
+  int64_t n = 0;
+  for (const auto& kv : optimizer_state_dict(*impl_->inner).at("state").toGenericDict())
+    for (const auto& entry : kv.value().toGenericDict())
+      if (entry.value().isTensor()) n += entry.value().toTensor().numel();
+  return n;
+}
+
+}  // namespace nn
+}  // namespace kindling

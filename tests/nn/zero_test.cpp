@@ -1,0 +1,318 @@
+// ZeroRedundancyOptimizer (kindling/nn/zero.h): the training equals plain DDP's with the
+// ordinary optimizer (bit for bit on 2 ranks), each rank holds its share of the state, the
+// consolidated state is the ordinary optimizer's and resumes at another world size, GradScaler's
+// skip is the group's decision, and misuse is refused. Real processes on every CPU backend.
+#include <gtest/gtest.h>
+#include <kindling/dist/auto.h>
+#include <kindling/dist/dist.h>
+#include <kindling/engine/amp.h>
+#include <kindling/error.h>
+#include <kindling/handlers/checkpointing/stateful.h>
+#include <kindling/nn/ddp.h>
+#include <kindling/nn/optimizer_state.h>
+#include <kindling/nn/zero.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/rmsprop.h>
+#include <torch/optim/sgd.h>
+#include <torch/serialize.h>
+
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "support/backend_world_test.h"
+#include "support/files.h"
+#include "support/multiprocess.h"
+
+namespace kd = kindling::dist;
+namespace kn = kindling::nn;
+using kindling::testing::describe;
+using kindling::testing::LaunchOptions;
+using kindling::testing::run_workers;
+
+namespace zero_test {
+
+struct NetImpl : torch::nn::Module {
+  NetImpl() {
+    a = register_module("a", torch::nn::Linear(12, 32));
+    b = register_module("b", torch::nn::Linear(32, 32));
+    c = register_module("c", torch::nn::Linear(32, 4));
+  }
+  torch::Tensor forward(torch::Tensor x) { return c(torch::tanh(b(torch::tanh(a(x))))); }
+  torch::nn::Linear a{nullptr}, b{nullptr}, c{nullptr};
+};
+TORCH_MODULE(Net);
+
+// Two groups (layer a at half the rate), so that a bucket's chunk may span both.
+std::vector<torch::optim::OptimizerParamGroup> groups_of(const Net& net, const torch::optim::OptimizerOptions& o) {
+  auto slow = o.clone();
+  slow->set_lr(o.get_lr() / 2);
+  std::vector<torch::Tensor> rest;
+  for (auto* m : {&net->b, &net->c})
+    for (const auto& p : (*m)->parameters()) rest.push_back(p);
+  return {torch::optim::OptimizerParamGroup(net->a->parameters(), std::move(slow)),
+          torch::optim::OptimizerParamGroup(rest, o.clone())};
+}
+
+// The ordinary LibTorch optimizer of the kind `o` names.
+std::unique_ptr<torch::optim::Optimizer> ordinary(const torch::optim::OptimizerOptions& o,
+                                                  std::vector<torch::optim::OptimizerParamGroup> groups) {
+  if (auto* s = dynamic_cast<const torch::optim::SGDOptions*>(&o)) return std::make_unique<torch::optim::SGD>(groups, *s);
+  if (auto* a = dynamic_cast<const torch::optim::AdamOptions*>(&o)) return std::make_unique<torch::optim::Adam>(groups, *a);
+  return std::make_unique<torch::optim::AdamW>(groups, dynamic_cast<const torch::optim::AdamWOptions&>(o));
+}
+
+// One step's data on this rank.
+std::pair<torch::Tensor, torch::Tensor> batch(int step) {
+  torch::manual_seed(1000 + 10 * step + kd::get_rank());
+  auto x = torch::randn({6, 12});
+  return {x, torch::randn({6, 4})};
+}
+
+torch::Tensor flat_parameters(const Net& net) {
+  std::vector<torch::Tensor> flat;
+  for (const auto& p : net->parameters()) flat.push_back(p.detach().reshape({-1}).clone());
+  return torch::cat(flat);
+}
+
+void train(Net& net, torch::optim::Optimizer& optimizer, kn::DdpOptions options, int from, int steps) {
+  auto model = kd::auto_model(net, options.bucket_cap_mb(0.002));
+  for (int step = from; step < from + steps; ++step) {
+    optimizer.zero_grad();
+    auto [x, y] = batch(step);
+    torch::mse_loss(model(x), y).backward();
+    optimizer.step();
+  }
+}
+
+void expect_close(const torch::Tensor& a, const torch::Tensor& b, const std::string& what) {
+  if (kd::get_world_size() == 2) {
+    WCHECK(torch::equal(a, b), << what << ": not bit for bit, max difference " << (a - b).abs().max().item<double>());
+  } else {
+    WCHECK(torch::allclose(a, b, 0, 1e-6), << what << ": max difference " << (a - b).abs().max().item<double>());
+  }
+}
+
+int64_t state_numel(const kindling::StateDict& sd) {
+  int64_t n = 0;
+  for (const auto& kv : sd.at("state").toGenericDict())
+    for (const auto& e : kv.value().toGenericDict())
+      if (e.value().isTensor()) n += e.value().toTensor().numel();
+  return n;
+}
+
+void expect_same_state(const kindling::StateDict& zero, const kindling::StateDict& plain, const std::string& what) {
+  const auto zs = zero.at("state").toGenericDict();
+  const auto ps = plain.at("state").toGenericDict();
+  WCHECK(zs.size() == ps.size(), << what << ": " << zs.size() << " parameter states, plain " << ps.size());
+  for (const auto& kv : ps) {
+    const auto mine = zs.at(kv.key()).toGenericDict();
+    for (const auto& e : kv.value().toGenericDict()) {
+      const std::string key = what + " state " + std::to_string(kv.key().toInt()) + "." + e.key().toStringRef();
+      const c10::IValue v = mine.at(e.key());
+      if (e.value().isTensor()) {
+        expect_close(v.toTensor(), e.value().toTensor(), key);
+      } else {
+        const c10::IValue& w = e.value();
+        const bool same = v.isNone() ? w.isNone() : v.isInt() ? w.isInt() && v.toInt() == w.toInt() : v.isDouble() && w.isDouble() && v.toDouble() == w.toDouble();
+        WCHECK(same, << key << " differs: " << v << " against " << w);
+      }
+    }
+  }
+}
+
+void initialize() {
+  kd::initialize(kindling::testing::test_backend(), kd::InitOptions().timeout(std::chrono::seconds(60)));
+}
+
+KINDLING_WORKER(zero_trains_as_ddp) {
+  initialize();
+  const int n = kd::get_world_size();
+  std::vector<std::pair<std::string, std::unique_ptr<torch::optim::OptimizerOptions>>> kinds;
+  kinds.emplace_back("sgd", std::make_unique<torch::optim::SGDOptions>(
+                                torch::optim::SGDOptions(0.05).momentum(0.9).nesterov(true).weight_decay(1e-3)));
+  kinds.emplace_back("adam", std::make_unique<torch::optim::AdamOptions>(torch::optim::AdamOptions(1e-2)));
+  kinds.emplace_back("adamw", std::make_unique<torch::optim::AdamWOptions>(
+                                  torch::optim::AdamWOptions(1e-2).weight_decay(0.1).amsgrad(true)));
+  for (const auto& [name, options] : kinds) {
+    torch::manual_seed(77);
+    Net plain_net;
+    auto plain = ordinary(*options, groups_of(plain_net, *options));
+    train(plain_net, *plain, kn::DdpOptions(), 0, 5);
+    torch::manual_seed(77);
+    Net zero_net;
+    kn::ZeroRedundancyOptimizer zero(groups_of(zero_net, *options), *options);
+    train(zero_net, zero, kn::DdpOptions().comm_hook(zero.comm_hook()), 0, 5);
+    expect_close(flat_parameters(zero_net), flat_parameters(plain_net), name + " weights");
+
+    const auto whole = kn::optimizer_state_dict(*plain);
+    const auto consolidated = zero.state_dict();
+    expect_same_state(consolidated, whole, name);
+    expect_same_state(kindling::handlers::stateful(zero)->state_dict(), whole, name + " through stateful()");
+    // Each rank holds its chunk of every bucket: at most a chunk's rounding above 1/n.
+    const int64_t total = state_numel(whole);
+    const int64_t mine = zero.local_state_numel();
+    WCHECK(kd::all_reduce(mine) == total, << name << ": the ranks hold " << kd::all_reduce(mine) << " of " << total);
+    WCHECK(std::abs(mine - total / n) <= total / n / 20 + 64,
+           << name << ": rank " << kd::get_rank() << " holds " << mine << " of " << total << " state elements");
+  }
+  kd::finalize();
+}
+
+// GradScaler: an overflow in one rank's gradient, in that rank's own chunk only, makes every rank
+// skip the step (else the ranks would disagree and the next all_gather would not pair up).
+struct VectorImpl : torch::nn::Module {
+  VectorImpl() { w = register_parameter("w", torch::ones({8})); }
+  torch::Tensor forward(torch::Tensor x) { return (w * x).sum(); }
+  torch::Tensor w;
+};
+TORCH_MODULE(Vector);
+
+KINDLING_WORKER(zero_grad_scaler_agrees) {
+  initialize();
+  Vector net;
+  kn::ZeroRedundancyOptimizer zero(net->parameters(), torch::optim::AdamOptions(0.1));
+  auto model = kd::auto_model(net, kn::DdpOptions().comm_hook(zero.comm_hook()));
+  kindling::engine::GradScaler scaler;
+  for (int step = 0; step < 2; ++step) {
+    zero.zero_grad();
+    auto x = torch::full({8}, 1.0 + kd::get_rank());
+    if (step == 0 && kd::get_rank() == 0) x[1] = std::numeric_limits<float>::infinity();  // rank 0's chunk
+    scaler.scale(model(x)).backward();
+    const bool stepped = scaler.step(zero);
+    scaler.update();
+    WCHECK(stepped == (step == 1), << "rank " << kd::get_rank() << " step " << step << ": stepped=" << stepped);
+  }
+  const auto all = kd::all_gather(net->w.detach().clone());
+  WCHECK(torch::equal(all.narrow(0, 0, 8), all.narrow(0, 8, 8)), << "the ranks' weights differ: " << all);
+  WCHECK(!torch::equal(net->w.detach(), torch::ones({8})), << "the second step did not change the weights");
+  kd::finalize();
+}
+
+KINDLING_WORKER(zero_refuses_a_model_without_its_hook) {
+  initialize();
+  Net net;
+  kn::ZeroRedundancyOptimizer zero(net->parameters(), torch::optim::SGDOptions(0.1));
+  auto model = kd::auto_model(net);
+  auto [x, y] = batch(0);
+  torch::mse_loss(model(x), y).backward();
+  std::string message;
+  try {
+    zero.step();
+  } catch (const kindling::UsageError& e) {
+    message = e.what();
+  }
+  WCHECK(message.find("DdpOptions().comm_hook(optimizer.comm_hook())") != std::string::npos, << message);
+  kd::finalize();
+}
+
+class ZeroTest : public kindling::testing::BackendWorldTest {};
+TEST_P(ZeroTest, TrainsAsDdpWithItsShareOfTheState) { expect_ok("zero_trains_as_ddp"); }
+INSTANTIATE_TEST_SUITE_P(Backends, ZeroTest, ::testing::ValuesIn(kindling::testing::cpu_backend_world_sizes({2, 3})),
+                         [](const auto& info) { return kindling::testing::backend_world_size_name(info.param); });
+
+class ZeroTwoRanksTest : public kindling::testing::BackendWorldTest {};
+TEST_P(ZeroTwoRanksTest, GradScalerSkipsOnEveryRank) { expect_ok("zero_grad_scaler_agrees"); }
+TEST_P(ZeroTwoRanksTest, RefusesAModelWithoutItsHook) { expect_ok("zero_refuses_a_model_without_its_hook"); }
+INSTANTIATE_TEST_SUITE_P(Backends, ZeroTwoRanksTest, ::testing::ValuesIn(kindling::testing::cpu_backend_world_sizes({2})),
+                         [](const auto& info) { return kindling::testing::backend_world_size_name(info.param); });
+
+// Saved at 2 ranks, resumed at 3: ZeRO loaded before its first step (the layout not yet known)
+// trains as plain DDP with the ordinary optimizer loaded from the same file.
+KINDLING_WORKER(zero_saves_or_resumes) {
+  initialize();
+  const std::string file = std::getenv("ZERO_TEST_FILE");
+  const torch::optim::AdamOptions options(1e-2);
+  torch::manual_seed(77);
+  Net net;
+  if (std::getenv("ZERO_TEST_SAVE")) {
+    kn::ZeroRedundancyOptimizer zero(groups_of(net, options), options);
+    train(net, zero, kn::DdpOptions().comm_hook(zero.comm_hook()), 0, 3);
+    auto sd = kindling::new_state_dict();
+    sd.insert("weights", flat_parameters(net));
+    sd.insert("optimizer", zero.state_dict());
+    if (kd::get_rank() == 0) {
+      const auto bytes = torch::pickle_save(sd);
+      std::ofstream(file, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    }
+
+    kd::finalize();
+    return;
+  }
+  std::ifstream in(file, std::ios::binary);
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto sd = torch::pickle_load(bytes).toGenericDict();
+  const auto weights = sd.at("weights").toTensor();
+  auto load_weights = [&](Net& into) {
+    torch::NoGradGuard no_grad;
+    int64_t at = 0;
+    for (auto& p : into->parameters()) {
+      p.copy_(weights.narrow(0, at, p.numel()).view(p.sizes()));
+      at += p.numel();
+    }
+  };
+  Net plain_net;
+  load_weights(plain_net);
+  torch::optim::Adam plain(groups_of(plain_net, options), options);
+  kn::load_optimizer_state_dict(plain, sd.at("optimizer").toGenericDict());
+  train(plain_net, plain, kn::DdpOptions(), 3, 3);  // must leave `sd` as it was (the state is copied in)
+  load_weights(net);
+  kn::ZeroRedundancyOptimizer zero(groups_of(net, options), options);
+  zero.load_state_dict(sd.at("optimizer").toGenericDict());
+  train(net, zero, kn::DdpOptions().comm_hook(zero.comm_hook()), 3, 3);
+  expect_close(flat_parameters(net), flat_parameters(plain_net), "resumed weights");
+  expect_same_state(zero.state_dict(), kn::optimizer_state_dict(plain), "resumed");
+  kd::finalize();
+}
+
+TEST(Zero, ResumesAtAnotherWorldSize) {
+  const std::string dir = kindling::testing::make_temp_dir("zero");
+  LaunchOptions opts;
+  opts.env = {{"ZERO_TEST_FILE", dir + "/state.pt"}, {"ZERO_TEST_SAVE", "1"}};
+  auto saved = run_workers("zero_saves_or_resumes", opts);
+  for (const auto& r : saved) ASSERT_TRUE(r.ok()) << describe(saved);
+  // Python torch's own Adam loads the consolidated state and steps on from it.
+  const auto python = kindling::testing::run_command(
+      {KINDLING_PYTHON, std::string(KINDLING_SOURCE_DIR) + "/tests/nn/zero_state_in_python.py", dir + "/state.pt"}, {},
+      std::chrono::seconds(120));
+  ASSERT_TRUE(python.ok()) << python.out << python.err;
+  EXPECT_NE(python.out.find("loaded into torch.optim.Adam: groups=2 states=6 lr=0.005,0.01 step=4"), std::string::npos)
+      << python.out;
+  opts.env["ZERO_TEST_SAVE"] = "";
+  opts.world_size = 3;
+  auto resumed = run_workers("zero_saves_or_resumes", opts);
+  for (const auto& r : resumed) EXPECT_TRUE(r.ok()) << describe(resumed);
+}
+
+// One process, no distributed model: the ordinary optimizer, bit for bit.
+TEST(Zero, SerialIsTheOrdinaryOptimizer) {
+  const torch::optim::AdamOptions options(1e-2);
+  torch::manual_seed(3);
+  Net plain_net;
+  torch::optim::Adam plain(groups_of(plain_net, options), options);
+  train(plain_net, plain, kn::DdpOptions(), 0, 3);
+  torch::manual_seed(3);
+  Net net;
+  kn::ZeroRedundancyOptimizer zero(groups_of(net, options), options);
+  train(net, zero, kn::DdpOptions().comm_hook(zero.comm_hook()), 0, 3);
+  EXPECT_TRUE(torch::equal(flat_parameters(net), flat_parameters(plain_net)));
+  EXPECT_EQ(zero.local_state_numel(), state_numel(kn::optimizer_state_dict(plain)));
+}
+
+TEST(Zero, RefusesOtherOptimizers) {
+  Net net;
+  try {
+    kn::ZeroRedundancyOptimizer zero(net->parameters(), torch::optim::RMSpropOptions(0.1));
+    FAIL() << "RMSprop accepted";
+  } catch (const kindling::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("only torch::optim::SGDOptions, AdamOptions and AdamWOptions"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("RMSpropOptions"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace zero_test
