@@ -41,41 +41,6 @@ dist::Settings exchanged_settings(const DdpOptions& o) {
           {"static_graph", flag(o.static_graph())}};
 }
 
-/// Broadcasts `tensors` from `src` with one collective per (dtype, device) instead of one
-/// per tensor (ResNet-18 has 60 buffers: per-tensor broadcasts cost ~60 round trips per
-/// forward). Tensors are written in place.
-void broadcast_coalesced(const std::vector<at::Tensor>& tensors, int src, const dist::Group& group) {
-  std::vector<std::vector<std::size_t>> groups;
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    if (!tensors[i].defined() || tensors[i].numel() == 0) continue;
-    bool placed = false;
-    for (auto& g : groups) {
-      const auto& first = tensors[g.front()];
-      if (first.scalar_type() == tensors[i].scalar_type() && first.device() == tensors[i].device()) {
-        g.push_back(i);
-        placed = true;
-        break;
-      }
-    }
-    if (!placed) groups.push_back({i});
-  }
-  for (const auto& g : groups) {
-    if (g.size() == 1) {
-      dist::broadcast(tensors[g.front()], src, group);
-      continue;
-    }
-    std::vector<at::Tensor> flat;
-    flat.reserve(g.size());
-    for (std::size_t i : g) flat.push_back(tensors[i].reshape({-1}));
-    at::Tensor packed = dist::broadcast(at::cat(flat), src, group);
-    int64_t offset = 0;
-    for (std::size_t i : g) {
-      at::Tensor t = tensors[i];
-      t.copy_(packed.narrow(0, offset, t.numel()).view(t.sizes()));
-      offset += t.numel();
-    }
-  }
-}
 
 class ReadyHook : public torch::autograd::FunctionPostHook {
  public:
@@ -130,6 +95,44 @@ void hook_accumulators(const std::shared_ptr<GradientReducer::State>& state) {
 
 }  // namespace
 
+namespace detail {
+// Broadcasts `tensors` from `src` with one collective per (dtype, device) instead of one
+// per tensor (ResNet-18 has 60 buffers: per-tensor broadcasts cost ~60 round trips per
+// forward). Tensors are written in place.
+void broadcast_coalesced(const std::vector<at::Tensor>& tensors, int src, const dist::Group& group) {
+  std::vector<std::vector<std::size_t>> groups;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (!tensors[i].defined() || tensors[i].numel() == 0) continue;
+    bool placed = false;
+    for (auto& g : groups) {
+      const auto& first = tensors[g.front()];
+      if (first.scalar_type() == tensors[i].scalar_type() && first.device() == tensors[i].device()) {
+        g.push_back(i);
+        placed = true;
+        break;
+      }
+    }
+    if (!placed) groups.push_back({i});
+  }
+  for (const auto& g : groups) {
+    if (g.size() == 1) {
+      dist::broadcast(tensors[g.front()], src, group);
+      continue;
+    }
+    std::vector<at::Tensor> flat;
+    flat.reserve(g.size());
+    for (std::size_t i : g) flat.push_back(tensors[i].reshape({-1}));
+    at::Tensor packed = dist::broadcast(at::cat(flat), src, group);
+    int64_t offset = 0;
+    for (std::size_t i : g) {
+      at::Tensor t = tensors[i];
+      t.copy_(packed.narrow(0, offset, t.numel()).view(t.sizes()));
+      offset += t.numel();
+    }
+  }
+}
+}  // namespace detail
+
 GradientReducer::GradientReducer(const torch::nn::Module& module, DdpOptions options)
     : state_(std::make_shared<State>()) {
   auto& s = *state_;
@@ -154,8 +157,8 @@ GradientReducer::GradientReducer(const torch::nn::Module& module, DdpOptions opt
     at::NoGradGuard no_grad;
     std::vector<at::Tensor> params;
     for (auto& p : s.params) params.push_back(p.detach());
-    broadcast_coalesced(params, s.src, group);
-    broadcast_coalesced(s.buffers, s.src, group);
+    detail::broadcast_coalesced(params, s.src, group);
+    detail::broadcast_coalesced(s.buffers, s.src, group);
   }
   // Across hosts with several ranks on some, the hierarchical all-reduce sends fewer bytes over
   // the host links (DdpOptions::hierarchical_allreduce). Every rank of the world is here.
@@ -181,9 +184,10 @@ void GradientReducer::before_forward() {
     s.forward_start = State::Clock::now();
     s.forward_timed = true;
   }
+  if (s.joining) s.notify_join();
   if (!s.options.broadcast_buffers() || s.buffers.empty()) return;
   at::NoGradGuard no_grad;
-  broadcast_coalesced(s.buffers, s.src, s.options.group());
+  detail::broadcast_coalesced(s.buffers, s.src, s.options.group());
 }
 
 void GradientReducer::after_forward() noexcept {

@@ -23,6 +23,11 @@
 
 namespace kindling {
 namespace nn {
+namespace detail {
+// Broadcasts `tensors` from global rank `src` over `group`, packed into one buffer per dtype
+// (src/nn/ddp.cpp). A collective over the group.
+void broadcast_coalesced(const std::vector<at::Tensor>& tensors, int src, const dist::Group& group);
+}  // namespace detail
 
 struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::State> {
   struct Bucket {
@@ -80,6 +85,11 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
   Clock::time_point forward_start, forward_end, last_step_end;
   bool forward_timed = false;
   StepTimes times;
+  // Join (src/nn/ddp_join.cpp): while one lives, each synchronised forward counts the ranks
+  // still training (`active`) and a joined rank mirrors the step (shadow_backward).
+  bool joining = false;
+  bool divide_by_initial_world = true;
+  int64_t active = 0;
   std::mutex mu;
 
   at::Tensor slot(std::size_t i) { return buckets[bucket_of[i]].flat.narrow(0, offset_of[i], params[i].numel()); }
@@ -129,6 +139,15 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
   // After the first synchronised backward: learns the graph (static_graph) and rebuilds the
   // buckets where that is done (`used`: which parameters some rank used, or undefined).
   void after_first_backward(const std::vector<std::size_t>& missing, const at::Tensor& used);
+
+  // Defined in src/nn/ddp_join.cpp.
+  // Before a synchronised forward in join mode: counts the ranks still training.
+  void notify_join();
+  // A joined rank's mirror of one synchronised backward: every bucket reduced with zeros as this
+  // rank's terms, the unused-parameter all-reduce, the averages put into .grad().
+  void shadow_backward();
+  // divide_by_initial_world_size(false): the buckets' averages over the ranks that trained.
+  void rescale_for_join();
 
   // Buckets start in index order on every rank, so the all-reduces always pair up.
   void launch_in_order() {
@@ -242,6 +261,7 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
     }
     const auto wait_end = Clock::now();
     last_wait_s = seconds(wait_start, wait_end);
+    rescale_for_join();
     write_back(used);
     if (!rebuilt || (options.static_graph() && !graph_known)) after_first_backward(missing, used);
     ++synchronized;

@@ -27,6 +27,9 @@
 /// Reducer; not with find_unused_parameters alone, nor under a communication hook), so that
 /// each bucket fills as early as backward allows.
 ///
+/// Uneven inputs (ranks with different numbers of batches): kindling::nn::Join
+/// (kindling/nn/join.h).
+///
 /// Communication: constructing a GradientReducer, a forward that broadcasts buffers and a
 /// synchronised backward are collectives over DdpOptions::group(): every rank of the group
 /// must do them, in the same order. They throw kindling::TimeoutError when a rank does not
@@ -186,6 +189,7 @@ class KINDLING_API GradientReducer {
   struct State;
 
  private:
+  friend class Join;  // kindling/nn/join.h: puts the reducer in join mode
   std::shared_ptr<State> state_;
 };
 

@@ -1,0 +1,185 @@
+// Join (kindling/nn/join.h): ranks given different numbers of batches train to the model of
+// torch's Join semantics (each iteration averages the gradients of the ranks still training,
+// divided by the group's size or by their number), nobody hangs, every rank ends with the same
+// model; with find_unused_parameters, a ZeroRedundancyOptimizer, a rank with no batch at all;
+// misuse refused. Real processes on every CPU backend, at 2 and 3 ranks.
+#include <gtest/gtest.h>
+#include <kindling/dist/auto.h>
+#include <kindling/dist/dist.h>
+#include <kindling/error.h>
+#include <kindling/nn/ddp.h>
+#include <kindling/nn/join.h>
+#include <kindling/nn/zero.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/sgd.h>
+
+#include <string>
+#include <vector>
+
+#include "support/backend_world_test.h"
+#include "support/multiprocess.h"
+
+namespace kd = kindling::dist;
+namespace kn = kindling::nn;
+
+namespace join_test {
+
+struct NetImpl : torch::nn::Module {
+  NetImpl() {
+    a = register_module("a", torch::nn::Linear(6, 16));
+    b = register_module("b", torch::nn::Linear(16, 3));
+    side = register_module("side", torch::nn::Linear(16, 3));  // used only with `use_side`
+  }
+  torch::Tensor forward(torch::Tensor x, bool use_side) {
+    auto h = torch::tanh(a(x));
+    return use_side ? b(h) + side(h) : b(h);
+  }
+  torch::nn::Linear a{nullptr}, b{nullptr}, side{nullptr};
+};
+TORCH_MODULE(Net);
+
+struct Recipe {
+  std::string name;
+  std::vector<int> batches;  // per rank (the first world-size entries)
+  bool divide_by_world = true;
+  bool joined_step = true;   // joined ranks step their optimizer (else: the final broadcast only)
+  bool unused = false;       // `side` unused (find_unused_parameters)
+  bool zero = false;         // ZeroRedundancyOptimizer with Adam (else SGD with momentum)
+};
+
+std::pair<torch::Tensor, torch::Tensor> batch(int rank, int step) {
+  torch::manual_seed(500 + 31 * rank + step);
+  auto x = torch::randn({4, 6});
+  return {x, torch::randn({4, 3})};
+}
+
+std::unique_ptr<torch::optim::Optimizer> plain_optimizer(Net& net, bool adam) {
+  if (adam) return std::make_unique<torch::optim::Adam>(net->parameters(), torch::optim::AdamOptions(0.02));
+  return std::make_unique<torch::optim::SGD>(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+}
+
+torch::Tensor flat(Net& net) {
+  std::vector<torch::Tensor> all;
+  for (const auto& p : net->parameters()) all.push_back(p.detach().reshape({-1}).clone());
+  return torch::cat(all);
+}
+
+// torch's Join semantics computed in one process: iteration t averages the gradients of the
+// ranks that still have a batch t (their sum over the group's size, or over their number).
+torch::Tensor reference(const Recipe& recipe, int world) {
+  torch::manual_seed(9);
+  Net net;
+  auto optimizer = plain_optimizer(net, recipe.zero);
+  const int steps = *std::max_element(recipe.batches.begin(), recipe.batches.begin() + world);
+  for (int t = 0; t < steps; ++t) {
+    optimizer->zero_grad();
+    int active = 0;
+    for (int r = 0; r < world; ++r) {
+      if (t >= recipe.batches[r]) continue;
+      ++active;
+      auto [x, y] = batch(r, t);
+      torch::mse_loss(net(x, !recipe.unused), y).backward();
+    }
+    torch::NoGradGuard no_grad;
+    for (auto& p : net->parameters())
+      if (p.grad().defined()) p.mutable_grad().div_(recipe.divide_by_world ? world : active);
+    optimizer->step();
+  }
+  return flat(net);
+}
+
+void run(const Recipe& recipe) {
+  const int rank = kd::get_rank(), world = kd::get_world_size();
+  torch::manual_seed(9);
+  Net net;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  auto options = kn::DdpOptions().bucket_cap_mb(0.001).find_unused_parameters(recipe.unused);
+  if (recipe.zero) {
+    auto zero = std::make_unique<kn::ZeroRedundancyOptimizer>(net->parameters(), torch::optim::AdamOptions(0.02));
+    options.comm_hook(zero->comm_hook());
+    optimizer = std::move(zero);
+  }
+  auto model = kd::auto_model(net, options);
+  if (!optimizer) optimizer = plain_optimizer(net, false);
+  kn::Join join(model, kn::JoinOptions().divide_by_initial_world_size(recipe.divide_by_world));
+  for (int t = 0; t < recipe.batches[rank]; ++t) {
+    optimizer->zero_grad();
+    auto [x, y] = batch(rank, t);
+    torch::mse_loss(model(x, !recipe.unused), y).backward();
+    optimizer->step();
+  }
+  if (recipe.joined_step) {
+    join.join([&] { optimizer->step(); });
+  } else {
+    join.join();
+  }
+  const int steps = *std::max_element(recipe.batches.begin(), recipe.batches.begin() + world);
+  WCHECK(join.shadowed_iterations() == steps - recipe.batches[rank],
+         << recipe.name << ": rank " << rank << " mirrored " << join.shadowed_iterations() << " iterations");
+  const auto mine = flat(net);
+  const auto all = kd::all_gather(mine.unsqueeze(0));
+  for (int r = 0; r < world; ++r)
+    WCHECK(torch::equal(all[r], mine), << recipe.name << ": rank " << r << "'s model differs from rank " << rank << "'s");
+  const auto expected = reference(recipe, world);
+  WCHECK(torch::allclose(mine, expected, 1e-5, 1e-6),
+         << recipe.name << ": max difference from the reference " << (mine - expected).abs().max().item<double>());
+}
+
+KINDLING_WORKER(join_trains_uneven_inputs) {
+  kd::initialize(kindling::testing::test_backend(), kd::InitOptions().timeout(std::chrono::seconds(60)));
+  const std::vector<Recipe> recipes{
+      {"joined ranks step", {3, 1, 5}},
+      {"final broadcast only", {3, 1, 5}, true, false},
+      {"divided by the ranks training", {2, 4, 1}, false},
+      {"unused parameters", {1, 3, 2}, true, true, true},
+      {"zero redundancy optimizer", {4, 2, 3}, true, true, false, true},
+      {"a rank with no batch", {2, 0, 3}},
+  };
+  for (const auto& recipe : recipes) run(recipe);
+  kd::finalize();
+}
+
+KINDLING_WORKER(join_refuses_misuse) {
+  kd::initialize(kindling::testing::test_backend(), kd::InitOptions().timeout(std::chrono::seconds(60)));
+  auto message_of = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const kindling::UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  {
+    auto model = kd::auto_model(Net(), kn::DdpOptions().static_graph(true));
+    const auto m = message_of([&] { kn::Join join(model); });
+    WCHECK(m.find("static_graph") != std::string::npos, << m);
+  }
+  {
+    auto model = kd::auto_model(Net(), kn::DdpOptions().find_unused_parameters(true));
+    kn::Join join(model);
+    const auto m = message_of([&] { kn::Join second(model); });
+    WCHECK(m.find("already in a Join") != std::string::npos, << m);
+    join.join();
+    const auto twice = message_of([&] { join.join(); });
+    WCHECK(twice.find("called twice") != std::string::npos, << twice);
+  }
+  {
+    Net net;
+    kn::ZeroRedundancyOptimizer zero(net->parameters(), torch::optim::SGDOptions(0.1));
+    auto model = kd::auto_model(net, kn::DdpOptions().comm_hook(zero.comm_hook()).find_unused_parameters(true));
+    kn::Join join(model);
+    const auto m = message_of([&] { join.join(); });
+    WCHECK(m.find("join.join([&] { optimizer.step(); })") != std::string::npos, << m);
+  }
+  kd::finalize();
+}
+
+class JoinTest : public kindling::testing::BackendWorldTest {};
+TEST_P(JoinTest, UnevenInputsTrainAsTorchsJoin) { expect_ok("join_trains_uneven_inputs"); }
+TEST_P(JoinTest, RefusesMisuse) { expect_ok("join_refuses_misuse"); }
+INSTANTIATE_TEST_SUITE_P(Backends, JoinTest, ::testing::ValuesIn(kindling::testing::cpu_backend_world_sizes({2, 3})),
+                         [](const auto& info) { return kindling::testing::backend_world_size_name(info.param); });
+
+}  // namespace join_test
