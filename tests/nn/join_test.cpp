@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <kindling/dist/auto.h>
 #include <kindling/dist/dist.h>
+#include <kindling/engine/state_dict.h>
 #include <kindling/error.h>
 #include <kindling/nn/ddp.h>
 #include <kindling/nn/join.h>
@@ -15,10 +16,14 @@
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 
+#include <torch/serialize.h>
+
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "support/backend_world_test.h"
+#include "support/files.h"
 #include "support/multiprocess.h"
 
 namespace kd = kindling::dist;
@@ -90,7 +95,8 @@ torch::Tensor reference(const Recipe& recipe, int world) {
   return flat(net);
 }
 
-void run(const Recipe& recipe) {
+// Trains `recipe` with kindling's Join, checks it against the reference, returns the weights.
+torch::Tensor run(const Recipe& recipe) {
   const int rank = kd::get_rank(), world = kd::get_world_size();
   torch::manual_seed(9);
   Net net;
@@ -125,6 +131,7 @@ void run(const Recipe& recipe) {
   const auto expected = reference(recipe, world);
   WCHECK(torch::allclose(mine, expected, 1e-5, 1e-6),
          << recipe.name << ": max difference from the reference " << (mine - expected).abs().max().item<double>());
+  return mine;
 }
 
 KINDLING_WORKER(join_trains_uneven_inputs) {
@@ -174,6 +181,61 @@ KINDLING_WORKER(join_refuses_misuse) {
     WCHECK(m.find("join.join([&] { optimizer.step(); })") != std::string::npos, << m);
   }
   kd::finalize();
+}
+
+// The cases torch's own Join runs in Python (tests/python/join_peer.py): the joined ranks do not
+// step (torch's way), the initial weights, every rank's batches and kindling's final weights.
+KINDLING_WORKER(join_cases_for_python) {
+  kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(60)));
+  const int world = kd::get_world_size();
+  const std::vector<Recipe> recipes{
+      {"torch's join", {3, 1, 5}, true, false},
+      {"divided by the ranks training", {2, 4, 1}, false, false},
+      {"unused parameters", {1, 0, 2}, true, false, true},
+  };
+  c10::impl::GenericList cases(c10::AnyType::get());
+  for (const auto& recipe : recipes) {
+    torch::manual_seed(9);
+    Net fresh;
+    c10::impl::GenericList data(c10::AnyType::get());
+    for (int r = 0; r < world; ++r) {
+      c10::impl::GenericList steps(c10::AnyType::get());
+      for (int t = 0; t < recipe.batches[r]; ++t) {
+        auto [x, y] = batch(r, t);
+        steps.push_back(c10::ivalue::Tuple::create(x, y));
+      }
+      data.push_back(steps);
+    }
+    auto c = kindling::new_state_dict();
+    c.insert("name", recipe.name);
+    c.insert("unused", recipe.unused);
+    c.insert("divide_by_world", recipe.divide_by_world);
+    c.insert("init", flat(fresh));
+    c.insert("data", data);
+    c.insert("final", run(recipe));
+    cases.push_back(c);
+  }
+  if (kd::get_rank() == 0) {
+    const auto bytes = torch::pickle_save(cases);
+    std::ofstream(std::getenv("JOIN_CASES_FILE"), std::ios::binary)
+        .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  kd::finalize();
+}
+
+TEST(JoinPeer, TorchsOwnJoinInPythonTrainsTheSameModel) {
+  const std::string file = kindling::testing::make_temp_dir("join") + "/cases.pt";
+  kindling::testing::LaunchOptions opts;
+  opts.world_size = 3;
+  opts.env = {{"JOIN_CASES_FILE", file}};
+  auto ours = kindling::testing::run_workers("join_cases_for_python", opts);
+  for (const auto& r : ours) ASSERT_TRUE(r.ok()) << kindling::testing::describe(ours);
+  for (int r = 0; r < opts.world_size; ++r)
+    opts.commands[r] = {KINDLING_PYTHON, KINDLING_SOURCE_DIR "/tests/python/join_peer.py", file};
+  auto theirs = kindling::testing::run_workers("join_cases_for_python", opts);
+  for (const auto& r : theirs) ASSERT_TRUE(r.ok()) << kindling::testing::describe(theirs);
+  for (const char* name : {"torch's join", "divided by the ranks training", "unused parameters"})
+    EXPECT_NE(theirs[0].out.find(std::string("MATCH ") + name + ":"), std::string::npos) << theirs[0].out;
 }
 
 class JoinTest : public kindling::testing::BackendWorldTest {};
