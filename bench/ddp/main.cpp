@@ -35,6 +35,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace kd = kindling::dist;
 namespace data = kindling::data;
@@ -59,6 +60,7 @@ struct Options {
   bool flat = false;
   bool copy_gradients = false;
   bool zero = false;
+  std::vector<double> autotune_mb;
 };
 
 // What a timed run measured on this rank.
@@ -67,6 +69,7 @@ struct Measured {
   std::string hook = "none";                    // the hook DDP ran (hierarchical_allreduce when it chose one)
   double backward = 0, communication_wait = 0;  // StepTimes summed over the timed steps
   int64_t state_elements = 0;                   // the optimizer's state on this rank, after the run
+  double bucket_cap_mb = 0;                     // the buckets' size in the timed steps
 };
 
 // Binds every option to `o` (tools/cli/cli.h gives --help and the errors).
@@ -100,6 +103,9 @@ void describe_options(CLI::App& app, Options& o) {
   app.add_flag("--flat", o.flat, "Never the hierarchical all-reduce (DdpOptions::hierarchical_allreduce(false))");
   app.add_flag("--copy-gradients", o.copy_gradients,
                "Copy gradients into the buckets and back (DdpOptions::gradient_as_bucket_view(false))");
+  app.add_option("--autotune-mb", o.autotune_mb,
+                 "Bucket sizes for DDP's autotune (DdpOptions::autotune_bucket_cap_mb), during the warmup steps")
+      ->delimiter(',');
   app.add_flag("--zero", o.zero,
                "The optimizer as kindling::nn::ZeroRedundancyOptimizer (ZeRO-1: its comm hook, 1/N of the state)");
   app.add_option("--workers", o.workers, "loader: worker threads")->check(CLI::Range(0, 1024))->capture_default_str();
@@ -140,7 +146,9 @@ Measured train(Module net, const Options& o, const std::pair<at::Tensor, at::Ten
                                        .bucket_cap_mb(o.bucket_cap_mb)
                                        .comm_hook(zero ? zero->comm_hook() : comm_hook(o))
                                        .hierarchical_allreduce(!o.flat)
-                                       .gradient_as_bucket_view(!o.copy_gradients));
+                                       .gradient_as_bucket_view(!o.copy_gradients)
+                                       .autotune_bucket_cap_mb(o.autotune_mb)
+                                       .autotune_steps(3));
   Measured m;
   if (!optimizer) optimizer = std::make_unique<torch::optim::SGD>(model->parameters(), sgd);
   torch::optim::Optimizer& opt = *optimizer;
@@ -165,7 +173,10 @@ Measured train(Module net, const Options& o, const std::pair<at::Tensor, at::Ten
     }
   }
   m.seconds = seconds_since(t0);
-  if (auto* r = model.reducer()) m.hook = r->comm_hook_name();
+  if (auto* r = model.reducer()) {
+    m.hook = r->comm_hook_name();
+    m.bucket_cap_mb = r->bucket_cap_mb();
+  }
   m.state_elements = state_elements(opt);
   return m;
 }
@@ -216,9 +227,9 @@ int main(int argc, char** argv) {
       const double samples = static_cast<double>(o.steps) * o.batch * world;
       std::printf(
           "RESULT impl=kindling mode=step model=%s ranks=%d batch=%lld threads=%d steps=%d hook=%s views=%d seconds=%.4f "
-          "samples_per_s=%.1f backward_ms=%.1f comm_wait_ms=%.1f state_elements=%lld\n",
+          "samples_per_s=%.1f backward_ms=%.1f comm_wait_ms=%.1f state_elements=%lld bucket_mb=%g\n",
           o.model.c_str(), world, static_cast<long long>(o.batch), o.threads, o.steps, m.hook.c_str(), o.copy_gradients ? 0 : 1, secs,
-          samples / secs, 1e3 * m.backward / o.steps, 1e3 * m.communication_wait / o.steps, static_cast<long long>(state));
+          samples / secs, 1e3 * m.backward / o.steps, 1e3 * m.communication_wait / o.steps, static_cast<long long>(state), m.bucket_cap_mb);
     }
     kd::finalize();
   } catch (const std::exception& e) {

@@ -30,6 +30,9 @@ namespace {
 dist::Settings exchanged_settings(const DdpOptions& o) {
   std::ostringstream cap;
   cap << o.bucket_cap_mb();
+  std::ostringstream autotune;
+  for (double size : o.autotune_bucket_cap_mb()) autotune << size << " ";
+  autotune << "x " << o.autotune_steps() << " steps";
   const auto flag = [](bool on) { return std::string(on ? "true" : "false"); };
   return {{"bucket_cap_mb", cap.str()},
           {"find_unused_parameters", flag(o.find_unused_parameters())},
@@ -38,7 +41,8 @@ dist::Settings exchanged_settings(const DdpOptions& o) {
           {"comm_hook", o.comm_hook() ? o.comm_hook()->name() : "none"},
           {"hierarchical_allreduce", flag(o.hierarchical_allreduce())},
           {"gradient_as_bucket_view", flag(o.gradient_as_bucket_view())},
-          {"static_graph", flag(o.static_graph())}};
+          {"static_graph", flag(o.static_graph())},
+          {"autotune_bucket_cap_mb", autotune.str()}};
 }
 
 
@@ -65,6 +69,18 @@ void collect_tensors(const torch::nn::Module& module, GradientReducer::State& s)
     s.params.push_back(item.value());
   }
   for (const auto& item : module.named_buffers(/*recurse=*/true)) s.buffers.push_back(item.value());
+}
+
+// DdpOptions::autotune_bucket_cap_mb's rules (ddp.h).
+void check_autotune(const DdpOptions& o) {
+  const char* what = "kindling::nn::DistributedDataParallel: autotune_bucket_cap_mb: ";
+  if (o.autotune_bucket_cap_mb().empty()) return;
+  for (double size : o.autotune_bucket_cap_mb())
+    KINDLING_CHECK(size > 0, what, "every size must be positive, got ", size);
+  KINDLING_CHECK(o.autotune_steps() >= 2, what, "autotune_steps must be at least 2 (the first step of each size is "
+                 "not timed), got ", o.autotune_steps());
+  KINDLING_CHECK(!o.comm_hook(), what, "not with a comm_hook ('", o.comm_hook() ? o.comm_hook()->name() : "",
+                 "'), which may keep state by bucket; set bucket_cap_mb yourself there");
 }
 
 // Checks that every rank holds the same parameters (names, shapes, dtypes), in the same order.
@@ -145,6 +161,8 @@ GradientReducer::GradientReducer(const torch::nn::Module& module, DdpOptions opt
   KINDLING_CHECK(s.options.bucket_cap_mb() > 0,
                  "kindling::nn::DistributedDataParallel: bucket_cap_mb must be positive, got ",
                  s.options.bucket_cap_mb());
+  check_autotune(s.options);
+  s.autotune.done = s.options.autotune_bucket_cap_mb().empty();
   collect_tensors(module, s);
   KINDLING_CHECK(!s.params.empty(),
                  "kindling::nn::DistributedDataParallel: the module has no parameter that requires "
@@ -195,6 +213,16 @@ void GradientReducer::after_forward() noexcept {
   if (!at::GradMode::is_enabled() || !sync_enabled()) return;
   std::lock_guard<std::mutex> lock(s.mu);
   s.forward_end = State::Clock::now();
+}
+
+double GradientReducer::bucket_cap_mb() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->options.bucket_cap_mb();
+}
+
+std::vector<BucketTrial> GradientReducer::bucket_autotune() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->autotune.scores;
 }
 
 std::string GradientReducer::comm_hook_name() const {

@@ -55,6 +55,9 @@ Join::Join(GradientReducer* reducer, JoinOptions options) {
   KINDLING_CHECK(!s.options.static_graph(), "kindling::nn::Join: the model was built with "
                  "DdpOptions::static_graph, whose first backward learns the graph on every rank; a rank that "
                  "joins early cannot mirror it: build the model without static_graph to train with Join");
+  KINDLING_CHECK(s.autotune.done, "kindling::nn::Join: the model's bucket autotune (autotune_bucket_cap_mb) has "
+                 "not finished; it remakes the buckets at steps a joined rank cannot mirror: make the Join after it "
+                 "(GradientReducer::bucket_autotune() has a score for every size) or set bucket_cap_mb instead");
   KINDLING_CHECK(!s.joining, "kindling::nn::Join: the model is already in a Join that is still alive; one Join "
                  "per model at a time");
   s.joining = true;

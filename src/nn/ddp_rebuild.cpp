@@ -63,12 +63,16 @@ void GradientReducer::State::rebuild_buckets() {
   bool same = groups.size() == buckets.size();
   for (std::size_t b = 0; b < groups.size() && same; ++b) same = groups[b] == buckets[b].members;
   if (same) return;
+  remake_buckets(chosen);
+}
+
+void GradientReducer::State::remake_buckets(const std::vector<std::size_t>& order) {
   // Gradients that live in the old buckets move to their places in the new ones.
   std::vector<at::Tensor> moved(params.size());
   for (std::size_t i = 0; i < params.size(); ++i) {
     if (grad_in_bucket(i)) moved[i] = params[i].grad();
   }
-  make_buckets(chosen);
+  make_buckets(order);
   for (std::size_t i = 0; i < params.size(); ++i) {
     if (!moved[i].defined()) continue;
     grad_views[i].copy_(moved[i]);

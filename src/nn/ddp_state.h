@@ -90,6 +90,14 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
   bool joining = false;
   bool divide_by_initial_world = true;
   int64_t active = 0;
+  // DdpOptions::autotune_bucket_cap_mb (src/nn/ddp_autotune.cpp): the size being tried, its
+  // steps' times, the scores so far; done when the best size is in use (or never started).
+  struct Autotune {
+    std::size_t trial = 0;
+    std::vector<double> step_seconds;
+    std::vector<BucketTrial> scores;
+    bool done = true;
+  } autotune;
   std::mutex mu;
 
   at::Tensor slot(std::size_t i) { return buckets[bucket_of[i]].flat.narrow(0, offset_of[i], params[i].numel()); }
@@ -139,6 +147,14 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
   // After the first synchronised backward: learns the graph (static_graph) and rebuilds the
   // buckets where that is done (`used`: which parameters some rank used, or undefined).
   void after_first_backward(const std::vector<std::size_t>& missing, const at::Tensor& used);
+
+  // The buckets made again from `order`, the gradients that lived in the old ones moved into the
+  // new ones (src/nn/ddp_rebuild.cpp).
+  void remake_buckets(const std::vector<std::size_t>& order);
+  // After each synchronised backward while the autotune runs: times the step, scores a size when
+  // its steps are done (an all-reduce over the group), moves on to the next size or the best
+  // (src/nn/ddp_autotune.cpp).
+  void autotune_after_step();
 
   // Defined in src/nn/ddp_join.cpp.
   // Before a synchronised forward in join mode: counts the ranks still training.
@@ -266,6 +282,7 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
     if (!rebuilt || (options.static_graph() && !graph_known)) after_first_backward(missing, used);
     ++synchronized;
     record_step(compute_end, wait_end);
+    autotune_after_step();
     reset_iteration();
   }
 
@@ -303,6 +320,7 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
     }
     t.communication_wait = seconds(compute_end, wait_end);
     t.write_back = seconds(wait_end, end);
+    t.bucket_cap_mb = options.bucket_cap_mb();
     times = t;
     last_step_end = end;
     forward_timed = false;

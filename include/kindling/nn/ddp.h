@@ -109,6 +109,20 @@ struct KINDLING_API DdpOptions {
   /// differs (a parameter that gets a gradient it did not get in the first, or the reverse) is
   /// refused: kindling::UsageError out of backward() naming the parameter. Default false.
   KINDLING_ARG(bool, static_graph) = false;
+
+  /// Bucket sizes (MiB, each positive) to try over the first synchronised steps, keeping the
+  /// fastest (as Horovod tunes its fusion buffer). After the first synchronised backward each
+  /// size is used for autotune_steps steps; a step's time is StepTimes' whole step (between
+  /// steps, forward, backward, wait, write back); a size scores the median of its steps after
+  /// the first (which remakes the buckets), the slowest rank's (one all-reduce per size). Then
+  /// the best size stays. The buckets keep their order (the order of readiness where DDP rebuilt
+  /// them). StepTimes::bucket_cap_mb says which size each step used; GradientReducer::
+  /// bucket_autotune() gives the scores. Not with a comm_hook (a hook may keep state by bucket).
+  /// Default: empty, bucket_cap_mb throughout.
+  KINDLING_ARG(std::vector<double>, autotune_bucket_cap_mb);
+
+  /// Steps per size in the autotune (at least 2; default 5).
+  KINDLING_ARG(int64_t, autotune_steps) = 5;
 };
 
 /// The gradient synchronisation engine of DistributedDataParallel, for any list of
@@ -138,6 +152,15 @@ struct KINDLING_API StepTimes {
   double communication_wait = 0;
   /// After the waits: averaging and copying the results into each parameter's `.grad()`.
   double write_back = 0;
+  /// The bucket size (MiB) this step's buckets were made with (DdpOptions::autotune_bucket_cap_mb).
+  double bucket_cap_mb = 0;
+};
+
+/// One size the bucket autotune tried (DdpOptions::autotune_bucket_cap_mb).
+struct KINDLING_API BucketTrial {
+  double bucket_cap_mb = 0;
+  /// The median step time (seconds) of its timed steps, the slowest rank's.
+  double step_seconds = 0;
 };
 
 class KINDLING_API GradientReducer {
@@ -145,8 +168,9 @@ class KINDLING_API GradientReducer {
   /// Collective over options.group(): every rank of the group, in the same order. It
   /// all-gathers a signature of the parameters that require a gradient (names, shapes,
   /// dtypes), then broadcasts parameters and buffers. Throws kindling::UsageError for
-  /// bucket_cap_mb <= 0 or no parameter that requires a gradient (both checked before any
-  /// communication) and when the ranks' parameters differ; kindling::TimeoutError /
+  /// bucket_cap_mb <= 0 or no parameter that requires a gradient, and for an
+  /// autotune_bucket_cap_mb with a size <= 0, with autotune_steps < 2 or with a comm_hook (all
+  /// checked before any communication) and when the ranks' parameters differ; kindling::TimeoutError /
   /// kindling::CommunicationError from the collectives.
   GradientReducer(const torch::nn::Module& module, DdpOptions options);
   ~GradientReducer();
@@ -179,6 +203,12 @@ class KINDLING_API GradientReducer {
   /// forward that does not communicate (no grad, no_sync) does not start a step. Local; does
   /// not throw.
   StepTimes last_step_times() const;
+  /// The bucket size (MiB) in use now: bucket_cap_mb, or the autotune's current or chosen size.
+  /// Local; does not throw.
+  double bucket_cap_mb() const;
+  /// The sizes the autotune has scored so far, in the order tried (empty without it). Local;
+  /// does not throw.
+  std::vector<BucketTrial> bucket_autotune() const;
   /// The name of the hook that averages the buckets ("none": one flat all-reduce each; else
   /// CommHook::name(), e.g. "hierarchical_allreduce" where DDP picked it). Local; does not throw.
   std::string comm_hook_name() const;
