@@ -22,6 +22,7 @@
 #include <kindling/data/transforms.h>
 #include <kindling/kindling.h>
 #include <kindling/nn/ddp.h>
+#include <kindling/nn/optimizer_in_backward.h>
 #include <kindling/nn/optimizer_state.h>
 #include <kindling/nn/powersgd.h>
 #include <kindling/nn/zero.h>
@@ -60,6 +61,7 @@ struct Options {
   bool flat = false;
   bool copy_gradients = false;
   bool zero = false;
+  bool in_backward = false;
   std::vector<double> autotune_mb;
 };
 
@@ -106,6 +108,8 @@ void describe_options(CLI::App& app, Options& o) {
   app.add_option("--autotune-mb", o.autotune_mb,
                  "Bucket sizes for DDP's autotune (DdpOptions::autotune_bucket_cap_mb), during the warmup steps")
       ->delimiter(',');
+  app.add_flag("--in-backward", o.in_backward,
+               "The optimizer as kindling::nn::OptimizerInBackward (each bucket steps when its average is in)");
   app.add_flag("--zero", o.zero,
                "The optimizer as kindling::nn::ZeroRedundancyOptimizer (ZeRO-1: its comm hook, 1/N of the state)");
   app.add_option("--workers", o.workers, "loader: worker threads")->check(CLI::Range(0, 1024))->capture_default_str();
@@ -127,13 +131,20 @@ std::shared_ptr<kindling::nn::CommHook> comm_hook(const Options& o) {
   return nullptr;
 }
 
-int64_t state_elements(const torch::optim::Optimizer& opt) {
-  if (auto* zero = dynamic_cast<const kindling::nn::ZeroRedundancyOptimizer*>(&opt)) return zero->local_state_numel();
+// Elements of the tensors in a state dict's per-parameter state (torch's layout).
+int64_t tensor_elements(const kindling::StateDict& sd) {
   int64_t n = 0;
-  for (const auto& kv : kindling::nn::optimizer_state_dict(opt).at("state").toGenericDict())
+  for (const auto& kv : sd.at("state").toGenericDict())
     for (const auto& e : kv.value().toGenericDict())
       if (e.value().isTensor()) n += e.value().toTensor().numel();
   return n;
+}
+
+// The optimizer's state this rank holds.
+int64_t state_elements(const torch::optim::Optimizer& opt) {
+  if (auto* zero = dynamic_cast<const kindling::nn::ZeroRedundancyOptimizer*>(&opt)) return zero->local_state_numel();
+  if (auto* own = dynamic_cast<const kindling::nn::SelfStatedOptimizer*>(&opt)) return tensor_elements(own->state_dict());
+  return tensor_elements(kindling::nn::optimizer_state_dict(opt));
 }
 
 template <class Module>
@@ -141,10 +152,15 @@ Measured train(Module net, const Options& o, const std::pair<at::Tensor, at::Ten
   const auto sgd = torch::optim::SGDOptions(0.01).momentum(0.9);
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   if (o.zero) optimizer = std::make_unique<kindling::nn::ZeroRedundancyOptimizer>(net->parameters(), sgd);
+  if (o.in_backward) optimizer = std::make_unique<kindling::nn::OptimizerInBackward>(net->parameters(), sgd);
   auto* zero = dynamic_cast<kindling::nn::ZeroRedundancyOptimizer*>(optimizer.get());
+  auto* in_backward = dynamic_cast<kindling::nn::OptimizerInBackward*>(optimizer.get());
+  std::shared_ptr<kindling::nn::CommHook> hook = comm_hook(o);
+  if (zero) hook = zero->comm_hook();
+  if (in_backward) hook = in_backward->comm_hook(hook);
   auto model = kd::auto_model(net, kindling::nn::DdpOptions()
                                        .bucket_cap_mb(o.bucket_cap_mb)
-                                       .comm_hook(zero ? zero->comm_hook() : comm_hook(o))
+                                       .comm_hook(hook)
                                        .hierarchical_allreduce(!o.flat)
                                        .gradient_as_bucket_view(!o.copy_gradients)
                                        .autotune_bucket_cap_mb(o.autotune_mb)

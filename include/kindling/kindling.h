@@ -54,6 +54,7 @@
 #include "kindling/nn/comm_hook.h"
 #include "kindling/nn/ddp.h"
 #include "kindling/nn/join.h"
+#include "kindling/nn/optimizer_in_backward.h"
 #include "kindling/nn/optimizer_state.h"
 #include "kindling/nn/powersgd.h"
 #include "kindling/nn/zero.h"

@@ -9,6 +9,7 @@
 
 #include "kindling/dist/dist.h"
 #include "kindling/error.h"
+#include "kindling/nn/optimizer_in_backward.h"
 #include "kindling/nn/zero.h"
 
 namespace kindling {
@@ -100,6 +101,10 @@ void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
   KINDLING_CHECK(unscaled_.count(&optimizer) == 0,
                  "kindling::engine::GradScaler::unscale_: already called for this "
                  "optimizer since the last update(); call it once per step");
+  KINDLING_CHECK(dynamic_cast<nn::OptimizerInBackward*>(&optimizer) == nullptr,
+                 "kindling::engine::GradScaler: the optimizer is a kindling::nn::OptimizerInBackward, which steps "
+                 "inside backward, before gradients could be unscaled or checked for inf/NaN; use the ordinary "
+                 "optimizer with AMP's loss scaling");
   const double inverse = 1.0 / scale_;
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> gradients;

@@ -150,6 +150,8 @@ void check_state_shapes(const torch::optim::Optimizer& optimizer, const c10::imp
 
 }  // namespace
 
+SelfStatedOptimizer::~SelfStatedOptimizer() = default;
+
 bool has_torch_state_layout(const torch::optim::Optimizer& optimizer) {
   for (const auto& group : optimizer.param_groups())
     if (kind_of(group.options()) == Kind::kOther) return false;

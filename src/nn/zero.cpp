@@ -1,19 +1,15 @@
 // ZeroRedundancyOptimizer: construction, the layout of this rank's parts, and step
 // (kindling/nn/zero.h). The consolidated state dict is in zero_state.cpp.
 #include <ATen/ATen.h>
-#include <torch/optim/adam.h>
-#include <torch/optim/adamw.h>
-#include <torch/optim/sgd.h>
-#include <c10/util/Type.h>
 
 #include <string>
-#include <typeinfo>
 #include <unordered_map>
 #include <utility>
 
 #include "kindling/dist/dist.h"
 #include "kindling/error.h"
 #include "kindling/nn/optimizer_state.h"
+#include "optimizer_kind.h"
 #include "zero_impl.h"
 
 namespace kindling {
@@ -23,44 +19,13 @@ namespace {
 using torch::optim::OptimizerOptions;
 using torch::optim::OptimizerParamGroup;
 
-// The ordinary LibTorch optimizer of the kind `defaults` names, over `groups`.
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerOptions& defaults,
-                                                        std::vector<OptimizerParamGroup> groups) {
-  if (auto* s = dynamic_cast<const torch::optim::SGDOptions*>(&defaults))
-    return std::make_unique<torch::optim::SGD>(std::move(groups), *s);
-  if (auto* a = dynamic_cast<const torch::optim::AdamOptions*>(&defaults))
-    return std::make_unique<torch::optim::Adam>(std::move(groups), *a);
-  if (auto* w = dynamic_cast<const torch::optim::AdamWOptions*>(&defaults))
-    return std::make_unique<torch::optim::AdamW>(std::move(groups), *w);
-  return nullptr;
-}
-
-// Checks the kind of every group's options against `defaults`, and that there is a parameter.
-std::vector<OptimizerParamGroup> checked(std::vector<OptimizerParamGroup> groups, const OptimizerOptions& defaults) {
-  const char* what = "kindling::nn::ZeroRedundancyOptimizer: ";
-  KINDLING_CHECK(make_optimizer(defaults, {}) != nullptr, what, "the options are of type '", c10::demangle(typeid(defaults).name()),
-                 "', but only torch::optim::SGDOptions, AdamOptions and AdamWOptions are supported (their updates "
-                 "are element by element, so a shard steps as the whole would)");
-  std::size_t count = 0;
-  for (std::size_t g = 0; g < groups.size(); ++g) {
-    count += groups[g].params().size();
-    KINDLING_CHECK(!groups[g].has_options() || typeid(groups[g].options()) == typeid(defaults), what,
-                   "parameter group ", g, " has options of type '", c10::demangle(typeid(groups[g].options()).name()),
-                   "' but the defaults are '", c10::demangle(typeid(defaults).name()), "'; give every group the same kind");
-  }
-  KINDLING_CHECK(count > 0, what, "no parameter to optimize; pass the model's parameters()");
-  // LibTorch's own checks of the options (nesterov without momentum, negative rates...) now.
-  make_optimizer(defaults, groups);
-  return groups;
-}
-
 at::Tensor flat(const at::Tensor& t) { return t.detach().view(-1); }
 
 }  // namespace
 
 ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<OptimizerParamGroup> param_groups,
                                                  const OptimizerOptions& defaults)
-    : Optimizer(checked(std::move(param_groups), defaults), defaults.clone()), impl_(std::make_shared<Impl>()) {
+    : Optimizer(detail::checked_groups(std::move(param_groups), defaults, "kindling::nn::ZeroRedundancyOptimizer"), defaults.clone()), impl_(std::make_shared<Impl>()) {
   impl_->hook = zero::make_hook(impl_->records);
   impl_->defaults = defaults.clone();
 }
@@ -148,7 +113,7 @@ void ZeroRedundancyOptimizer::Impl::ensure_layout(const std::vector<OptimizerPar
     inner_group[g] = static_cast<int>(inner_groups.size());
     inner_groups.emplace_back(by_group[g], groups[g].options().clone());
   }
-  if (!inner_groups.empty()) inner = make_optimizer(*defaults, std::move(inner_groups));
+  if (!inner_groups.empty()) inner = detail::make_optimizer(*defaults, std::move(inner_groups));
   if (pending) apply_pending();
 }
 

@@ -12,6 +12,7 @@
 #include "kindling/dist/dist.h"
 #include "kindling/error.h"
 #include "kindling/nn/optimizer_state.h"
+#include "optimizer_kind.h"
 #include "zero_impl.h"
 
 namespace kindling {
@@ -86,18 +87,7 @@ void ZeroRedundancyOptimizer::load_state_dict(const StateDict& state) {
   std::vector<at::Tensor> all;
   for (const auto& g : param_groups())
     for (const auto& p : g.params()) all.push_back(p);
-  for (const auto& kv : states) {
-    const int64_t index = kv.key().toInt();
-    KINDLING_CHECK(index >= 0 && index < static_cast<int64_t>(all.size()), what, "the state names parameter ", index,
-                   " but the optimizer has ", all.size());
-    for (const auto& entry : kv.value().toGenericDict()) {
-      if (!entry.value().isTensor()) continue;
-      const at::Tensor t = entry.value().toTensor();
-      KINDLING_CHECK(t.sizes() == all[index].sizes(), what, "the state of parameter ", index, " has a '",
-                     entry.key().toStringRef(), "' of shape ", t.sizes(), " but the parameter's shape is ",
-                     all[index].sizes(), "; the state was saved from a different model");
-    }
-  }
+  detail::check_whole_state(all, states, "kindling::nn::ZeroRedundancyOptimizer::load_state_dict");
   // Checked; the options through the ordinary loader (which checks the groups first).
   StateDict options = new_state_dict();
   options.insert("param_groups", state.at("param_groups"));

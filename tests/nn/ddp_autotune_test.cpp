@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "support/backend_world_test.h"
+#include "support/models.h"
 #include "support/multiprocess.h"
 
 namespace kd = kindling::dist;
@@ -23,16 +24,7 @@ namespace kn = kindling::nn;
 
 namespace ddp_autotune_test {
 
-struct NetImpl : torch::nn::Module {
-  NetImpl() {
-    a = register_module("a", torch::nn::Linear(8, 64));
-    b = register_module("b", torch::nn::Linear(64, 64));
-    c = register_module("c", torch::nn::Linear(64, 4));
-  }
-  torch::Tensor forward(torch::Tensor x) { return c(torch::tanh(b(torch::tanh(a(x))))); }
-  torch::nn::Linear a{nullptr}, b{nullptr}, c{nullptr};
-};
-TORCH_MODULE(Net);
+using Net = kindling::testing::Mlp3;
 
 // Trains `steps` steps; returns the weights and, per step, the bucket size StepTimes reports.
 std::pair<torch::Tensor, std::vector<double>> train(kn::DdpOptions options, int steps,
@@ -45,7 +37,7 @@ std::pair<torch::Tensor, std::vector<double>> train(kn::DdpOptions options, int 
   for (int step = 0; step < steps; ++step) {
     opt.zero_grad();
     torch::manual_seed(100 + 10 * step + kd::get_rank());
-    torch::mse_loss(model(torch::randn({5, 8})), torch::randn({5, 4})).backward();
+    torch::mse_loss(model(torch::randn({5, 12})), torch::randn({5, 4})).backward();
     opt.step();
     sizes.push_back(model.reducer()->last_step_times().bucket_cap_mb);
   }

@@ -26,6 +26,7 @@
 #include "support/backend_world_test.h"
 #include "support/files.h"
 #include "support/multiprocess.h"
+#include "support/optimizers.h"
 
 namespace kd = kindling::dist;
 namespace kn = kindling::nn;
@@ -35,34 +36,11 @@ using kindling::testing::run_workers;
 
 namespace zero_test {
 
-struct NetImpl : torch::nn::Module {
-  NetImpl() {
-    a = register_module("a", torch::nn::Linear(12, 32));
-    b = register_module("b", torch::nn::Linear(32, 32));
-    c = register_module("c", torch::nn::Linear(32, 4));
-  }
-  torch::Tensor forward(torch::Tensor x) { return c(torch::tanh(b(torch::tanh(a(x))))); }
-  torch::nn::Linear a{nullptr}, b{nullptr}, c{nullptr};
-};
-TORCH_MODULE(Net);
+using Net = kindling::testing::Mlp3;
 
 // Two groups (layer a at half the rate), so that a bucket's chunk may span both.
 std::vector<torch::optim::OptimizerParamGroup> groups_of(const Net& net, const torch::optim::OptimizerOptions& o) {
-  auto slow = o.clone();
-  slow->set_lr(o.get_lr() / 2);
-  std::vector<torch::Tensor> rest;
-  for (auto* m : {&net->b, &net->c})
-    for (const auto& p : (*m)->parameters()) rest.push_back(p);
-  return {torch::optim::OptimizerParamGroup(net->a->parameters(), std::move(slow)),
-          torch::optim::OptimizerParamGroup(rest, o.clone())};
-}
-
-// The ordinary LibTorch optimizer of the kind `o` names.
-std::unique_ptr<torch::optim::Optimizer> ordinary(const torch::optim::OptimizerOptions& o,
-                                                  std::vector<torch::optim::OptimizerParamGroup> groups) {
-  if (auto* s = dynamic_cast<const torch::optim::SGDOptions*>(&o)) return std::make_unique<torch::optim::SGD>(groups, *s);
-  if (auto* a = dynamic_cast<const torch::optim::AdamOptions*>(&o)) return std::make_unique<torch::optim::Adam>(groups, *a);
-  return std::make_unique<torch::optim::AdamW>(groups, dynamic_cast<const torch::optim::AdamWOptions&>(o));
+  return kindling::testing::two_groups(net, o, 2);
 }
 
 // One step's data on this rank.
@@ -140,7 +118,7 @@ KINDLING_WORKER(zero_trains_as_ddp) {
   for (const auto& [name, options] : kinds) {
     torch::manual_seed(77);
     Net plain_net;
-    auto plain = ordinary(*options, groups_of(plain_net, *options));
+    auto plain = kindling::testing::ordinary_optimizer(*options, groups_of(plain_net, *options));
     train(plain_net, *plain, kn::DdpOptions(), 0, 5);
     torch::manual_seed(77);
     Net zero_net;

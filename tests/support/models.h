@@ -3,6 +3,7 @@
 #include <kindling/nn/batchnorm.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
 
 namespace kindling {
 namespace testing {
@@ -18,6 +19,19 @@ struct ConvBn : torch::nn::Module {
   torch::nn::Conv2d conv{nullptr};
   kindling::nn::BatchNorm2d bn{nullptr};
 };
+
+/// Three Linear layers, tanh between: in -> hidden -> hidden -> out (default 12 -> 32 -> 32 -> 4),
+/// the small model of the DDP optimizer tests.
+struct Mlp3Impl : torch::nn::Module {
+  explicit Mlp3Impl(int64_t in = 12, int64_t hidden = 32, int64_t out = 4) {
+    a = register_module("a", torch::nn::Linear(in, hidden));
+    b = register_module("b", torch::nn::Linear(hidden, hidden));
+    c = register_module("c", torch::nn::Linear(hidden, out));
+  }
+  torch::Tensor forward(torch::Tensor x) { return c(torch::tanh(b(torch::tanh(a(x))))); }
+  torch::nn::Linear a{nullptr}, b{nullptr}, c{nullptr};
+};
+TORCH_MODULE(Mlp3);
 
 }  // namespace testing
 }  // namespace kindling

@@ -28,5 +28,18 @@ KINDLING_API StateDict optimizer_state_dict(const torch::optim::Optimizer& optim
 /// or of parameters in a group differs, or a state tensor's shape is not its parameter's.
 KINDLING_API void load_optimizer_state_dict(torch::optim::Optimizer& optimizer, const StateDict& state);
 
+/// An optimizer whose state lives outside LibTorch's Optimizer::state() (ZeroRedundancyOptimizer
+/// keeps 1/N of it on each rank, OptimizerInBackward one inner optimizer per DDP bucket): it
+/// gives and takes its whole state in torch's layout itself. kindling::handlers::stateful
+/// saves such an optimizer through these.
+class KINDLING_API SelfStatedOptimizer {
+ public:
+  virtual ~SelfStatedOptimizer();
+  /// The whole state in torch's layout (see the implementation for who must call it).
+  virtual StateDict state_dict() const = 0;
+  /// Restores a state_dict() (or an ordinary optimizer's optimizer_state_dict).
+  virtual void load_state_dict(const StateDict& state) = 0;
+};
+
 }  // namespace nn
 }  // namespace kindling

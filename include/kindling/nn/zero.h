@@ -37,6 +37,7 @@
 #include "kindling/engine/state_dict.h"
 #include "kindling/export.h"
 #include "kindling/nn/comm_hook.h"
+#include "kindling/nn/optimizer_state.h"
 
 namespace kindling {
 namespace nn {
@@ -44,7 +45,7 @@ namespace nn {
 /// The optimizer of the file comment. Its param_groups() are the full parameter groups (LR
 /// schedulers and checkpoints see it as the ordinary optimizer); its state() stays empty, the
 /// state lives in an inner LibTorch optimizer over this rank's parts.
-class KINDLING_API ZeroRedundancyOptimizer : public torch::optim::Optimizer {
+class KINDLING_API ZeroRedundancyOptimizer : public torch::optim::Optimizer, public SelfStatedOptimizer {
  public:
   /// `defaults` chooses the kind: torch::optim::SGDOptions, AdamOptions or AdamWOptions (every
   /// group's options must be of that kind). Local, no communication. Throws kindling::UsageError
@@ -74,13 +75,13 @@ class KINDLING_API ZeroRedundancyOptimizer : public torch::optim::Optimizer {
   /// every rank gets the whole). Loadable by Python torch's optimizer of the same kind, by
   /// load_state_dict at any world size, and by the ordinary LibTorch optimizer through
   /// kindling::nn::load_optimizer_state_dict. Throws what the all_gather throws.
-  StateDict state_dict() const;
+  StateDict state_dict() const override;
   /// Restores a state_dict() (or an ordinary optimizer's optimizer_state_dict) saved at any
   /// world size: the options at once, each rank's parts of the per-parameter state when the
   /// layout is known (at once after a first step, else at the first step). Local. Throws
   /// kindling::UsageError naming what does not fit (groups, parameter counts, shapes), before
   /// changing anything.
-  void load_state_dict(const StateDict& state);
+  void load_state_dict(const StateDict& state) override;
 
   /// Elements of per-parameter state this rank holds (tensors only), for tests and memory
   /// figures. Local; does not throw.

@@ -14,7 +14,6 @@
 #include "kindling/error.h"
 #include "kindling/metrics/metric.h"
 #include "kindling/nn/optimizer_state.h"
-#include "kindling/nn/zero.h"
 
 namespace kindling {
 namespace handlers {
@@ -113,15 +112,15 @@ class OptimizerState : public Stateful {
   torch::optim::Optimizer& optimizer_;
 };
 
-// ZeroRedundancyOptimizer: its state consolidated from every rank's shard (a collective).
-class ZeroState : public Stateful {
+// ZeroRedundancyOptimizer, OptimizerInBackward: the whole state as the optimizer gives it.
+class SelfStatedOptimizerState : public Stateful {
  public:
-  explicit ZeroState(nn::ZeroRedundancyOptimizer& o) : optimizer_(o) {}
+  explicit SelfStatedOptimizerState(nn::SelfStatedOptimizer& o) : optimizer_(o) {}
   StateDict state_dict() const override { return optimizer_.state_dict(); }
   void load_state_dict(const StateDict& state, bool) override { optimizer_.load_state_dict(state); }
 
  private:
-  nn::ZeroRedundancyOptimizer& optimizer_;
+  nn::SelfStatedOptimizer& optimizer_;
 };
 
 class EngineState : public Stateful {
@@ -183,7 +182,8 @@ std::shared_ptr<Stateful> stateful(std::shared_ptr<torch::nn::Module> module) {
   return std::make_shared<ModuleState>(std::move(module));
 }
 std::shared_ptr<Stateful> stateful(torch::optim::Optimizer& optimizer) {
-  if (auto* zero = dynamic_cast<nn::ZeroRedundancyOptimizer*>(&optimizer)) return std::make_shared<ZeroState>(*zero);
+  if (auto* own = dynamic_cast<nn::SelfStatedOptimizer*>(&optimizer))
+    return std::make_shared<SelfStatedOptimizerState>(*own);
   return std::make_shared<OptimizerState>(optimizer);
 }
 std::shared_ptr<Stateful> stateful(engine::Engine& engine) { return std::make_shared<EngineState>(engine); }

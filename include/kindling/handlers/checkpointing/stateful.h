@@ -63,7 +63,9 @@ std::shared_ptr<Stateful> stateful(const nn::DistributedDataParallel<M>& ddp) {
 }
 /// An optimizer as torch's optimizer.state_dict(): {"state": {index: {...}}, "param_groups":
 /// [{options..., "params": [indices]}]} for SGD, Adam and AdamW; other optimizers are saved
-/// as LibTorch's own archive bytes under "torch_archive" (a uint8 tensor).
+/// as LibTorch's own archive bytes under "torch_archive" (a uint8 tensor). An optimizer that
+/// keeps its state itself (kindling::nn::SelfStatedOptimizer: ZeroRedundancyOptimizer, whose
+/// state_dict is a collective, and OptimizerInBackward) gives the same layout.
 KINDLING_API std::shared_ptr<Stateful> stateful(torch::optim::Optimizer& optimizer);
 /// A DDP communication hook's state (PowerSgdHook: its error feedback, warm start and random
 /// state; saving gathers every rank's, so it is called on every rank). Keeps the hook alive.
