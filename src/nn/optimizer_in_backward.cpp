@@ -82,7 +82,13 @@ class InBackwardHook : public CommHook {
   InBackwardHook(std::shared_ptr<OptimizerInBackward::Impl> impl, std::shared_ptr<CommHook> reduce)
       : impl_(std::move(impl)), reduce_(std::move(reduce)) {}
   std::string name() const override {
-    return std::string("optimizer_in_backward") + (reduce_ ? "(" + reduce_->name() + ")" : "");
+    std::string name = "optimizer_in_backward";  // appends: GCC 12 misreads `"(" + std::string&&`
+    if (reduce_) {
+      name += '(';
+      name += reduce_->name();
+      name += ')';
+    }
+    return name;
   }
   std::unique_ptr<PendingBucket> run(GradBucket& bucket, const dist::Group& group) override {
     std::unique_ptr<PendingBucket> reduce;
@@ -169,16 +175,7 @@ StateDict OptimizerInBackward::state_dict() const {
 }
 
 void OptimizerInBackward::load_state_dict(const StateDict& state) {
-  const char* who = "kindling::nn::OptimizerInBackward::load_state_dict";
-  KINDLING_CHECK(state.contains("state") && state.contains("param_groups"), who,
-                 ": missing key 'param_groups' or 'state'");
-  const auto states = state.at("state").toGenericDict();
-  detail::check_whole_state(impl_->params, states, who);
-  // Checked; the options through the ordinary loader (which checks the groups first).
-  StateDict options = new_state_dict();
-  options.insert("param_groups", state.at("param_groups"));
-  options.insert("state", c10::impl::GenericDict(c10::IntType::get(), c10::AnyType::get()));
-  load_optimizer_state_dict(*this, options);
+  const auto states = detail::load_group_options(*this, state, "kindling::nn::OptimizerInBackward::load_state_dict");
   for (std::size_t i = 0; i < impl_->inner.size(); ++i) {
     StateDict one = optimizer_state_dict(*impl_->inner[i]);
     c10::impl::GenericDict entry(c10::IntType::get(), c10::AnyType::get());

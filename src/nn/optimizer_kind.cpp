@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "kindling/error.h"
+#include "kindling/nn/optimizer_state.h"
 
 namespace kindling {
 namespace nn {
@@ -51,7 +52,13 @@ std::vector<OptimizerParamGroup> checked_groups(std::vector<OptimizerParamGroup>
   return groups;
 }
 
-void check_whole_state(const std::vector<at::Tensor>& params, const c10::impl::GenericDict& states, const char* who) {
+c10::impl::GenericDict load_group_options(torch::optim::Optimizer& optimizer, const StateDict& state, const char* who) {
+  KINDLING_CHECK(state.contains("state") && state.contains("param_groups"), who,
+                 ": missing key 'param_groups' or 'state'");
+  std::vector<at::Tensor> params;
+  for (const auto& g : optimizer.param_groups())
+    for (const auto& p : g.params()) params.push_back(p);
+  const auto states = state.at("state").toGenericDict();
   for (const auto& kv : states) {
     const int64_t index = kv.key().toInt();
     KINDLING_CHECK(index >= 0 && index < static_cast<int64_t>(params.size()), who, ": the state names parameter ",
@@ -64,6 +71,12 @@ void check_whole_state(const std::vector<at::Tensor>& params, const c10::impl::G
                      params[index].sizes(), "; the state was saved from a different model");
     }
   }
+  // Checked; the options through the ordinary loader (which checks the groups first).
+  StateDict options = new_state_dict();
+  options.insert("param_groups", state.at("param_groups"));
+  options.insert("state", c10::impl::GenericDict(c10::IntType::get(), c10::AnyType::get()));
+  load_optimizer_state_dict(optimizer, options);
+  return states;
 }
 
 }  // namespace detail

@@ -4,6 +4,8 @@
 #include <ATen/core/Dict.h>
 #include <torch/optim/optimizer.h>
 
+#include "kindling/engine/state_dict.h"
+
 #include <memory>
 #include <vector>
 
@@ -23,10 +25,12 @@ std::vector<torch::optim::OptimizerParamGroup> checked_groups(std::vector<torch:
                                                               const torch::optim::OptimizerOptions& defaults,
                                                               const char* who);
 
-// Checks a whole state in torch's layout against `params` (every optimizer parameter, group by
-// group): each entry names a parameter that exists and each of its tensors has that parameter's
-// shape. Throws kindling::UsageError, the message starting with `who`.
-void check_whole_state(const std::vector<at::Tensor>& params, const c10::impl::GenericDict& states, const char* who);
+// For an optimizer that keeps its per-parameter state elsewhere (its own state() stays empty):
+// checks a whole state in torch's layout against its parameters (each entry names one that
+// exists, each tensor has that parameter's shape, the groups fit), then loads the groups' options
+// and returns the per-parameter states. Throws kindling::UsageError, the message starting with
+// `who`, before changing anything.
+c10::impl::GenericDict load_group_options(torch::optim::Optimizer& optimizer, const StateDict& state, const char* who);
 
 }  // namespace detail
 }  // namespace nn

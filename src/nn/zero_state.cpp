@@ -80,19 +80,7 @@ StateDict ZeroRedundancyOptimizer::state_dict() const {
 }
 
 void ZeroRedundancyOptimizer::load_state_dict(const StateDict& state) {
-  const char* what = "kindling::nn::ZeroRedundancyOptimizer::load_state_dict: ";
-  KINDLING_CHECK(state.contains("state") && state.contains("param_groups"), what,
-                 "missing key 'param_groups' or 'state'");
-  const Dict states = state.at("state").toGenericDict();
-  std::vector<at::Tensor> all;
-  for (const auto& g : param_groups())
-    for (const auto& p : g.params()) all.push_back(p);
-  detail::check_whole_state(all, states, "kindling::nn::ZeroRedundancyOptimizer::load_state_dict");
-  // Checked; the options through the ordinary loader (which checks the groups first).
-  StateDict options = new_state_dict();
-  options.insert("param_groups", state.at("param_groups"));
-  options.insert("state", new_index_dict());
-  load_optimizer_state_dict(*this, options);
+  const Dict states = detail::load_group_options(*this, state, "kindling::nn::ZeroRedundancyOptimizer::load_state_dict");
   impl_->pending = states.copy();
   if (impl_->layout) impl_->apply_pending();
 }

@@ -157,7 +157,11 @@ footer { color: var(--muted); font-size: 12px; padding: 8px 28px 24px; }
 std::string render_html_page(const PageContent& content) {
   const std::string title = html::escape(content.title.empty() ? "kindling training report" : content.title);
   std::string palette;
-  for (std::size_t i = 0; i < html::kPaletteSize; ++i) palette += (i == 0 ? "" : ",") + std::string(html::kPalette[i]);
+  // Appends, not `const char* + std::string&&`, which GCC 12 misreads (-Wstringop-overflow).
+  for (std::size_t i = 0; i < html::kPaletteSize; ++i) {
+    if (i > 0) palette += ',';
+    palette += html::kPalette[i];
+  }
 
   std::string page =
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"

@@ -86,10 +86,19 @@ std::string ProgressBar::render(engine::Engine& engine) const {
   const int64_t len = s.epoch_length.value_or(0);
   const int64_t done = len > 0 ? s.iteration - (s.epoch - 1) * len : s.iteration - start_iteration_;
   std::string out;
+  // Appends, not `const char* + std::string&&`, which GCC 12 misreads (-Wstringop-overflow).
   if (s.max_epochs && *s.max_epochs > 1) {
-    out += "Epoch [" + std::to_string(s.epoch) + "/" + std::to_string(*s.max_epochs) + "]: ";
+    out += "Epoch [";
+    out += std::to_string(s.epoch);
+    out += '/';
+    out += std::to_string(*s.max_epochs);
+    out += "]: ";
   }
-  out += "[" + std::to_string(done) + "/" + (len > 0 ? std::to_string(len) : std::string("?")) + "]";
+  out += '[';
+  out += std::to_string(done);
+  out += '/';
+  out += len > 0 ? std::to_string(len) : std::string("?");
+  out += ']';
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start_).count();
   const int64_t counted = std::max<int64_t>(0, s.iteration - start_iteration_);
   const double rate = elapsed > 0 ? static_cast<double>(counted) / elapsed : 0.0;
