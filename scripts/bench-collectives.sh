@@ -31,6 +31,10 @@ two_ranks "$MASTER_PORT" "$BENCH" "${args[@]}"
 # against the same raw c10d peer in the same run.
 echo "== with KINDLING_DISTRIBUTED_DEBUG=DETAIL (collective fingerprints)"
 KINDLING_DISTRIBUTED_DEBUG=DETAIL two_ranks $((MASTER_PORT + 5)) "$BENCH" "${args[@]}"
+# The flight recorder is on by default (docs/debugging.md): the same runs with it off give its
+# cost per call.
+echo "== with KINDLING_FLIGHT_RECORDER=0 (flight recorder off)"
+KINDLING_FLIGHT_RECORDER=0 two_ranks $((MASTER_PORT + 15)) "$BENCH" "${args[@]}"
 two_ranks $((MASTER_PORT + 10)) "$TORCH_PY" bench/collectives/torch_collectives.py "${args[@]}"
 # The mpi backend against raw MPI_Allreduce (and memcpy), under a real mpirun: ordinary
 # tensors (staged through the shared window), then empty_comm_buffer memory.
@@ -38,6 +42,9 @@ if command -v mpirun >/dev/null; then
   for m in tensor buffer; do
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 "$BENCH" -B mpi -m "$m" "${args[@]}"
   done
+  echo "== mpi, buffer, with KINDLING_FLIGHT_RECORDER=0 (flight recorder off)"
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 -x KINDLING_FLIGHT_RECORDER=0 "$BENCH" -B mpi \
+    -m buffer "${args[@]}"
 else
   echo "bench-collectives: mpirun not found: the mpi part was not run" >&2
 fi

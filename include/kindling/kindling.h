@@ -18,6 +18,7 @@
 #include "kindling/dist/auto.h"
 #include "kindling/dist/c10d.h"
 #include "kindling/dist/dist.h"
+#include "kindling/dist/flight_recorder.h"
 #include "kindling/dist/group.h"
 #include "kindling/dist/hierarchy.h"
 #include "kindling/dist/launch_env.h"

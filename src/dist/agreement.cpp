@@ -28,7 +28,7 @@ const char* const kKnown[] = {
     "KINDLING_LOG_LEVEL",       "KINDLING_STALL_TIMEOUT",     "KINDLING_DISTRIBUTED_DEBUG", "KINDLING_MPI_NO_SHM",
     "KINDLING_MPI_SHM_SEGMENT", "KINDLING_MPI_SHM_MIN_BYTES", "KINDLING_MPI_SHM_HEAP_MB",   "KINDLING_RUN",
     "KINDLING_RUN_ID",          "KINDLING_PARALLEL_CHILD",    "KINDLING_STDOUT_TERMINAL",   "KINDLING_STDERR_TERMINAL",
-    "KINDLING_RUN_INSTANCE"};
+    "KINDLING_RUN_INSTANCE",    "KINDLING_FLIGHT_RECORDER",   "KINDLING_FLIGHT_RECORD_DIR"};
 
 // Edit distance, to tell a misspelt kindling variable from a program's own KINDLING_* names.
 std::size_t distance(const std::string& a, const std::string& b) {
@@ -117,6 +117,7 @@ void validate_kindling_environment() {
   check_int64("KINDLING_MPI_SHM_SEGMENT", 4096);
   check_int64("KINDLING_MPI_SHM_MIN_BYTES", 0);
   check_int64("KINDLING_MPI_SHM_HEAP_MB", 0);
+  check_int64("KINDLING_FLIGHT_RECORDER", 0);
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string entry = *e;
     const std::string name = entry.substr(0, entry.find('='));

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <string>
 
+#include "dist/flight_dump.h"
 #include "dist/rendezvous/peers.h"
 
 namespace kindling {
@@ -14,11 +15,17 @@ namespace detail {
 using ::kindling::detail::rank_prefix;
 
 namespace {
-// Records the first failure (see Runtime::broken) and returns `message`.
+// Records the first failure (see Runtime::broken), writes the flight record then, and
+// returns `message`.
 const std::string& mark_broken(const std::string& message) {
   auto& rt = runtime();
-  std::lock_guard<std::mutex> lock(rt.mu);
-  if (!rt.broken.exchange(true)) rt.broken_reason = message;
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(rt.mu);
+    first = !rt.broken.exchange(true);
+    if (first) rt.broken_reason = message;
+  }
+  if (first) flight_dump_after_failure(message);
   return message;
 }
 }  // namespace

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "dist/fingerprint.h"
+#include "dist/flight_recorder.h"
 #include "dist/runtime.h"
 #include "kindling/dist/dist.h"
 #include "kindling/error.h"
@@ -41,17 +42,19 @@ int64_t enter(GroupState& g, const char* name, bool collective = true);
 void wait_op(PendingOp& op, GroupState& g, const char* name, int64_t seq, bool p2p);
 
 /// Runs one blocking operation: counts it, compares fingerprints when enabled (`described`
-/// gives dtype and shape; `same_shape` whether shapes must agree), starts it on the group's
-/// communicator, waits and translates engine failures.
+/// gives dtype and shape; `same_shape` whether shapes must agree), records a collective in the
+/// flight recorder, starts it on the group's communicator, waits and translates engine failures.
 template <typename Start>
 void run(GroupState& g, const char* name, Start&& start, bool p2p = false, const at::Tensor* described = nullptr,
          bool same_shape = true) {
   check_usable(name);
   const int64_t seq = enter(g, name, !p2p);
   if (!p2p && fingerprints_enabled()) check_fingerprint(g, seq, name, described, same_shape);
+  const int64_t record = p2p ? -1 : flight_start(g, seq, name, described);
   try {
     OpPtr op = start(*g.comm);
     wait_op(*op, g, name, seq, p2p);
+    flight_complete(record);
   } catch (const kindling::Error&) {
     throw;
   } catch (const std::exception& e) {
@@ -59,12 +62,13 @@ void run(GroupState& g, const char* name, Start&& start, bool p2p = false, const
   }
 }
 
-/// Starts one asynchronous operation (isend, irecv, all_reduce_async): counts it, starts it
-/// on the group's communicator and returns the state a Work waits on; engine failures at
-/// start are translated. `collective` selects the wait slack (see wait_timeout).
+/// Starts one asynchronous operation (isend, irecv, all_reduce_async): counts it, records a
+/// collective in the flight recorder (`described`: its tensor), starts it on the group's
+/// communicator and returns the state a Work waits on; engine failures at start are
+/// translated. `collective` selects the wait slack (see wait_timeout).
 template <typename Start>
 std::shared_ptr<WorkState> start_async(const std::shared_ptr<GroupState>& g, const char* name, bool collective,
-                                       Start&& start) {
+                                       Start&& start, const at::Tensor* described = nullptr) {
   check_usable(name);
   auto state = std::make_shared<WorkState>();
   state->group = g;
@@ -72,6 +76,7 @@ std::shared_ptr<WorkState> start_async(const std::shared_ptr<GroupState>& g, con
   state->seq = enter(*g, name, collective);
   if (collective && fingerprints_enabled()) check_fingerprint(*g, state->seq, name, nullptr, false);
   state->collective = collective;
+  if (collective) state->record = flight_start(*g, state->seq, name, described, &state);
   try {
     state->op = start(*g->comm);
   } catch (const kindling::Error&) {

@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <iostream>
 #include <sstream>
 
 #include "common/env.h"
@@ -21,6 +20,7 @@
 #include "common/strings.h"
 #include "dist/agreement.h"
 #include "dist/backends/registry.h"
+#include "dist/flight_dump.h"
 #include "dist/init_options.h"
 #include "dist/layout.h"
 #include "kindling/config.h"
@@ -58,6 +58,7 @@ std::chrono::milliseconds default_stall_period() { return stall_period_from_env(
 
 void install_model(std::unique_ptr<Backend> backend, int rank, int world_size, std::chrono::milliseconds timeout,
                    std::chrono::milliseconds stall_period, std::optional<int> env_local_rank) {
+  flight_start_world(rank, world_size, backend->name());
   auto& rt = runtime();
   auto world = std::make_shared<GroupState>();
   world->id = 0;

@@ -41,7 +41,8 @@ Work all_reduce_async(const at::Tensor& tensor, ReduceOp op, const Group& group)
                  "reduce a uint8 tensor (or use the blocking all_reduce)");
   at::Tensor t = tensor;
   return Work(
-      detail::start_async(g, name, /*collective=*/true, [&](detail::Communicator& c) { return c.all_reduce(t, op); }));
+      detail::start_async(g, name, /*collective=*/true, [&](detail::Communicator& c) { return c.all_reduce(t, op); },
+                          &t));
 }
 
 Work& Work::operator=(Work&& other) noexcept {
@@ -75,6 +76,7 @@ void Work::wait() {
   if (state_->group == nullptr) return;  // complete from the start
   try {
     detail::wait_op(*state_->op, *state_->group, state_->name, state_->seq, !state_->collective);
+    detail::flight_complete(state_->record);
   } catch (const kindling::Error&) {
     throw;
   } catch (const std::exception& e) {

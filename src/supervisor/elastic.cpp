@@ -15,6 +15,7 @@
 
 #include "common/host.h"
 #include "launch/error_file.h"
+#include "supervisor/flight_verdict.h"
 
 namespace kindling {
 namespace launch {
@@ -49,18 +50,25 @@ std::string ErrorFolder::file(int attempt, int rank) {
   return files_.back();
 }
 
-std::vector<std::string> prepare_attempt(std::vector<WorkerSpec>& workers, int attempt, int restart_count,
-                                         int max_restarts, const JobIdentity& job, ErrorFolder& folder) {
-  std::vector<std::string> error_files;
+AttemptFiles prepare_attempt(std::vector<WorkerSpec>& workers, int attempt, int restart_count, int max_restarts,
+                             const JobIdentity& job, ErrorFolder& folder) {
+  AttemptFiles files;
+  files.flight_folder = flight_attempt_folder(job.run_id, attempt);
   for (auto& spec : workers) {
-    error_files.push_back(folder.file(attempt, spec.rank));
+    files.error_files.push_back(folder.file(attempt, spec.rank));
     spec.env.emplace_back("TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count));
     spec.env.emplace_back("TORCHELASTIC_MAX_RESTARTS", std::to_string(max_restarts));
-    spec.env.emplace_back("TORCHELASTIC_ERROR_FILE", error_files.back());
+    spec.env.emplace_back("TORCHELASTIC_ERROR_FILE", files.error_files.back());
     spec.env.emplace_back("KINDLING_RUN_ID", job.run_id);
     spec.env.emplace_back("KINDLING_RUN_INSTANCE", job.instance);
+    spec.env.emplace_back("KINDLING_FLIGHT_RECORD_DIR", files.flight_folder);
   }
-  return error_files;
+  return files;
+}
+
+std::string flight_line(const AttemptFiles& files) {
+  const std::string verdict = flight_verdict(files.flight_folder);
+  return verdict.empty() ? verdict : "  flight records: " + verdict + "\n";
 }
 
 std::string new_run_id() {
@@ -102,8 +110,7 @@ SupervisorResult supervise_elastic(const std::vector<WorkerSpec>& workers, const
   const JobIdentity job{elastic.run_id.empty() ? fresh : elastic.run_id, fresh};
   for (int attempt = 0;; ++attempt) {
     std::vector<WorkerSpec> specs = workers;
-    const std::vector<std::string> error_files =
-        prepare_attempt(specs, attempt, attempt, elastic.max_restarts, job, folder);
+    const AttemptFiles files = prepare_attempt(specs, attempt, attempt, elastic.max_restarts, job, folder);
     if (attempt > 0 && elastic.fresh_port) {
       const std::string port = std::to_string(find_free_port());
       for (auto& w : specs)
@@ -112,8 +119,9 @@ SupervisorResult supervise_elastic(const std::vector<WorkerSpec>& workers, const
     }
     SupervisorResult result = supervise(specs, options);
     if (result.exit_code != 0 && result.received_signal == 0) {
-      const std::string root = first_failure(result, error_files);
+      const std::string root = first_failure(result, files.error_files);
       if (!root.empty()) result.summary += "  first failure (from the error files): " + root + "\n";
+      result.summary += flight_line(files);
     }
     if (result.exit_code == 0 || result.received_signal != 0 || attempt >= elastic.max_restarts) {
       if (attempt > 0 && result.exit_code == 0) {

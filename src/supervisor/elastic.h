@@ -58,11 +58,22 @@ struct JobIdentity {
   std::string instance;
 };
 
+/// Where an attempt's workers write what the launcher reads after a failure.
+struct AttemptFiles {
+  std::vector<std::string> error_files;  // by worker
+  std::string flight_folder;             // their flight records (flight_verdict.h)
+};
+
 /// Adds one attempt's variables to every worker's environment: TORCHELASTIC_RESTART_COUNT
 /// (`restart_count`), TORCHELASTIC_MAX_RESTARTS, KINDLING_RUN_ID and KINDLING_RUN_INSTANCE
-/// (`job`) and a TORCHELASTIC_ERROR_FILE from `folder`; returns those files by worker.
-std::vector<std::string> prepare_attempt(std::vector<WorkerSpec>& workers, int attempt, int restart_count,
-                                         int max_restarts, const JobIdentity& job, ErrorFolder& folder);
+/// (`job`), a TORCHELASTIC_ERROR_FILE from `folder` and the attempt's
+/// KINDLING_FLIGHT_RECORD_DIR (flight_attempt_folder); returns those files.
+AttemptFiles prepare_attempt(std::vector<WorkerSpec>& workers, int attempt, int restart_count, int max_restarts,
+                             const JobIdentity& job, ErrorFolder& folder);
+
+/// What the flight records of a failed attempt say, as a line of its summary ("" when no
+/// worker wrote one). Never throws.
+std::string flight_line(const AttemptFiles& files);
 
 /// The first failure of an attempt from the workers' error files: "rank R (local rank L) at
 /// <UTC time>: <message>"; empty when no failed worker left a file.

@@ -202,8 +202,8 @@ int run_elastic_agent(const ElasticAgentOptions& o,
     }
     say(name, describe(layout, o.nproc_per_node, lost));
     std::vector<WorkerSpec> specs = make_workers(layout);
-    const auto error_files = prepare_attempt(specs, attempt, layout.restarts, settings.max_restarts,
-                                             {settings.run_id, layout.instance}, folder);
+    const AttemptFiles files = prepare_attempt(specs, attempt, layout.restarts, settings.max_restarts,
+                                               {settings.run_id, layout.instance}, folder);
     SupervisorOptions options = supervisor;
     bool linked = true;
     options.stop_check = [&]() {
@@ -226,9 +226,9 @@ int run_elastic_agent(const ElasticAgentOptions& o,
       return 0;
     }
     if (result.exit_code != 0) {
-      std::fputs(result.summary.c_str(), stderr);
+      std::fputs((result.summary + flight_line(files)).c_str(), stderr);
       reason = "failed";
-      detail = failure_line(result, error_files);
+      detail = failure_line(result, files.error_files);
       last_exit = result.exit_code;
     } else {
       say(name, "a node waits for the next rendezvous round; stopped this node's workers to join it");

@@ -112,6 +112,7 @@ struct WorkState {
   int64_t seq = 0;
   bool waited = false;
   bool collective = false;  // collectives get the engine's slack on wait; p2p waits the timeout
+  int64_t record = -1;      // its flight recorder entry (flight_recorder.h), -1 when none
 };
 
 /// Where this rank sits, when the backend knows it better than the environment (MPI).
