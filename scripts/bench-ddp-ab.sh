@@ -4,8 +4,10 @@
 # interleaved; medians of samples/s, of StepTimes' backward and communication wait per step, and
 # the optimizer's state elements per rank.
 # Usage: scripts/bench-ddp-ab.sh LABEL_A LABEL_B FLAG [repeats (default 3)]
+#   FLAG is a bench_ddp flag, or NAME=VALUE: an environment variable of B's ranks.
 #   e.g. scripts/bench-ddp-ab.sh views copies --copy-gradients 3   (scripts/bench-bucket-views.sh)
 #        scripts/bench-ddp-ab.sh plain zero --zero 3                (ZeroRedundancyOptimizer)
+#        scripts/bench-ddp-ab.sh on off KINDLING_FLIGHT_RECORDER=0 3 (the flight recorder's cost)
 # Needs a build (scripts/build.sh); KINDLING_LIBTORCH=pip uses the 2.15 build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,12 +21,14 @@ OUT=$(mktemp)
 trap 'rm -f "$OUT"' EXIT
 
 one() {  # backend label
-  local flag=() line
-  [ "$2" = "$LABEL_B" ] && flag=("$FLAG")
+  local flag=() env=() export=() line
+  if [ "$2" = "$LABEL_B" ]; then
+    if [[ "$FLAG" =~ ^[A-Z_][A-Z0-9_]*= ]]; then env=("$FLAG") export=(-x "${FLAG%%=*}"); else flag=("$FLAG"); fi
+  fi
   if [ "$1" = gloo ]; then
-    line=$(timeout 300 "$BUILD/kindling-run" --standalone --nproc_per_node 2 "$BENCH" "${ARGS[@]}" --backend gloo "${flag[@]}" 2>&1 | grep RESULT)
+    line=$(env "${env[@]}" timeout 300 "$BUILD/kindling-run" --standalone --nproc_per_node 2 "$BENCH" "${ARGS[@]}" --backend gloo "${flag[@]}" 2>&1 | grep RESULT)
   else
-    line=$(timeout 300 mpirun --oversubscribe -np 2 "$BENCH" "${ARGS[@]}" --backend mpi "${flag[@]}" 2>&1 | grep RESULT)
+    line=$(env "${env[@]}" timeout 300 mpirun --oversubscribe "${export[@]}" -np 2 "$BENCH" "${ARGS[@]}" --backend mpi "${flag[@]}" 2>&1 | grep RESULT)
   fi
   echo "$1 $2 $line" | tee -a "$OUT"
 }

@@ -35,8 +35,9 @@ for choice in ${KINDLING_TEST_LIBTORCH:-debian pip}; do
   took "the $choice build"
   skip=()
   [ "$choice" = pip ] && skip=(-LE torch1_only)
-  # Two tests at a time: most of them wait on processes, sockets and timeouts rather than compute
-  # (7.8 minutes instead of 10 on a 2-core machine). Tests that use fixed ports pick free ones.
+  # Two tests at a time (7.8 minutes instead of 10 on a 2-core machine); more at once is not
+  # faster: the suite keeps both cores busy (docs/performance.md, CI time). Tests that use fixed
+  # ports pick free ones.
   (cd "$dir" && ctest --output-on-failure -j2 --timeout 300 "${skip[@]}")
   took "the $choice tests"
   # Projects of users that consume kindling: installed (find_package) and with a mismatched

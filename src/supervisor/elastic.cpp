@@ -123,6 +123,7 @@ SupervisorResult supervise_elastic(const std::vector<WorkerSpec>& workers, const
       if (!root.empty()) result.summary += "  first failure (from the error files): " + root + "\n";
       result.summary += flight_line(files);
     }
+    remove_empty_flight_folders(files.flight_folder);
     if (result.exit_code == 0 || result.received_signal != 0 || attempt >= elastic.max_restarts) {
       if (attempt > 0 && result.exit_code == 0) {
         result.summary = options.name + ": succeeded after " + std::to_string(attempt) + " restart" +

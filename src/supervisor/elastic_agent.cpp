@@ -14,6 +14,7 @@
 
 #include "common/host.h"
 #include "supervisor/elastic.h"
+#include "supervisor/flight_verdict.h"
 
 namespace kindling {
 namespace launch {
@@ -217,6 +218,8 @@ int run_elastic_agent(const ElasticAgentOptions& o,
       return std::atoi(answer->c_str() + 8) > 0;
     };
     const SupervisorResult result = supervise(specs, options);
+    const std::string flight = result.exit_code != 0 ? flight_line(files) : std::string();
+    remove_empty_flight_folders(files.flight_folder);
     if (result.received_signal != 0) {
       std::fputs(result.summary.c_str(), stderr);
       return result.exit_code;
@@ -226,7 +229,7 @@ int run_elastic_agent(const ElasticAgentOptions& o,
       return 0;
     }
     if (result.exit_code != 0) {
-      std::fputs((result.summary + flight_line(files)).c_str(), stderr);
+      std::fputs((result.summary + flight).c_str(), stderr);
       reason = "failed";
       detail = failure_line(result, files.error_files);
       last_exit = result.exit_code;

@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -152,10 +153,11 @@ std::string flight_attempt_folder(const std::string& run_id, int attempt) {
   const char* tmp = std::getenv("TMPDIR");
   std::string base = set && *set ? set : std::string(tmp && *tmp ? tmp : "/tmp") + "/kindling-flight-records/" + run_id;
   const std::string folder = base + "/attempt" + std::to_string(attempt);
-  for (std::size_t at = 1; at != std::string::npos; at = folder.find('/', at + 1)) {
-    const std::string part = folder.substr(0, folder.find('/', at));
+  for (std::size_t end = folder.find('/', 1);; end = folder.find('/', end + 1)) {  // each parent, then itself
+    const std::string part = folder.substr(0, end);
     if (::mkdir(part.c_str(), 0777) != 0 && errno != EEXIST)
       throw std::runtime_error("cannot make the flight record folder " + part + ": " + std::strerror(errno));
+    if (end == std::string::npos) break;
   }
   if (DIR* d = ::opendir(folder.c_str())) {
     while (dirent* e = ::readdir(d))
@@ -163,6 +165,14 @@ std::string flight_attempt_folder(const std::string& run_id, int attempt) {
     ::closedir(d);
   }
   return folder;
+}
+
+void remove_empty_flight_folders(const std::string& folder) {
+  if (::rmdir(folder.c_str()) != 0) return;  // records in it (or gone already)
+  const char* set = std::getenv("KINDLING_FLIGHT_RECORD_DIR");
+  if (set && *set) return;  // the user's folder stays
+  const std::string run = folder.substr(0, folder.rfind('/'));
+  if (::rmdir(run.c_str()) == 0) ::rmdir(run.substr(0, run.rfind('/')).c_str());
 }
 
 std::string flight_verdict(const std::string& folder) {

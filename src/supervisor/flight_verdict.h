@@ -14,6 +14,11 @@ namespace launch {
 /// be made.
 std::string flight_attempt_folder(const std::string& run_id, int attempt);
 
+/// Removes `folder` (made by flight_attempt_folder) when no worker wrote a record there, and
+/// then the run's folder and the shared kindling-flight-records when they are empty and were
+/// not given by the user: a job that fails nowhere leaves nothing behind. Never throws.
+void remove_empty_flight_folders(const std::string& folder);
+
 /// Describes the dumps in `folder` (kindling_fr_rank_<rank>): which ranks wrote one, and the
 /// first collective of each group that the ranks did not all call alike: the ranks that never
 /// called it while the others wait in it, or different operations, sizes or dtypes; then how

@@ -48,3 +48,18 @@ TEST(KindlingRunFlightRecords, TheFailureSummarySaysWhoWaitsWhereAndWhoWroteNoth
 }
 
 }  // namespace flight_verdict_test
+
+namespace flight_verdict_test {
+
+// The attempt's folder is made for every job; a job whose workers wrote no record removes it,
+// and the folders above it that it made.
+TEST(KindlingRunFlightRecords, AJobThatWritesNoRecordLeavesNoFolder) {
+  kindling::testing::TempDir tmp("flight-tmp");
+  const auto r = run_command({KINDLING_RUN_PATH, "--nproc_per_node", "2", HELLO_DIST_PATH}, {{"TMPDIR", tmp.path()}},
+                             std::chrono::seconds(60));
+  EXPECT_TRUE(r.ok()) << describe({r});
+  for (const std::string& name : kindling::testing::files_in(tmp.path()))
+    EXPECT_NE(name, "kindling-flight-records") << "left behind in TMPDIR";
+}
+
+}  // namespace flight_verdict_test
