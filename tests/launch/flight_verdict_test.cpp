@@ -8,6 +8,7 @@
 #include <kindling/kindling.h>
 
 #include <chrono>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -60,6 +61,67 @@ TEST(KindlingRunFlightRecords, AJobThatWritesNoRecordLeavesNoFolder) {
   EXPECT_TRUE(r.ok()) << describe({r});
   for (const std::string& name : kindling::testing::files_in(tmp.path()))
     EXPECT_NE(name, "kindling-flight-records") << "left behind in TMPDIR";
+}
+
+}  // namespace flight_verdict_test
+
+namespace flight_verdict_test {
+
+// Rank 1 calls all_gather where the others call all_reduce (collective #3). However the engine
+// takes it (a hang that the stall period ends, an error, or a wrong result), every rank keeps
+// its record (written on the failure, or here), waits until all three have (MARK_DIR), and
+// fails; the summary names the operations that differ.
+KINDLING_WORKER(flight_mismatch_under_kindling_run) {
+  namespace kd = kindling::dist;
+  kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(60)).stall_timeout(std::chrono::seconds(2)));
+  auto t = at::ones({4});
+  kd::all_reduce(t);
+  kd::all_reduce(t);
+  try {
+    if (kd::get_rank() == 1)
+      kd::all_gather(t);
+    else
+      kd::all_reduce(t);
+    kd::dump_flight_record();
+  } catch (const kindling::Error&) {  // the failure wrote the record
+  }
+  const std::string marks = std::getenv("MARK_DIR");
+  std::ofstream(marks + "/" + std::to_string(kd::get_rank())).put('x');
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (kindling::testing::files_in(marks).size() < 3 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::_Exit(1);
+}
+
+TEST(KindlingRunFlightRecords, RanksThatCallDifferentCollectivesAreNamed) {
+  kindling::testing::TempDir base("flight-run"), marks("flight-marks");
+  const auto r = run_command({KINDLING_RUN_PATH, "--nproc_per_node", "3", kindling::testing::self_path(),
+                              "--kindling-worker=flight_mismatch_under_kindling_run"},
+                             {{"KINDLING_FLIGHT_RECORD_DIR", base.path()}, {"MARK_DIR", marks.path()}},
+                             std::chrono::seconds(90));
+  EXPECT_FALSE(r.timed_out) << describe({r});
+  EXPECT_NE(r.exit_code, 0) << describe({r});
+  EXPECT_NE(r.err.find("  flight records: ranks 0, 1, 2 wrote one in " + base.path() +
+                       "/attempt0; on the world, collective #3 (all_reduce): the ranks differ in operation: rank 1 "
+                       "all_gather, ranks 0, 2 all_reduce"),
+            std::string::npos)
+      << describe({r});
+  // torch's analyzer on the same files, where the tests' Python has it (torch 2.x): its verdict
+  // goes to stderr.
+  const auto analyzer = run_command(
+      {KINDLING_PYTHON, "-c",
+       "import sys\n"
+       "try:\n from torch.distributed.flight_recorder.fr_trace import main\n"
+       "except ImportError:\n print('no analyzer'); sys.exit(0)\n"
+       "main(sys.argv[1:])",
+       base.path() + "/attempt0"},
+      {}, std::chrono::seconds(120));
+  ASSERT_TRUE(analyzer.ok()) << describe({analyzer});
+  if (analyzer.out.find("no analyzer") == std::string::npos) {
+    EXPECT_NE(analyzer.err.find("Collective sequence number: 3 has errors"), std::string::npos) << analyzer.err;
+    EXPECT_NE(analyzer.err.find("Error type: COLLECTIVE_TYPE_MISMATCH"), std::string::npos) << analyzer.err;
+    EXPECT_NE(analyzer.err.find("'all_gather'"), std::string::npos) << analyzer.err;
+  }
 }
 
 }  // namespace flight_verdict_test
