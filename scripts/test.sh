@@ -35,6 +35,9 @@ for choice in ${KINDLING_TEST_LIBTORCH:-debian pip}; do
   took "the $choice build"
   skip=()
   [ "$choice" = pip ] && skip=(-LE torch1_only)
+  # Flight records of the tests' failing ranks go into the build folder, not /tmp (tests that
+  # read them set their own folder; the multi-process harness gives each run one it removes).
+  export KINDLING_FLIGHT_RECORD_DIR="$PWD/$dir/test-flight-records"
   # Two tests at a time (7.8 minutes instead of 10 on a 2-core machine); more at once is not
   # faster: the suite keeps both cores busy (docs/performance.md, CI time). Tests that use fixed
   # ports pick free ones.

@@ -56,8 +56,8 @@ namespace flight_verdict_test {
 // and the folders above it that it made.
 TEST(KindlingRunFlightRecords, AJobThatWritesNoRecordLeavesNoFolder) {
   kindling::testing::TempDir tmp("flight-tmp");
-  const auto r = run_command({KINDLING_RUN_PATH, "--nproc_per_node", "2", HELLO_DIST_PATH}, {{"TMPDIR", tmp.path()}},
-                             std::chrono::seconds(60));
+  const auto r = run_command({KINDLING_RUN_PATH, "--nproc_per_node", "2", HELLO_DIST_PATH},
+                             {{"TMPDIR", tmp.path()}, {"KINDLING_FLIGHT_RECORD_DIR", ""}}, std::chrono::seconds(60));
   EXPECT_TRUE(r.ok()) << describe({r});
   for (const std::string& name : kindling::testing::files_in(tmp.path()))
     EXPECT_NE(name, "kindling-flight-records") << "left behind in TMPDIR";

@@ -109,6 +109,7 @@ std::vector<RankResult> run_under_mpirun(const std::string& worker, const Launch
       "\"$@\" >\"$KINDLING_TEST_DIR/out.$r\" 2>\"$KINDLING_TEST_DIR/err.$r\"; rc=$?; "
       "echo $rc >\"$KINDLING_TEST_DIR/status.$r\"; exit $rc";
   std::map<std::string, std::string> env = options.env;
+  env.emplace("KINDLING_FLIGHT_RECORD_DIR", dir + "/flight");  // flight records go with the folder
   env["KINDLING_TEST_DIR"] = dir;
   env["KINDLING_TEST_BACKEND"] = options.backend;
   env["KINDLING_TEST_PORT"] = std::to_string(free_port());
@@ -159,6 +160,7 @@ std::vector<RankResult> run_workers(const std::string& worker, const LaunchOptio
     env["KINDLING_TEST_WORLD_SIZE"] = std::to_string(n);
     env["KINDLING_TEST_DIR"] = dir;
     env["KINDLING_TEST_BACKEND"] = options.backend;
+    env["KINDLING_FLIGHT_RECORD_DIR"] = dir + "/flight";  // flight records go with the folder
     for (const auto& kv : options.env) env[kv.first] = kv.second;
     if (options.rank_env.count(r))
       for (const auto& kv : options.rank_env.at(r)) env[kv.first] = kv.second;

@@ -34,7 +34,8 @@ struct RankResult {
 struct LaunchOptions {
   int world_size = 2;
   std::chrono::milliseconds deadline = std::chrono::seconds(60);
-  /// Extra environment for every rank ("" value: unset the variable).
+  /// Extra environment for every rank ("" value: unset the variable). Without one of its own,
+/// KINDLING_FLIGHT_RECORD_DIR is a folder removed with the run's other files.
   std::map<std::string, std::string> env;
   /// Per-rank extra environment.
   std::map<int, std::map<std::string, std::string>> rank_env;
