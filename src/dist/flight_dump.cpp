@@ -68,9 +68,14 @@ std::string ranks_literal(const std::vector<int>& ranks) {
   return s + "]";
 }
 
+// A group's description in the dumps: torch's name for the world, a kindling one for the others.
+std::string group_desc(int group) {
+  return group == 0 ? std::string("default_pg") : "kindling_group_" + std::to_string(group);
+}
+
 void write_group_name(PickleWriter& w, int group) {
   w.text(std::to_string(group));
-  w.text(group == 0 ? std::string("default_pg") : "kindling_group_" + std::to_string(group));
+  w.text(group_desc(group));
 }
 
 // Sizes and dtypes of one side: all_gather's output is one tensor per member; a barrier
@@ -132,8 +137,7 @@ std::string serialize(const FlightSnapshot& s, const std::string& reason) {
   for (const auto& group : s.groups) {
     w.text(std::to_string(group.first)), w.begin_dict();
     w.text("name"), w.text(std::to_string(group.first));
-    w.text("desc"), w.text(group.first == 0 ? std::string("default_pg")
-                                            : "kindling_group_" + std::to_string(group.first));
+    w.text("desc"), w.text(group_desc(group.first));
     w.text("ranks"), w.text(ranks_literal(group.second));
     w.end_dict();
   }
