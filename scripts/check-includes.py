@@ -58,6 +58,7 @@ PUBLIC_HOMES = {
     "kindling/options.h": "src/common",  # KINDLING_ARG, a macro only
     "kindling/error.h": "src/common",  # src/common/error.cpp
     "kindling/log.h": "src/common",  # src/common/log.cpp
+    "kindling/timeline.h": "src/common",  # src/common/timeline.cpp
     "kindling/engine/state_dict.h": "src/common",  # StateDict, an alias of LibTorch's dict: nothing to implement
     "kindling/dist/launch_env.h": "src/launch",  # src/launch/launch_env.cpp
     "kindling/dist/parallel.h": "src/parallel",  # src/parallel/parallel.cpp

@@ -9,6 +9,7 @@
 #include <kindling/error.h>
 
 #include "cli/cli.h"
+#include "timeline.h"
 
 namespace cifar10 {
 
@@ -90,6 +91,17 @@ int parse_command_line(int argc, char** argv, Config& c) {
   app.add_flag("--profile", c.profile,
                "Split each training iteration's time (data, forward, backward, all-reduce wait, optimizer); "
                "medians in the table and summary.json");
+  app.add_option("--timeline", c.timeline,
+                 "N:M: every rank's iterations N to M as a Chrome trace, in the run folder's timeline/ (open it in "
+                 "Perfetto or chrome://tracing)")
+      ->check([](const std::string& text) {
+        try {
+          timeline_range(text);
+          return std::string();
+        } catch (const std::exception& e) {
+          return std::string(e.what());
+        }
+      });
   app.add_option("--max_restarts", c.max_restarts,
                  "With --nproc_per_node: when a process fails, restart all of them at most this many times; the "
                  "restarted run continues from the run folder's last checkpoint (under a launcher, use its option)")
@@ -139,7 +151,8 @@ std::vector<std::pair<std::string, std::string>> describe(const Config& c) {
           {"train_subset", text(c.train_subset)},
           {"test_subset", text(c.test_subset)},
           {"max_restarts", text(c.max_restarts)},
-          {"profile", c.profile ? "True" : "False"}};
+          {"profile", c.profile ? "True" : "False"},
+          {"timeline", or_none(c.timeline)}};
 }
 
 std::filesystem::file_status path_status(const std::string& option, const std::string& path) {

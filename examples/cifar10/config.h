@@ -42,6 +42,7 @@ struct Config {
   std::optional<double> stall_timeout_s;  // unset: KINDLING_STALL_TIMEOUT, else the library's 60 s
   int max_restarts = 0;                   // with --nproc_per_node: restarts after a failure
   bool profile = false;                   // split rank 0's training iterations (profile.h)
+  std::string timeline;                   // N:M: a Chrome trace of those iterations (timeline.h)
 };
 
 /// Parses the command line (and --config) into `config`. Returns -1 to go on, else the

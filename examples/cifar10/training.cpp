@@ -41,6 +41,7 @@
 
 #include "dataflow.h"
 #include "profile.h"
+#include "timeline.h"
 #include "results.h"
 
 namespace cifar10 {
@@ -166,6 +167,7 @@ struct Job {
   std::optional<kh::TensorboardLogger> tb;
   std::optional<kh::JsonLogger> json;
   std::optional<kh::HtmlReport> report;
+  std::shared_ptr<kh::Timeline> timeline;  // --timeline
   Results results;
 };
 
@@ -332,7 +334,7 @@ void attach_validation(Job& job) {
   });
 }
 
-// Training throughput and epoch times for the table and summary.json.
+// Training throughput and epoch times for the table and summary.json; --timeline.
 void attach_timing(Job& job) {
   Results& results = job.results;
   results.dataset = job.data->dataset;
@@ -340,6 +342,9 @@ void attach_timing(Job& job) {
   results.world_size = kd::get_world_size();
   results.batch_size = job.config.batch_size;
   results.output_path = job.run.path;
+  if (!job.config.timeline.empty())
+    job.timeline = attach_timeline(job.config.timeline, job.run.path + "/timeline", *job.trainer,
+                                   {{&*job.train_evaluator, "train evaluator"}, {&*job.test_evaluator, "test evaluator"}});
   struct Epoch {
     Clock::time_point start, train_end;
     int64_t iterations = 0;

@@ -12,6 +12,7 @@
 #include "dist/fingerprint.h"
 #include "dist/flight_recorder.h"
 #include "dist/runtime.h"
+#include "dist/timeline_ops.h"
 #include "kindling/dist/dist.h"
 #include "kindling/error.h"
 
@@ -43,7 +44,8 @@ void wait_op(PendingOp& op, GroupState& g, const char* name, int64_t seq, bool p
 
 /// Runs one blocking operation: counts it, compares fingerprints when enabled (`described`
 /// gives dtype and shape; `same_shape` whether shapes must agree), records a collective in the
-/// flight recorder, starts it on the group's communicator, waits and translates engine failures.
+/// flight recorder and the operation on the timeline, starts it on the group's communicator, waits and translates
+/// engine failures.
 template <typename Start>
 void run(GroupState& g, const char* name, Start&& start, bool p2p = false, const at::Tensor* described = nullptr,
          bool same_shape = true) {
@@ -51,10 +53,12 @@ void run(GroupState& g, const char* name, Start&& start, bool p2p = false, const
   const int64_t seq = enter(g, name, !p2p);
   if (!p2p && fingerprints_enabled()) check_fingerprint(g, seq, name, described, same_shape);
   const int64_t record = p2p ? -1 : flight_start(g, seq, name, described);
+  const TimelineOp traced = timeline_begin(g, seq, name, described, p2p);
   try {
     OpPtr op = start(*g.comm);
     wait_op(*op, g, name, seq, p2p);
     flight_complete(record);
+    timeline_end(traced);
   } catch (const kindling::Error&) {
     throw;
   } catch (const std::exception& e) {
@@ -77,6 +81,7 @@ std::shared_ptr<WorkState> start_async(const std::shared_ptr<GroupState>& g, con
   if (collective && fingerprints_enabled()) check_fingerprint(*g, state->seq, name, nullptr, false);
   state->collective = collective;
   if (collective) state->record = flight_start(*g, state->seq, name, described, &state);
+  state->timeline = timeline_begin(*g, state->seq, name, described, !collective);
   try {
     state->op = start(*g->comm);
   } catch (const kindling::Error&) {
@@ -84,6 +89,7 @@ std::shared_ptr<WorkState> start_async(const std::shared_ptr<GroupState>& g, con
   } catch (const std::exception& e) {
     translate(e, *g, name, state->seq);
   }
+  timeline_watch(*state);
   return state;
 }
 

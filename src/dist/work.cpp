@@ -77,6 +77,8 @@ void Work::wait() {
   try {
     detail::wait_op(*state_->op, *state_->group, state_->name, state_->seq, !state_->collective);
     detail::flight_complete(state_->record);
+    detail::timeline_end(state_->timeline);  // an engine that could not say when it completed
+    state_->timeline.start_ns = -1;
   } catch (const kindling::Error&) {
     throw;
   } catch (const std::exception& e) {

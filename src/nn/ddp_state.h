@@ -20,6 +20,7 @@
 #include "kindling/error.h"
 #include "kindling/nn/comm_hook.h"
 #include "kindling/nn/ddp.h"
+#include "kindling/timeline.h"
 
 namespace kindling {
 namespace nn {
@@ -304,6 +305,15 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
     }
   }
 
+  static void record_span(const char* name, Clock::time_point from, Clock::time_point to) {
+    timeline::TimelineEvent e;
+    e.name = name;
+    e.lane = timeline::Lane::kStep;
+    e.start_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(from.time_since_epoch()).count();
+    e.end_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(to.time_since_epoch()).count();
+    timeline::record(std::move(e));
+  }
+
   static double seconds(Clock::time_point from, Clock::time_point to) {
     return std::chrono::duration<double>(to - from).count();
   }
@@ -322,6 +332,10 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
     t.write_back = seconds(wait_end, end);
     t.bucket_cap_mb = options.bucket_cap_mb();
     times = t;
+    if (timeline::recording()) {  // inside the caller's backward span: what DDP adds at its end
+      record_span("DDP wait for buckets", compute_end, wait_end);
+      record_span("DDP write back", wait_end, end);
+    }
     last_step_end = end;
     forward_timed = false;
   }

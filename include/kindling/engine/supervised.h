@@ -40,6 +40,7 @@
 #include "kindling/error.h"
 #include "kindling/metrics/metric.h"
 #include "kindling/options.h"
+#include "kindling/timeline.h"
 
 namespace kindling {
 namespace engine {
@@ -141,6 +142,15 @@ at::Tensor call_model(Model& model, const at::Tensor& x) {
   }
 }
 
+/// The batch on its device, by the options' prepare_batch or the default one (a span of the
+/// timeline: "prepare batch").
+template <typename Options>
+std::pair<at::Tensor, at::Tensor> prepare(const Options& o, const data::Example& batch) {
+  timeline::Span span("prepare batch", timeline::Lane::kStep);
+  return o.prepare_batch() ? o.prepare_batch()(batch, o.device(), o.non_blocking())
+                           : prepare_batch(batch, o.device(), o.non_blocking());
+}
+
 /// Restores a module's train/eval mode on scope exit.
 template <typename Model>
 class ModeGuard {
@@ -177,30 +187,42 @@ Engine create_supervised_trainer(Model model, torch::optim::Optimizer& optimizer
                     Engine& engine, const data::Example& batch) mutable -> Value {
     const int64_t steps = o.gradient_accumulation_steps();
     const int64_t it = engine.state().iteration;
-    if ((it - 1) % steps == 0) optimizer.zero_grad();
+    using timeline::Lane;
+    using timeline::Span;
+    if ((it - 1) % steps == 0) {
+      Span span("zero_grad", Lane::kStep);
+      optimizer.zero_grad();
+    }
     model->train(true);
-    auto xy = o.prepare_batch() ? o.prepare_batch()(batch, o.device(), o.non_blocking())
-                                : prepare_batch(batch, o.device(), o.non_blocking());
+    auto xy = detail::prepare(o, batch);
     at::Tensor y_pred, loss;
     {
       Autocast autocast(o.device().value_or(xy.first.device()).type(), std::nullopt, o.amp());
-      y_pred = detail::call_model(model, xy.first);
-      if (o.model_transform()) y_pred = o.model_transform()(y_pred);
+      {
+        Span span("forward", Lane::kStep);
+        y_pred = detail::call_model(model, xy.first);
+        if (o.model_transform()) y_pred = o.model_transform()(y_pred);
+      }
+      Span span("loss", Lane::kStep);
       loss = loss_fn(y_pred, xy.second);
       if (steps > 1) loss = loss / static_cast<double>(steps);
     }
     const bool step = it % steps == 0;
     const at::Tensor to_backward = o.scaler() ? o.scaler()->scale(loss) : loss;
-    if constexpr (detail::HasNoSync<Model>::value) {
-      if (!step) {
-        auto guard = model.no_sync();
-        to_backward.backward();
+    {
+      Span span("backward", Lane::kStep);
+      if constexpr (detail::HasNoSync<Model>::value) {
+        if (!step) {
+          auto guard = model.no_sync();
+          to_backward.backward();
+        } else {
+          to_backward.backward();
+        }
       } else {
         to_backward.backward();
       }
-    } else {
-      to_backward.backward();
     }
+    Span span("optimizer step", Lane::kStep);
     if (step && o.scaler()) {
       o.scaler()->step(optimizer);
       o.scaler()->update();
@@ -225,11 +247,11 @@ Engine create_supervised_evaluator(Model model, const NamedMetrics& metrics = {}
   Engine evaluator([model, o = std::move(options)](Engine&, const data::Example& batch) mutable -> Value {
     detail::ModeGuard<Model> mode(model, false);
     at::NoGradGuard no_grad;
-    auto xy = o.prepare_batch() ? o.prepare_batch()(batch, o.device(), o.non_blocking())
-                                : prepare_batch(batch, o.device(), o.non_blocking());
+    auto xy = detail::prepare(o, batch);
     at::Tensor y_pred;
     {
       Autocast autocast(o.device().value_or(xy.first.device()).type(), std::nullopt, o.amp());
+      timeline::Span span("forward", timeline::Lane::kStep);
       y_pred = detail::call_model(model, xy.first);
     }
     if (o.model_transform()) y_pred = o.model_transform()(y_pred);

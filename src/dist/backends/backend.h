@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "dist/base/engine_error.h"
+#include "dist/base/timeline_op.h"
 #include "dist/base/world_config.h"
 #include "kindling/dist/reduce_op.h"
 
@@ -53,6 +54,11 @@ class PendingOp {
   /// stalled rank). Other engines just wait().
   virtual void wait_watched(std::chrono::milliseconds timeout, const StallCheck& stalled) { wait(timeout); }
   virtual bool is_completed() = 0;
+  /// Asks the engine to call `done` (from any thread, once) when the operation completes, and
+  /// says whether it will: false where the engine cannot tell before a wait (an mpi request
+  /// progresses inside MPI's calls; a device's future completes when the work is queued), and
+  /// the caller then takes the end of wait() as the operation's end. For the timeline only.
+  virtual bool notify_completion(std::function<void()> /*done*/) { return false; }
   /// Group rank of the sender for a receive from any source, else -1.
   virtual int source_rank() { return -1; }
 };
@@ -113,6 +119,7 @@ struct WorkState {
   bool waited = false;
   bool collective = false;  // collectives get the engine's slack on wait; p2p waits the timeout
   int64_t record = -1;      // its flight recorder entry (flight_recorder.h), -1 when none
+  TimelineOp timeline;      // its span on the timeline (timeline_ops.h), while its end is to be recorded at wait
 };
 
 /// Where this rank sits, when the backend knows it better than the environment (MPI).

@@ -7,11 +7,14 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
+#include <utility>
 
 #include "common/files.h"
 #include "kindling/dist/dist.h"
 #include "kindling/error.h"
 #include "kindling/log.h"
+#include "kindling/timeline.h"
 
 namespace kindling {
 namespace handlers {
@@ -57,13 +60,32 @@ DiskSaver::DiskSaver(std::string dirname, DiskSaverOptions options) : dirname_(s
 
 bool DiskSaver::saves_here() const { return dist::get_rank() == options_.save_on_rank(); }
 
+namespace {
+
+// A checkpoint write on the timeline (kindling/timeline.h), when one records.
+void record_write(int64_t start_ns, const std::string& path, std::size_t bytes) {
+  if (start_ns < 0) return;
+  timeline::TimelineEvent e;
+  e.name = "checkpoint write";
+  e.lane = timeline::Lane::kEngine;
+  e.start_ns = start_ns;
+  e.end_ns = timeline::now_ns();
+  e.text_args.emplace_back("file", path);
+  e.number_args.emplace_back("bytes", static_cast<double>(bytes));
+  timeline::record(std::move(e));
+}
+
+}  // namespace
+
 void DiskSaver::save(const std::vector<char>& bytes, const std::string& filename) {
   if (!saves_here()) return;
   const std::string who = "kindling::handlers::DiskSaver";
   const std::string final_path = dirname_ + "/" + filename;
+  const int64_t start_ns = timeline::recording() ? timeline::now_ns() : -1;
   if (options_.atomic()) {
     const std::string temp = dirname_ + "/" + kTempPrefix + std::to_string(::getpid()) + "-" + filename;
     ::kindling::detail::replace_file(final_path, temp, bytes.data(), bytes.size(), who);
+    record_write(start_ns, final_path, bytes.size());
     return;
   }
   ::kindling::detail::OutputFile file;
@@ -76,6 +98,7 @@ void DiskSaver::save(const std::vector<char>& bytes, const std::string& filename
     ::unlink(final_path.c_str());
     throw;
   }
+  record_write(start_ns, final_path, bytes.size());
 }
 
 void DiskSaver::remove(const std::string& filename) {

@@ -99,6 +99,17 @@ class C10dOp : public PendingOp {
     }
   }
   bool is_completed() override { return work_->isCompleted(); }
+  bool notify_completion(std::function<void()> done) override {
+    try {
+      auto future = work_->getFuture();
+      // A future on a device (nccl) is marked complete when the work is queued on its stream.
+      if (!future || !future->devices().empty()) return false;
+      future->addCallback([done = std::move(done)](c10::ivalue::Future&) { done(); });
+      return true;
+    } catch (const std::exception&) {  // an engine whose work has no future
+      return false;
+    }
+  }
   int source_rank() override {
     try {
       return work_->sourceRank();
