@@ -342,9 +342,11 @@ void attach_timing(Job& job) {
   results.world_size = kd::get_world_size();
   results.batch_size = job.config.batch_size;
   results.output_path = job.run.path;
-  if (!job.config.timeline.empty())
+  if (!job.config.timeline.empty()) {
     job.timeline = attach_timeline(job.config.timeline, job.run.path + "/timeline", *job.trainer,
                                    {{&*job.train_evaluator, "train evaluator"}, {&*job.test_evaluator, "test evaluator"}});
+    job.report->show_timeline(job.timeline);
+  }
   struct Epoch {
     Clock::time_point start, train_end;
     int64_t iterations = 0;

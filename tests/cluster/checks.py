@@ -37,6 +37,7 @@ def prepare(args):
     args.tutorial = os.path.join(build, "examples", "dist_tutorial", "dist_tutorial")
     args.torchrun = os.path.join(TESTS, "launch", "torchrun_compat.py")
     args.hierarchy_check = os.path.join(build, "tests", "hierarchy_check")
+    args.dist_test = os.path.join(build, "tests", "dist_test")
     return None
 
 CASES = {}

@@ -183,6 +183,28 @@ def cifar10_three_hosts(args):
 
 
 @case
+def timeline_two_hosts(args):
+    """tests/dist/timeline_test.cpp's worker (DDP through the supervised trainer, a Timeline of
+    iterations 3 to 5) on 2 hosts x 1 rank under kindling-run, links capped at 1gbit; its traces
+    checked by tests/dist/check_timeline.py: one clock across the hosts, bucket reductions started
+    inside backward, the step parts against DDP's StepTimes."""
+    with cluster.Cluster(hosts=2, rate="1gbit") as c:
+        out = tempfile.mkdtemp(prefix="kindling-cluster-timeline-")
+        commands = [["env", "TIMELINE_DIR=" + out, "KINDLING_TEST_BACKEND=gloo", args.kindling_run, "--nnodes", "2",
+                     "--node_rank", str(k), "--master_addr", "node0", "--master_port", "29500", "--nproc_per_node", "1",
+                     args.dist_test, "--kindling-worker=timeline_ddp"] for k in range(2)]
+        try:
+            outputs = run_hosts(c, commands, timeout=180)
+            expect(all(code == 0 for code, _ in outputs), "a host failed:\n" + "\n".join(t for _, t in outputs))
+            checker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dist", "check_timeline.py")
+            r = subprocess.run([sys.executable, checker, out, "2", "gloo", "3", "5"], capture_output=True, text=True)
+            expect(r.returncode == 0, "the traces of 2 hosts fail their check:\n" + r.stdout + r.stderr)
+            print(r.stdout, end="")
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+
+
+@case
 def hierarchical_allreduce(args):
     """2 hosts x 2 ranks under kindling-run: HostHierarchy's all-reduce equals the flat one
     (bitwise for integers); DDP picks it by itself (not with hierarchical_allreduce(false)) and

@@ -10,7 +10,7 @@ iteration of the range with its data wait, process function and the trainer's st
 watched evaluator and the checkpoint write at iteration 4; spans of one row nest; the ranks are
 on one clock (every collective started on every rank before it ended on any, within the clocks'
 uncertainty; same-host offsets within their uncertainty); bucket all-reduces start during
-backward; the step parts agree with StepTimes within 5%.
+backward; the step parts agree with StepTimes within 5% (plus 5 ms).
 Prints what it checked; exits 1 with the reason when a check fails."""
 import collections
 import json
@@ -160,7 +160,9 @@ def main():
         # in a handler, outside them).
         trainer = sum(e["dur"] for part in ("forward", "loss", "backward") for e in by_name[part]
                       if any(within(e, p) for p in by_name["process"]))
-        if abs(trainer - ddp) > 0.05 * ddp + 2000:
+        # 5%, plus 5 ms: a rank preempted between the two measurements' edges (a scheduler slice
+        # on a loaded 2-core machine) shifts one of them.
+        if abs(trainer - ddp) > 0.05 * ddp + 5000:
             fail("rank %d: forward + loss + backward on the timeline %.0f us, DDP's StepTimes %.0f us" %
                  (r, trainer, ddp))
         backward = by_name["backward"]

@@ -5,8 +5,10 @@
 #   B  --stop_iteration 6 (its last checkpoint is iteration 4), then C resumes from it;
 #   D  --max_restarts 1 and one rank killed with SIGKILL once the checkpoint of iteration 4
 #      exists: the failure names the rank, all ranks restart and resume by themselves.
-# C's and D's final weights (and optimizer state) must equal A's bit for bit. A's report
-# must hold exactly the values of its scalars.jsonl and render non-blank in Chromium.
+# C's and D's final weights (and optimizer state) must equal A's bit for bit. A also records
+# iterations 3 to 5 on a timeline (--timeline 3:5), which must change nothing it watches: its
+# trace files are JSON, and its report, which must hold exactly the values of its scalars.jsonl
+# and render non-blank in Chromium, pictures one step of both ranks.
 # Usage: check_cifar10_resume.sh <cifar10> <python with torch> <tests/handlers/check_report.py>
 set -euo pipefail
 bin=$1 python=$2 check_report=$3
@@ -17,8 +19,11 @@ flags=(--nproc_per_node 2 --train_subset 256 --test_subset 128 --batch_size 64 -
        --num_workers 1 --checkpoint_every 4 --validate_every 2 --log_every_iters 2)
 run_folder() { ls -d "$1"/resnet18_backend-gloo-2_* | head -1; }
 
-"$bin" "${flags[@]}" --output_path "$dir/a" > "$dir/a.log" 2>&1 || { cat "$dir/a.log"; fail "run A failed"; }
+"$bin" "${flags[@]}" --output_path "$dir/a" --timeline 3:5 > "$dir/a.log" 2>&1 || { cat "$dir/a.log"; fail "run A failed"; }
 a=$(run_folder "$dir/a")
+for f in timeline.json timeline_rank_0.json timeline_rank_1.json; do
+  "$python" -c "import json, sys; json.load(open(sys.argv[1]))" "$a/timeline/$f" || fail "run A's $f is not JSON"
+done
 grep -q "| 2 | " "$dir/a.log" || { cat "$dir/a.log"; fail "run A printed no results row for epoch 2"; }
 
 "$bin" "${flags[@]}" --output_path "$dir/b" --stop_iteration 6 > "$dir/b.log" 2>&1 || { cat "$dir/b.log"; fail "run B failed"; }
@@ -81,6 +86,6 @@ for other in sys.argv[2:]:
 print("weights and optimizer state of %d resumed runs equal the uninterrupted run's (%d entries)" % (len(sys.argv) - 2, len(a)))
 EOF
 
-"$python" "$check_report" "$a/report.html" "$a/scalars.jsonl" --screenshot "$dir/report.png" ||
+"$python" "$check_report" "$a/report.html" "$a/scalars.jsonl" --screenshot "$dir/report.png" --timeline-ranks 2 ||
   fail "the report of run A does not match its scalars.jsonl or renders blank"
 echo "check_cifar10_resume: stop_iteration and kill -9 resumed exactly; the report matches the logged values"

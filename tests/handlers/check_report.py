@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Independent checker for kindling's HTML training report (src/handlers/loggers/html_page.h).
 
-Usage: check_report.py REPORT.html SCALARS.jsonl [--screenshot OUT.png] [--min-charts N]
+Usage: check_report.py REPORT.html SCALARS.jsonl [--screenshot OUT.png] [--min-charts N] [--timeline-ranks N]
 
 Shares no code with kindling (python3 standard library only). It checks that
 
@@ -18,7 +18,10 @@ Shares no code with kindling (python3 standard library only). It checks that
      file) into a screenshot that is not blank: at least 5% of its pixels differ from the
      colour around the edges (the background), at least 0.5% are neither of the two commonest
      colours (page and cards: what is left is text and lines), and every colour a chart draws
-     a series in is seen.
+     a series in is seen;
+  5. with --timeline-ranks N, the page pictures one step of ranks 0..N-1 (<svg class="timeline">)
+     whose legend names forward, backward and communication in colours it draws, and the
+     screenshot shows those three colours.
 
 The PNG is decoded here (zlib, the five row filters, colour types 2 and 6 at 8 bits). Exit
 status 0 with a one-line summary when all holds, 1 with the differences otherwise, 2 for a
@@ -56,7 +59,10 @@ class _ReportParser(html.parser.HTMLParser):
         self.data_scripts = []   # texts of the kindling-report-data scripts
         self.palette = None
         self.chart_colours = []  # per <svg class="plot">, its data-series-colors
+        self.timelines = []      # per <svg class="timeline">: (data-ranks, data-colors)
+        self.timeline_legend = {}  # in the timeline card: label -> colour
         self._in_data = False
+        self._legend_colour = None
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
@@ -67,6 +73,11 @@ class _ReportParser(html.parser.HTMLParser):
             self.data_scripts.append("")
         elif tag == "meta" and attrs.get("name") == "kindling-palette":
             self.palette = [c.strip().lower() for c in (attrs.get("content") or "").split(",") if c.strip()]
+        elif tag == "svg" and "timeline" in (attrs.get("class") or "").split():
+            self.timelines.append(([r for r in (attrs.get("data-ranks") or "").split(",") if r],
+                                   [c.strip().lower() for c in (attrs.get("data-colors") or "").split(",") if c.strip()]))
+        elif tag == "span" and "block" in (attrs.get("class") or "").split():
+            self._legend_colour = (attrs.get("style") or "").replace("background:", "").strip().lower()
         elif tag == "svg" and "plot" in (attrs.get("class") or "").split():
             colours = attrs.get("data-series-colors")
             if colours is None:
@@ -78,6 +89,9 @@ class _ReportParser(html.parser.HTMLParser):
             self._in_data = False
 
     def handle_data(self, data):
+        if self._legend_colour is not None and data.strip():
+            self.timeline_legend[data.strip()] = self._legend_colour
+            self._legend_colour = None
         if self._in_data:
             self.data_scripts[-1] += data
 
@@ -283,6 +297,26 @@ def check_screenshot(png_path, colours):
     return ink, background
 
 
+def check_timeline(page, ranks):
+    """The colours of the picture of one step of `ranks` ranks, checked: one <svg class="timeline">
+    of ranks 0..ranks-1 whose legend names forward, backward and communication (parts of every
+    DDP step) in colours it draws; returns those three colours. No picture is expected for ranks 0."""
+    if ranks == 0:
+        if page.timelines:
+            raise Failure("the page pictures a timeline that was not expected")
+        return []
+    if len(page.timelines) != 1:
+        raise Failure("the page has %d timeline pictures, expected 1" % len(page.timelines))
+    drawn_ranks, drawn = page.timelines[0]
+    if drawn_ranks != [str(r) for r in range(ranks)]:
+        raise Failure("the timeline pictures ranks %s, expected 0 to %d" % (drawn_ranks, ranks - 1))
+    for part in ("forward", "backward", "communication"):
+        if page.timeline_legend.get(part) not in drawn:
+            raise Failure("the timeline draws no %s (legend %s, colours %s)" % (part, page.timeline_legend, drawn))
+    # Their bars are wide enough to be seen in a screenshot; thin ones (loss, zero_grad) may not be.
+    return [page.timeline_legend[part] for part in ("forward", "backward", "communication")]
+
+
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("report")
@@ -290,6 +324,8 @@ def main(argv):
     parser.add_argument("--screenshot", help="where to keep Chromium's screenshot (PNG)")
     parser.add_argument("--min-charts", type=int, default=2, help="distinct scalar names required (default 2)")
     parser.add_argument("--no-screenshot", action="store_true", help="check the data only, without Chromium")
+    parser.add_argument("--timeline-ranks", type=int, default=0,
+                        help="the page must picture one step of this many ranks (a Timeline's)")
     args = parser.parse_args(argv)
 
     report_keys, page = read_report(args.report)
@@ -303,6 +339,7 @@ def main(argv):
     if not page.palette:
         raise Failure('the page has no <meta name="kindling-palette" content="#rrggbb,...">')
     colours = list(dict.fromkeys(c for chart in page.chart_colours for c in chart))
+    colours = list(dict.fromkeys(colours + check_timeline(page, args.timeline_ranks)))
     strangers = [c for c in colours if c not in page.palette]
     if strangers:
         raise Failure("charts use colours outside the page's palette: %s" % ", ".join(strangers))

@@ -141,6 +141,11 @@ svg.plot .axis path { stroke: #9ca3af; stroke-width: 1; fill: none; }
 svg.plot .line { fill: none; stroke-width: 1.6; stroke-linejoin: round; stroke-linecap: round; }
 svg.plot .marker { stroke: #ffffff; stroke-width: 1.2; }
 .note { color: var(--muted); font-size: 12px; margin: 4px 0 0; }
+.card.timeline { margin-top: 16px; }
+svg.timeline { display: block; width: 100%; height: auto; }
+svg.timeline text { font-size: 11px; fill: #4b5563; }
+svg.timeline .tick { stroke: #eceef1; stroke-width: 1; }
+.block { display: inline-block; width: 12px; height: 12px; vertical-align: middle; margin-right: 6px; border-radius: 2px; }
 .note.warn { color: #b45309; }
 .empty { color: var(--muted); margin: 0; }
 .config { margin-top: 16px; }
@@ -180,6 +185,7 @@ std::string render_html_page(const PageContent& content) {
     for (const html::Chart& chart : charts) page += html::render_chart_card(chart);
     page += "</div>\n";
   }
+  page += content.timeline_card;
 
   page += "<section class=\"card config\">\n<h2>Configuration</h2>\n";
   if (content.config.empty()) {

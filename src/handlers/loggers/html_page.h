@@ -45,6 +45,9 @@ struct PageContent {
   /// A line under the heading, e.g. "updated 2026-11-23 10:00:00 after epoch 3"; left out
   /// when empty.
   std::string footer;
+  /// The picture of one step of every rank (html_timeline.h's card), shown after the charts;
+  /// none when empty.
+  std::string timeline_card;
 };
 
 /// The whole page (<!DOCTYPE html> to </html>, UTF-8). Charts: x is the step, y the value;

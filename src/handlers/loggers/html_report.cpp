@@ -7,6 +7,7 @@
 
 #include "handlers/loggers/event_file.h"
 #include "handlers/loggers/html_page.h"
+#include "handlers/loggers/html_timeline.h"
 #include "kindling/error.h"
 #include "kindling/dist/dist.h"
 #include "kindling/handlers/checkpointing/disk_saver.h"
@@ -61,6 +62,8 @@ void HtmlReport::add_scalar(const std::string& tag, const std::string& name, dou
   if (sink() != nullptr) sink()->write(tag, name, value, step);
 }
 
+void HtmlReport::show_timeline(std::shared_ptr<const Timeline> timeline) { timeline_ = std::move(timeline); }
+
 void HtmlReport::render(const std::string& footer) {
   if (!records_) return;
   detail::PageContent page;
@@ -74,6 +77,11 @@ void HtmlReport::render(const std::string& footer) {
   const std::time_t t = std::time(nullptr);
   std::strftime(now, sizeof(now), "%Y-%m-%d %H:%M:%S", std::localtime(&t));
   page.footer = std::string(now) + (footer.empty() ? "" : ", " + footer);
+  if (timeline_) {
+    int64_t iteration = -1;
+    const auto bands = detail::last_common_step(timeline_->ranks(), iteration);
+    if (!bands.empty()) page.timeline_card = detail::render_timeline_card(bands, iteration);
+  }
   const std::string html = detail::render_html_page(page);
   saver_->save(std::vector<char>(html.begin(), html.end()), filename_);
 }

@@ -31,6 +31,7 @@
 
 #include "kindling/export.h"
 #include "kindling/handlers/loggers/tensorboard.h"
+#include "kindling/handlers/profilers/timeline.h"
 
 namespace kindling {
 namespace handlers {
@@ -59,6 +60,10 @@ class KINDLING_API HtmlReport : public BaseLogger {
 
   /// The page's path, on every rank.
   const std::string& path() const { return path_; }
+  /// From the render() after `timeline`'s range has ended, the page also pictures one step of
+  /// every rank: the last iteration of the range that every rank recorded, each rank's engine
+  /// (data wait, handlers), step parts and communication on one time axis. Local; does not throw.
+  void show_timeline(std::shared_ptr<const Timeline> timeline);
 
  private:
   struct Records;
@@ -66,6 +71,7 @@ class KINDLING_API HtmlReport : public BaseLogger {
   std::shared_ptr<DiskSaver> saver_;  // writes the page; null on other ranks
   std::vector<std::pair<std::string, std::string>> config_;
   std::shared_ptr<Records> records_;  // shared with the sink; null on other ranks
+  std::shared_ptr<const Timeline> timeline_;  // show_timeline
 };
 
 }  // namespace handlers
