@@ -8,6 +8,7 @@
 #   e.g. scripts/bench-ddp-ab.sh views copies --copy-gradients 3   (scripts/bench-bucket-views.sh)
 #        scripts/bench-ddp-ab.sh plain zero --zero 3                (ZeroRedundancyOptimizer)
 #        scripts/bench-ddp-ab.sh on off KINDLING_FLIGHT_RECORDER=0 3 (the flight recorder's cost)
+#        scripts/bench-ddp-ab.sh off on --timeline 3                (the timeline's cost while it records)
 # Needs a build (scripts/build.sh); KINDLING_LIBTORCH=pip uses the 2.15 build.
 set -euo pipefail
 cd "$(dirname "$0")/.."

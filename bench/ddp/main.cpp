@@ -26,6 +26,7 @@
 #include <kindling/nn/optimizer_state.h>
 #include <kindling/nn/powersgd.h>
 #include <kindling/nn/zero.h>
+#include <kindling/timeline.h>
 
 #include "cli/cli.h"
 #include "workload.h"
@@ -61,6 +62,7 @@ struct Options {
   bool flat = false;
   bool copy_gradients = false;
   bool zero = false;
+  bool timeline = false;
   bool in_backward = false;
   std::vector<double> autotune_mb;
 };
@@ -72,6 +74,7 @@ struct Measured {
   double backward = 0, communication_wait = 0;  // StepTimes summed over the timed steps
   int64_t state_elements = 0;                   // the optimizer's state on this rank, after the run
   double bucket_cap_mb = 0;                     // the buckets' size in the timed steps
+  int64_t timeline_events = 0;                  // --timeline: the events the timed steps recorded
 };
 
 // Binds every option to `o` (tools/cli/cli.h gives --help and the errors).
@@ -110,6 +113,8 @@ void describe_options(CLI::App& app, Options& o) {
       ->delimiter(',');
   app.add_flag("--in-backward", o.in_backward,
                "The optimizer as kindling::nn::OptimizerInBackward (each bucket steps when its average is in)");
+  app.add_flag("--timeline", o.timeline,
+               "Record the timed steps on the timeline (kindling/timeline.h: the step's parts, DDP's, each collective)");
   app.add_flag("--zero", o.zero,
                "The optimizer as kindling::nn::ZeroRedundancyOptimizer (ZeRO-1: its comm hook, 1/N of the state)");
   app.add_option("--workers", o.workers, "loader: worker threads")->check(CLI::Range(0, 1024))->capture_default_str();
@@ -169,17 +174,38 @@ Measured train(Module net, const Options& o, const std::pair<at::Tensor, at::Ten
   if (!optimizer) optimizer = std::make_unique<torch::optim::SGD>(model->parameters(), sgd);
   torch::optim::Optimizer& opt = *optimizer;
   const int rank = kd::get_rank(), world = kd::get_world_size();
+  // The parts marked as the supervised trainer marks them (kindling/timeline.h): one atomic load
+  // each while no timeline records; recorded in the timed steps with --timeline.
+  using kindling::timeline::Lane;
+  using kindling::timeline::Span;
   auto step = [&](int s) {
     auto [x, y] = bench::step_batch(data, s, rank, world, o.batch);
-    opt.zero_grad();
-    auto loss = torch::nn::functional::cross_entropy(model(x), y);
-    loss.backward();
+    {
+      Span span("zero_grad", Lane::kStep);
+      opt.zero_grad();
+    }
+    at::Tensor y_pred;
+    {
+      Span span("forward", Lane::kStep);
+      y_pred = model(x);
+    }
+    at::Tensor loss;
+    {
+      Span span("loss", Lane::kStep);
+      loss = torch::nn::functional::cross_entropy(y_pred, y);
+    }
+    {
+      Span span("backward", Lane::kStep);
+      loss.backward();
+    }
+    Span span("optimizer step", Lane::kStep);
     opt.step();
   };
   for (int s = 0; s < o.warmup; ++s) step(s);
   kd::barrier();
   // Where the timed steps begin: bench/cluster reads the links' byte counters here.
   if (kd::get_rank() == 0) std::cout << "TIMING_STARTS" << std::endl;
+  if (o.timeline) kindling::timeline::start_recording();
   const auto t0 = std::chrono::steady_clock::now();
   for (int s = 0; s < o.steps; ++s) {
     step(o.warmup + s);
@@ -189,6 +215,7 @@ Measured train(Module net, const Options& o, const std::pair<at::Tensor, at::Ten
     }
   }
   m.seconds = seconds_since(t0);
+  if (o.timeline) m.timeline_events = kindling::timeline::stop_recording().size();
   if (auto* r = model.reducer()) {
     m.hook = r->comm_hook_name();
     m.bucket_cap_mb = r->bucket_cap_mb();
@@ -243,9 +270,11 @@ int main(int argc, char** argv) {
       const double samples = static_cast<double>(o.steps) * o.batch * world;
       std::printf(
           "RESULT impl=kindling mode=step model=%s ranks=%d batch=%lld threads=%d steps=%d hook=%s views=%d seconds=%.4f "
-          "samples_per_s=%.1f backward_ms=%.1f comm_wait_ms=%.1f state_elements=%lld bucket_mb=%g\n",
+          "samples_per_s=%.1f backward_ms=%.1f comm_wait_ms=%.1f state_elements=%lld bucket_mb=%g "
+          "timeline_events=%lld\n",
           o.model.c_str(), world, static_cast<long long>(o.batch), o.threads, o.steps, m.hook.c_str(), o.copy_gradients ? 0 : 1, secs,
-          samples / secs, 1e3 * m.backward / o.steps, 1e3 * m.communication_wait / o.steps, static_cast<long long>(state), m.bucket_cap_mb);
+          samples / secs, 1e3 * m.backward / o.steps, 1e3 * m.communication_wait / o.steps, static_cast<long long>(state), m.bucket_cap_mb,
+          static_cast<long long>(m.timeline_events));
     }
     kd::finalize();
   } catch (const std::exception& e) {

@@ -4,6 +4,8 @@
 //   Epoch/loop       one epoch of the bench/ddp MLP (784-1024-1024-10, SGD) over 20 in-memory
 //                    Fashion-MNIST batches of 64, hand-written loop
 //   Epoch/engine     the same epoch through create_supervised_trainer
+//   Epoch/2          the same, a timeline recording every step (kindling/timeline.h: the engine's,
+//                    the trainer's spans)
 // scripts/bench-engine.sh runs it with repetitions and prints the medians and the ratio.
 #include <ATen/ATen.h>
 #include <benchmark/benchmark.h>
@@ -16,8 +18,10 @@
 #include <kindling/data/datasets.h>
 #include <kindling/engine/engine.h>
 #include <kindling/engine/supervised.h>
+#include <kindling/handlers/profilers/timeline.h>
 #include <kindling/metrics/accuracy.h>
 
+#include <string>
 #include <vector>
 
 namespace {
@@ -79,13 +83,17 @@ torch::nn::Sequential mlp() {
 at::Tensor loss_fn(const at::Tensor& y_pred, const at::Tensor& y) { return at::cross_entropy_loss(y_pred, y); }
 
 void Epoch(benchmark::State& st) {
-  const bool through_engine = st.range(0) == 1;
+  const int64_t mode = st.range(0);  // 0: the loop by hand; 1: the engine; 2: the engine, a timeline recording
   static const std::vector<Example> data = fashion_batches();
   auto net = mlp();
   torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
   Engine trainer = kindling::engine::create_supervised_trainer(net, optimizer, loss_fn);
+  kindling::handlers::Timeline timeline;  // watch(): the engine's spans whenever a timeline records
+  if (mode == 2) timeline.watch(trainer, "");
+  int64_t events = 0;
   for (auto _ : st) {
-    if (through_engine) {
+    if (mode == 2) kindling::timeline::start_recording();
+    if (mode >= 1) {
       trainer.run(data, 1);
     } else {
       for (const Example& b : data) {
@@ -97,11 +105,16 @@ void Epoch(benchmark::State& st) {
         benchmark::DoNotOptimize(loss.item<double>());
       }
     }
+    if (mode == 2) {  // the end of a range: not a step's cost
+      st.PauseTiming();
+      events = static_cast<int64_t>(kindling::timeline::stop_recording().size());
+      st.ResumeTiming();
+    }
   }
   st.SetItemsProcessed(st.iterations() * kBatch * kBatches);
-  st.SetLabel(through_engine ? "engine" : "loop");
+  st.SetLabel(mode == 0 ? "loop" : mode == 1 ? "engine" : std::string("engine+timeline ") + std::to_string(events / kBatches) + " events/step");
 }
-BENCHMARK(Epoch)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(Epoch)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
