@@ -35,10 +35,12 @@ LogLevel level_from_environment() {
 // -1 until the first use reads KINDLING_LOG_LEVEL.
 std::atomic<int> g_level{-1};
 
+// Never destroyed: threads may log while the program exits (the flight recorder's SIGUSR1
+// dump, engines' threads), after static destructors have begun.
 spdlog::logger& logger() {
-  static const std::shared_ptr<spdlog::logger> instance = [] {
+  static spdlog::logger* const instance = [] {
     auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
-    auto made = std::make_shared<spdlog::logger>("kindling", std::move(sink));
+    auto* made = new spdlog::logger("kindling", std::move(sink));
     made->set_pattern("%v");
     made->set_level(spdlog::level::trace);  // filtering happens in log() against g_level
     made->flush_on(spdlog::level::trace);

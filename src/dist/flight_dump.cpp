@@ -155,8 +155,15 @@ std::string serialize(const FlightSnapshot& s, const std::string& reason) {
   return w.finish();
 }
 
+// One dump at a time (the SIGUSR1 thread, a failure, the program's request share one temporary
+// file name), and none once the program exits (exiting_dumps): the dump needs the log and the
+// library's state, which exit destroys.
+std::mutex g_dump_mu;
+bool g_exiting = false;  // under g_dump_mu
+
 std::string write_dump(const std::string& reason) {
-  if (!flight_enabled()) return "";
+  std::lock_guard<std::mutex> lock(g_dump_mu);
+  if (g_exiting || !flight_enabled()) return "";
   const FlightSnapshot s = flight_snapshot();
   const std::string folder = flight_record_folder();
   ::kindling::detail::make_directories(folder, "kindling::dist::dump_flight_record");
@@ -192,6 +199,19 @@ void on_sigusr1(int) {
   if (g_signal_pipe[1] >= 0) (void)!::write(g_signal_pipe[1], &byte, 1);
 }
 
+// At exit: SIGUSR1 is ignored from now on (its default action would end the process with
+// another cause), and a dump under way ends before exit goes on to destroy what it uses. A
+// launcher asks a rank still running for its record with SIGUSR1 when another rank fails: the
+// rank may be exiting by then.
+void exiting_dumps() {
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  ::sigaction(SIGUSR1, &ignore, nullptr);
+  std::lock_guard<std::mutex> lock(g_dump_mu);
+  g_exiting = true;
+}
+
 void install_signal_dump() {
   struct sigaction current {};
   if (::sigaction(SIGUSR1, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) return;  // the program's own
@@ -205,6 +225,7 @@ void install_signal_dump() {
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;
   ::sigaction(SIGUSR1, &action, nullptr);
+  std::atexit(exiting_dumps);  // after the log and the ring exist: runs before they are destroyed
 }
 
 std::terminate_handler g_previous_terminate = nullptr;

@@ -117,7 +117,9 @@ SupervisorResult supervise_elastic(const std::vector<WorkerSpec>& workers, const
         for (auto& kv : w.env)
           if (kv.first == "MASTER_PORT") kv.second = port;
     }
-    SupervisorResult result = supervise(specs, options);
+    SupervisorOptions attempt_options = options;
+    attempt_options.flight_record_folder = files.flight_folder;
+    SupervisorResult result = supervise(specs, attempt_options);
     if (result.exit_code != 0 && result.received_signal == 0) {
       const std::string root = first_failure(result, files.error_files);
       if (!root.empty()) result.summary += "  first failure (from the error files): " + root + "\n";

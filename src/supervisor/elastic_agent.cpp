@@ -206,6 +206,7 @@ int run_elastic_agent(const ElasticAgentOptions& o,
     const AttemptFiles files = prepare_attempt(specs, attempt, layout.restarts, settings.max_restarts,
                                                {settings.run_id, layout.instance}, folder);
     SupervisorOptions options = supervisor;
+    options.flight_record_folder = files.flight_folder;
     bool linked = true;
     options.stop_check = [&]() {
       if (!linked) return false;

@@ -5,6 +5,7 @@
 #include "supervisor/flight_verdict.h"
 
 #include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -213,6 +214,24 @@ std::string flight_verdict(const std::string& folder) {
   if (findings.empty() && !dumps.empty()) findings = "; the ranks called the same collectives";
   return (ranks.empty() ? std::string("none readable") : ranks_text(ranks)) + " wrote one in " + folder + findings +
          unreadable + " (torch's analyzer reads them: torchfrtrace " + folder + ")";
+}
+
+bool handles_sigusr1(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.compare(0, 7, "SigCgt:") != 0) continue;
+    const unsigned long long caught = std::strtoull(line.c_str() + 7, nullptr, 16);
+    return (caught >> (SIGUSR1 - 1)) & 1ULL;
+  }
+  return false;
+}
+
+bool flight_record_written(const std::string& folder, int rank, int64_t since_ns) {
+  struct stat st {};
+  if (::stat((folder + "/kindling_fr_rank_" + std::to_string(rank)).c_str(), &st) != 0) return false;
+  const int64_t written = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
+  return written >= since_ns;
 }
 
 }  // namespace launch

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,6 +17,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "supervisor/flight_verdict.h"
 #include "supervisor/signals.h"
 #include "supervisor/worker.h"
 
@@ -63,6 +65,10 @@ class Supervision {
       reap();
       if (finished()) return;
       if (stopping_ && Clock::now() >= kill_at_) kill_all();
+      if (dumping_ && (Clock::now() >= dump_until_ || records_written())) {
+        dumping_ = false;
+        begin_stop(SIGTERM);
+      }
       if (!stopping_ && opt_.stop_check && Clock::now() >= next_check) {
         next_check = Clock::now() + opt_.stop_check_every;
         if (opt_.stop_check()) {
@@ -107,6 +113,35 @@ class Supervision {
     }
   }
 
+  // The first failure: the workers still running that handle SIGUSR1 (kindling's flight
+  // recorder) are asked for their records, and stopped when they have written them (or after
+  // flight_dump_wait); the others at once.
+  void ask_for_records() {
+    if (stopping_) return;
+    asked_.clear();
+    if (!opt_.flight_record_folder.empty() && opt_.flight_dump_wait.count() > 0) {
+      timespec now{};
+      ::clock_gettime(CLOCK_REALTIME, &now);
+      asked_at_ns_ = static_cast<int64_t>(now.tv_sec) * 1000000000LL + now.tv_nsec;
+      for (auto& w : workers_) {
+        if (w->running && !w->term_sent && handles_sigusr1(w->result.pid) && ::kill(w->result.pid, SIGUSR1) == 0)
+          asked_.push_back(w.get());
+      }
+    }
+    if (asked_.empty()) {
+      begin_stop(SIGTERM);
+      return;
+    }
+    dumping_ = true;
+    dump_until_ = Clock::now() + opt_.flight_dump_wait;
+  }
+
+  bool records_written() const {
+    for (const Worker* w : asked_)
+      if (w->running && !flight_record_written(opt_.flight_record_folder, w->result.rank, asked_at_ns_)) return false;
+    return true;
+  }
+
   void kill_all() {
     for (auto& w : workers_) {
       if (w->running && !w->kill_sent) {
@@ -149,7 +184,7 @@ class Supervision {
       const bool bad = !w.result.exited || w.result.exit_code != 0;
       if (bad && !w.term_sent) {
         failure_order_.push_back(static_cast<int>(i));
-        begin_stop(SIGTERM);
+        if (!dumping_) ask_for_records();
       }
     }
   }
@@ -252,6 +287,10 @@ class Supervision {
   std::vector<int> failure_order_;
   bool stopping_ = false;
   Clock::time_point kill_at_{};
+  bool dumping_ = false;  // asked for flight records; stopping when they are in (ask_for_records)
+  Clock::time_point dump_until_{};
+  std::vector<Worker*> asked_;
+  int64_t asked_at_ns_ = 0;
   bool drain_started_ = false;
   Clock::time_point drain_until_{};
   int ended_ = 0;

@@ -1,6 +1,7 @@
 // kindling-run reads the flight records of a failed attempt (src/supervisor/flight_verdict.h):
 // real ranks under the real launcher, one of which stops taking part; the summary names the
-// collective the others wait in and the rank that wrote no record, and the files are where it
+// collective the others wait in and the rank that never called it or wrote no record, the ranks
+// still running are asked for their records before they are stopped, and the files are where it
 // says (each attempt in its folder).
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -21,7 +22,8 @@ using kindling::testing::describe;
 using kindling::testing::run_command;
 
 // Three all_reduces; then the last rank stops taking part (sleeps until kindling-run stops
-// it), and the others give up on collective #4 after the stall period and fail.
+// it), and the others give up on collective #4 after the stall period and fail; kindling-run asks
+// the sleeping rank for its record (SIGUSR1) before it stops it.
 KINDLING_WORKER(flight_stall_under_kindling_run) {
   namespace kd = kindling::dist;
   kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(60)).stall_timeout(std::chrono::seconds(2)));
@@ -31,7 +33,7 @@ KINDLING_WORKER(flight_stall_under_kindling_run) {
   kd::all_reduce(t);  // throws: the stall; nobody catches it, so the rank fails
 }
 
-TEST(KindlingRunFlightRecords, TheFailureSummarySaysWhoWaitsWhereAndWhoWroteNothing) {
+TEST(KindlingRunFlightRecords, TheFailureSummarySaysWhoWaitsWhereAndWhoNeverCalledIt) {
   kindling::testing::TempDir base("flight-run");
   const auto r = run_command({KINDLING_RUN_PATH, "--nproc_per_node", "3", kindling::testing::self_path(),
                               "--kindling-worker=flight_stall_under_kindling_run"},
@@ -39,13 +41,54 @@ TEST(KindlingRunFlightRecords, TheFailureSummarySaysWhoWaitsWhereAndWhoWroteNoth
   const std::string folder = base.path() + "/attempt0";
   EXPECT_FALSE(r.timed_out) << describe({r});
   EXPECT_NE(r.exit_code, 0) << describe({r});
-  EXPECT_NE(r.err.find("  flight records: ranks 0, 1 wrote one in " + folder +
-                       "; on the world, ranks 0, 1 wait in collective #4 (all_reduce); no record from rank 2 "
-                       "(torch's analyzer reads them: torchfrtrace " + folder + ")\n"),
+  EXPECT_NE(r.err.find("  flight records: ranks 0, 1, 2 wrote one in " + folder +
+                       "; on the world, collective #4 (all_reduce): ranks 0, 1 started; rank 2 never called it (the "
+                       "last collective of rank 2: #3 all_reduce, completed) (torch's analyzer reads them: "
+                       "torchfrtrace " + folder + ")\n"),
             std::string::npos)
       << describe({r});
   EXPECT_EQ(kindling::testing::files_in(folder),
-            (std::vector<std::string>{"kindling_fr_rank_0", "kindling_fr_rank_1"}));
+            (std::vector<std::string>{"kindling_fr_rank_0", "kindling_fr_rank_1", "kindling_fr_rank_2"}));
+  // Every rank ended by its failure or by kindling-run's stop, none by a crash on the way out.
+  EXPECT_EQ(r.err.find("SIGSEGV"), std::string::npos) << describe({r});
+}
+
+}  // namespace flight_verdict_test
+
+namespace flight_verdict_test {
+
+// Rank 1 fails (exit 3, no record) after three all_reduces while ranks 0 and 2 compute (sleep,
+// in no collective, so nothing fails there): kindling-run asks them for their records (SIGUSR1)
+// before it stops them, so the summary holds both, every collective complete, and names rank 1
+// as the one without.
+KINDLING_WORKER(flight_survivors_asked) {
+  namespace kd = kindling::dist;
+  kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(60)).stall_timeout(std::chrono::seconds(60)));
+  auto t = at::ones({4});
+  for (int i = 0; i < 3; ++i) kd::all_reduce(t);
+  if (kd::get_rank() == 1) std::_Exit(3);
+  std::this_thread::sleep_for(std::chrono::seconds(60));
+  std::_Exit(0);
+}
+
+TEST(KindlingRunFlightRecords, RanksStillRunningWriteTheirRecordsBeforeTheyAreStopped) {
+  kindling::testing::TempDir base("flight-run");
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = run_command({KINDLING_RUN_PATH, "--nproc_per_node", "3", kindling::testing::self_path(),
+                              "--kindling-worker=flight_survivors_asked"},
+                             {{"KINDLING_FLIGHT_RECORD_DIR", base.path()}}, std::chrono::seconds(90));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::string folder = base.path() + "/attempt0";
+  EXPECT_FALSE(r.timed_out) << describe({r});
+  EXPECT_EQ(r.exit_code, 3) << describe({r});
+  // The records asked for (at most 2 s), then SIGTERM: far from the workers' 60 s of sleep.
+  EXPECT_LT(seconds, 30) << describe({r});
+  EXPECT_NE(r.err.find("  flight records: ranks 0, 2 wrote one in " + folder +
+                       "; no record from rank 1 (torch's analyzer reads them: torchfrtrace " + folder + ")\n"),
+            std::string::npos)
+      << describe({r});
+  EXPECT_EQ(kindling::testing::files_in(folder),
+            (std::vector<std::string>{"kindling_fr_rank_0", "kindling_fr_rank_2"}));
 }
 
 }  // namespace flight_verdict_test
