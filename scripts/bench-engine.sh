@@ -23,6 +23,8 @@ for name, b in med.items():
 loop, eng = med["Epoch/0"]["real_time"], med["Epoch/1"]["real_time"]
 print(f"engine epoch / hand-written epoch = {eng / loop:.4f} (samples/s ratio {loop / eng:.4f})")
 timeline = med["Epoch/2"]["real_time"]
+print(f"a timeline span: {med['TimelineSpan/0']['real_time']:.1f} ns while none records, "
+      f"{med['TimelineSpan/1']['real_time']:.1f} ns while one records")
 print(f"engine epoch with a timeline recording / engine epoch = {timeline / eng:.4f} "
       f"({(timeline - eng) / 20 * 1e3:.1f} us per step; {med['Epoch/2'].get('label', '')})")
 PY

@@ -6,6 +6,7 @@
 //   Epoch/engine     the same epoch through create_supervised_trainer
 //   Epoch/2          the same, a timeline recording every step (kindling/timeline.h: the engine's,
 //                    the trainer's spans)
+//   TimelineSpan/N   one timeline span, no timeline recording (0) or one recording (1)
 // scripts/bench-engine.sh runs it with repetitions and prints the medians and the ratio.
 #include <ATen/ATen.h>
 #include <benchmark/benchmark.h>
@@ -19,6 +20,7 @@
 #include <kindling/engine/engine.h>
 #include <kindling/engine/supervised.h>
 #include <kindling/handlers/profilers/timeline.h>
+#include <kindling/timeline.h>
 #include <kindling/metrics/accuracy.h>
 
 #include <string>
@@ -60,6 +62,25 @@ void AccuracyCompute(benchmark::State& st) {
   for (auto _ : st) benchmark::DoNotOptimize(acc.compute());
 }
 BENCHMARK(AccuracyCompute);
+
+// One kindling::timeline::Span: while no timeline records (0) and while one does (1). The
+// recording starts over every 65536 spans (untimed), so that memory stays bounded and no span
+// is dropped (a dropped one would cost less).
+void TimelineSpan(benchmark::State& st) {
+  const bool on = st.range(0) == 1;
+  if (on) kindling::timeline::start_recording();
+  int64_t n = 0;
+  for (auto _ : st) {
+    { kindling::timeline::Span span("bench", kindling::timeline::Lane::kStep); }
+    if (on && ++n % 65536 == 0) {
+      st.PauseTiming();
+      kindling::timeline::start_recording();
+      st.ResumeTiming();
+    }
+  }
+  if (on) kindling::timeline::stop_recording();
+}
+BENCHMARK(TimelineSpan)->Arg(0)->Arg(1);
 
 constexpr int64_t kBatch = 64, kBatches = 20;
 
