@@ -143,7 +143,8 @@ std::string first_mismatch(const std::string& group, const Dumps& dumps) {
   for (const auto& d : dumps)
     if (d.second->rbegin()->second.state != "completed") waiting.push_back(d.first);
   if (waiting.empty()) return "";
-  return "on " + group_label(group) + ", " + ranks_text(waiting) + " wait in collective #" + std::to_string(to) +
+  return "on " + group_label(group) + ", " + ranks_text(waiting) + (waiting.size() == 1 ? " waits" : " wait") +
+         " in collective #" + std::to_string(to) +
          " (" + dumps.begin()->second->rbegin()->second.op + ")";
 }
 

@@ -69,11 +69,11 @@ class Supervision {
         dumping_ = false;
         begin_stop(SIGTERM);
       }
-      if (!stopping_ && opt_.stop_check && Clock::now() >= next_check) {
+      if (!stopping_ && !dumping_ && opt_.stop_check && Clock::now() >= next_check) {
         next_check = Clock::now() + opt_.stop_check_every;
-        if (opt_.stop_check()) {
+        if (opt_.stop_check()) {  // another node's rank failed, or the membership changes
           result_.stopped_on_request = true;
-          begin_stop(SIGTERM);
+          ask_for_records();
         }
       }
       wait_and_relay();
@@ -113,9 +113,9 @@ class Supervision {
     }
   }
 
-  // The first failure: the workers still running that handle SIGUSR1 (kindling's flight
-  // recorder) are asked for their records, and stopped when they have written them (or after
-  // flight_dump_wait); the others at once.
+  // The first failure (here, or on another node when stop_check says so): the workers still
+  // running that handle SIGUSR1 (kindling's flight recorder) are asked for their records, and
+  // stopped when they have written them (or after flight_dump_wait); the others at once.
   void ask_for_records() {
     if (stopping_) return;
     asked_.clear();

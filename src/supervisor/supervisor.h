@@ -42,9 +42,9 @@ struct SupervisorOptions {
   std::function<bool()> stop_check;
   std::chrono::milliseconds stop_check_every = std::chrono::seconds(1);
   /// The attempt's flight-record folder (KINDLING_FLIGHT_RECORD_DIR of its workers). When a
-  /// worker fails, the others still running that handle SIGUSR1 get it first, and are stopped
-  /// once their records are in this folder or after flight_dump_wait: their records say where
-  /// they waited. Empty, or a zero wait: stopped at once.
+  /// worker fails (or stop_check says to stop), the workers still running that handle SIGUSR1
+  /// get it first, and are stopped once their records are in this folder or after
+  /// flight_dump_wait: their records say where they waited. Empty, or a zero wait: stopped at once.
   std::string flight_record_folder;
   std::chrono::milliseconds flight_dump_wait = std::chrono::seconds(2);
 };

@@ -205,6 +205,42 @@ def timeline_two_hosts(args):
 
 
 @case
+def flight_records_two_hosts(args):
+    """tests/launch/flight_verdict_test.cpp's stall worker on 2 hosts x 1 rank under kindling-run's
+    rendezvous (--rdzv_endpoint) with one restart: rank 1 stops taking part after 3 all_reduces, rank 0 gives up on #4 after
+    the stall period. Host 0's summary names where rank 0 waits; host 1's agent, told by the
+    rendezvous that the next round starts, asks its rank for its record before stopping it; the
+    first attempt's records of both hosts together are read by tests/dist/check_flight_record.py
+    (and torch's analyzer where the Python has it): rank 1 is missing from collective #4."""
+    with cluster.Cluster(hosts=2, rate="1gbit") as c:
+        out = tempfile.mkdtemp(prefix="kindling-cluster-flight-")
+        commands = [["env", "KINDLING_FLIGHT_RECORD_DIR=%s/host%d" % (out, k), args.kindling_run, "--nnodes", "2",
+                     "--nproc_per_node", "1", "--rdzv_endpoint", "node0:29400", "--rdzv_id", "flight-two-hosts",
+                     "--max_restarts", "1", "--rdzv_conf", "last_call_timeout=1", args.launchers_test,
+                     "--kindling-worker=flight_stall_under_kindling_run"] for k in range(2)]
+        try:
+            outputs = run_hosts(c, commands, timeout=120)
+            expect(all(code != 0 for code, _ in outputs), "a host ended well:\n" + "\n".join(t for _, t in outputs))
+            folders = ["%s/host%d/attempt0" % (out, k) for k in range(2)]
+            line = "on the world, rank 0 waits in collective #4 (all_reduce); no record from rank 1"
+            expect(line in outputs[0][1], "host 0's summary lacks %r:\n%s" % (line, outputs[0][1]))
+            merged = os.path.join(out, "merged")
+            os.makedirs(merged)
+            for k in range(2):
+                record = os.path.join(folders[k], "kindling_fr_rank_%d" % k)
+                expect(os.path.exists(record), "host %d left no record of rank %d:\n%s" % (k, k, outputs[k][1]))
+                shutil.copy(record, merged)
+            checker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dist", "check_flight_record.py")
+            r = subprocess.run([sys.executable, checker, "missing", merged, "2", "gloo", "1", "4"], capture_output=True,
+                               text=True)
+            expect(r.returncode == 0, "the two hosts' records fail their check:\n" + r.stdout + r.stderr +
+                   "\n".join("== host %d\n%s" % (k, t) for k, (_, t) in enumerate(outputs)))
+            print(r.stdout, end="")
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+
+
+@case
 def hierarchical_allreduce(args):
     """2 hosts x 2 ranks under kindling-run: HostHierarchy's all-reduce equals the flat one
     (bitwise for integers); DDP picks it by itself (not with hierarchical_allreduce(false)) and
