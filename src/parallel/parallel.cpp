@@ -97,6 +97,12 @@ const detail::BackendTraits& check_parallel_options(const ParallelOptions& o) {
                  "master_port must be a TCP port between 1 and 65535, got ", *o.master_port());
   KINDLING_CHECK(o.grace_period().count() >= 0, kWhere, "grace_period must not be negative");
   KINDLING_CHECK(o.max_restarts() >= 0, kWhere, "max_restarts must not be negative, got ", o.max_restarts());
+  // Without the rendezvous each node would restart its own children alone (kindling-run's rule).
+  KINDLING_CHECK(nnodes == 1 || o.max_restarts() == 0 || o.rdzv_endpoint(), kWhere, "max_restarts=",
+                 o.max_restarts(), " with nnodes=", nnodes,
+                 " and master_addr (a static rendezvous) would restart each node's children on their own, while the "
+                 "other nodes' ranks stay in the failed attempt; give every node rdzv_endpoint(\"host[:port]\") and "
+                 "rdzv_id(...) instead (the rendezvous restarts every node together), or max_restarts(0)");
   KINDLING_CHECK(!o.init_method() || (!o.master_addr() && !o.master_port()), kWhere, "init_method '", *o.init_method(),
                  "' and master_addr/master_port both say where ranks meet; give one or the other");
   detail::check_init_options(traits, parallel_init_options(o), "kindling::dist::Parallel");

@@ -50,6 +50,9 @@ TEST(ParallelOptionsCheck, EveryInvalidCombinationIsRejected) {
     {O("gloo").nproc_per_node(2).nnodes(3).min_nnodes(4).rdzv_endpoint("node0").rdzv_id("j"),
      "min_nnodes must be between 1 and nnodes=3 (the most nodes), got 4"},
     {O("gloo").nproc_per_node(2).nnodes(2).min_nnodes(1), "min_nnodes=1 needs rdzv_endpoint"},
+    {O("gloo").nproc_per_node(2).nnodes(2).node_rank(0).master_addr("127.0.0.1").max_restarts(1),
+     "max_restarts=1 with nnodes=2 and master_addr (a static rendezvous) would restart each node's children on their "
+     "own"},
     {O("gloo").nproc_per_node(2).nnodes(2).rdzv_endpoint("node0"), "needs rdzv_id, the job's identity"},
     {O("gloo").nproc_per_node(2).nnodes(2).rdzv_endpoint("node0").rdzv_id("j").node_rank(1),
      "the rendezvous assigns node ranks"},

@@ -68,6 +68,10 @@ CASES = [
      "--grace_period expects seconds (a number from 0 to 10000000, about 115 days), got 'inf'"),
     ("launcher", "bad restarts", ["kindling-run", "--max_restarts", "x", "/bin/true"], {},
      "--max_restarts expects a non-negative integer, got 'x'"),
+    ("launcher", "restarts of static nodes", ["kindling-run", "--nnodes", "2", "--master_addr", "127.0.0.1",
+                                              "--max_restarts", "1", "/bin/true"], {},
+     "--max_restarts 1 with --nnodes 2 and --master_addr (the static rendezvous) would restart each node's workers "
+     "on their own"),
     ("launcher", "flag with value", ["kindling-run", "--standalone=1", "/bin/true"], {}, "--standalone takes no value"),
     ("launcher", "missing value", ["kindling-run", "--nproc_per_node"], {}, "--nproc_per_node needs a value"),
     ("launcher", "failing worker named", ["kindling-run", "--nproc_per_node", "2", "/bin/false"], {},

@@ -25,7 +25,8 @@ const char* const kUsage =
     "  --standalone         one node, rendezvous on a free local port\n"
     "  --grace_period S     seconds between SIGTERM and SIGKILL when stopping workers (default 3)\n"
     "  --max_restarts N     when a worker fails, stop all and start them all again, at most N times\n"
-    "                       (default 0); workers see the attempt in TORCHELASTIC_RESTART_COUNT\n"
+    "                       (default 0); workers see the attempt in TORCHELASTIC_RESTART_COUNT; on\n"
+    "                       several nodes with --rdzv_endpoint only (it restarts every node together)\n"
     "  --rdzv_id ID         the job's identity, the same in each restart (KINDLING_RUN_ID in the workers;\n"
     "                       default: a new unique one). On several nodes give every node the same ID\n"
     "  --rdzv_endpoint H[:P] elastic rendezvous at host H, port P (default 29400); the node that owns\n"
@@ -219,6 +220,17 @@ void check(const Options& o) {
     throw UsageError{"kindling-run: --nnodes " + std::to_string(nnodes) +
                      " needs --master_addr, the address of node 0 that every node can reach (the default "
                      "127.0.0.1 only works on one node), or --rdzv_endpoint for the elastic rendezvous"};
+  }
+  // Each node's agent would restart its own workers alone: the other nodes' ranks stay in the
+  // failed attempt and the restarted ones wait for them until the timeout (seen on the cluster
+  // fixture). The elastic rendezvous restarts every node together.
+  if (nnodes > 1 && o.max_restarts > 0) {
+    throw UsageError{"kindling-run: --max_restarts " + std::to_string(o.max_restarts) + " with --nnodes " +
+                     std::to_string(nnodes) +
+                     " and --master_addr (the static rendezvous) would restart each node's workers on their own, "
+                     "while the other nodes' ranks stay in the failed attempt; give every node --rdzv_endpoint "
+                     "HOST[:PORT] --rdzv_id ID instead (the rendezvous restarts every node together), or "
+                     "--max_restarts 0"};
   }
 }
 
