@@ -44,7 +44,8 @@ TEST(KindlingRunFlightRecords, TheFailureSummarySaysWhoWaitsWhereAndWhoNeverCall
   EXPECT_NE(r.err.find("  flight records: ranks 0, 1, 2 wrote one in " + folder +
                        "; on the world, collective #4 (all_reduce): ranks 0, 1 started; rank 2 never called it (the "
                        "last collective of rank 2: #3 all_reduce, completed) (torch's analyzer reads them: "
-                       "torchfrtrace " + folder + ")\n"),
+                       "torchfrtrace " +
+                       folder + ")\n"),
             std::string::npos)
       << describe({r});
   EXPECT_EQ(kindling::testing::files_in(folder),
@@ -110,21 +111,30 @@ TEST(KindlingRunFlightRecords, AJobThatWritesNoRecordLeavesNoFolder) {
 
 namespace flight_verdict_test {
 
-// Rank 1 calls all_gather where the others call all_reduce (collective #3). However the engine
-// takes it (a hang that the stall period ends, an error, or a wrong result), every rank keeps
-// its record (written on the failure, or here), waits until all three have (MARK_DIR), and
-// fails; the summary names the operations that differ.
+// Rank 1 misbehaves at the third collective (FLIGHT_FAULT): "different" calls all_gather where
+// the others call all_reduce (#3); "skip" skips the others' second all_reduce (of 8 floats), so
+// that its next one (of 16) meets theirs at #2. However the engine takes it (a hang that the
+// stall period ends, an error, or a wrong result), every rank keeps its record (written on the
+// failure, or here), waits until all three have (MARK_DIR), and fails; the summary names what
+// differs.
 KINDLING_WORKER(flight_mismatch_under_kindling_run) {
   namespace kd = kindling::dist;
   kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(60)).stall_timeout(std::chrono::seconds(2)));
+  const bool skip = std::string(std::getenv("FLIGHT_FAULT")) == "skip";
   auto t = at::ones({4});
   kd::all_reduce(t);
-  kd::all_reduce(t);
   try {
-    if (kd::get_rank() == 1)
-      kd::all_gather(t);
-    else
+    if (skip) {
+      auto b = at::ones({8}), c = at::ones({16});
+      if (kd::get_rank() != 1) kd::all_reduce(b);
+      kd::all_reduce(c);
+    } else {
       kd::all_reduce(t);
+      if (kd::get_rank() == 1)
+        kd::all_gather(t);
+      else
+        kd::all_reduce(t);
+    }
     kd::dump_flight_record();
   } catch (const kindling::Error&) {  // the failure wrote the record
   }
@@ -136,35 +146,50 @@ KINDLING_WORKER(flight_mismatch_under_kindling_run) {
   std::_Exit(1);
 }
 
-TEST(KindlingRunFlightRecords, RanksThatCallDifferentCollectivesAreNamed) {
+// Runs the worker with `fault` under kindling-run; checks the summary holds `verdict` and, where
+// the tests' Python has torch's analyzer (torch 2.x), that it reports collective #`seq` with
+// `error` and `found` (its verdict goes to stderr).
+void check_mismatch(const std::string& fault, const std::string& verdict, int seq, const std::string& error,
+                    const std::string& found) {
   kindling::testing::TempDir base("flight-run"), marks("flight-marks");
-  const auto r = run_command({KINDLING_RUN_PATH, "--nproc_per_node", "3", kindling::testing::self_path(),
-                              "--kindling-worker=flight_mismatch_under_kindling_run"},
-                             {{"KINDLING_FLIGHT_RECORD_DIR", base.path()}, {"MARK_DIR", marks.path()}},
-                             std::chrono::seconds(90));
+  const auto r =
+      run_command({KINDLING_RUN_PATH, "--nproc_per_node", "3", kindling::testing::self_path(),
+                   "--kindling-worker=flight_mismatch_under_kindling_run"},
+                  {{"KINDLING_FLIGHT_RECORD_DIR", base.path()}, {"MARK_DIR", marks.path()}, {"FLIGHT_FAULT", fault}},
+                  std::chrono::seconds(90));
   EXPECT_FALSE(r.timed_out) << describe({r});
   EXPECT_NE(r.exit_code, 0) << describe({r});
-  EXPECT_NE(r.err.find("  flight records: ranks 0, 1, 2 wrote one in " + base.path() +
-                       "/attempt0; on the world, collective #3 (all_reduce): the ranks differ in operation: rank 1 "
-                       "all_gather, ranks 0, 2 all_reduce"),
+  EXPECT_NE(r.err.find("  flight records: ranks 0, 1, 2 wrote one in " + base.path() + "/attempt0; " + verdict),
             std::string::npos)
       << describe({r});
-  // torch's analyzer on the same files, where the tests' Python has it (torch 2.x): its verdict
-  // goes to stderr.
-  const auto analyzer = run_command(
-      {KINDLING_PYTHON, "-c",
-       "import sys\n"
-       "try:\n from torch.distributed.flight_recorder.fr_trace import main\n"
-       "except ImportError:\n print('no analyzer'); sys.exit(0)\n"
-       "main(sys.argv[1:])",
-       base.path() + "/attempt0"},
-      {}, std::chrono::seconds(120));
+  const auto analyzer = run_command({KINDLING_PYTHON, "-c",
+                                     "import sys\n"
+                                     "try:\n from torch.distributed.flight_recorder.fr_trace import main\n"
+                                     "except ImportError:\n print('no analyzer'); sys.exit(0)\n"
+                                     "main(sys.argv[1:])",
+                                     base.path() + "/attempt0"},
+                                    {}, std::chrono::seconds(120));
   ASSERT_TRUE(analyzer.ok()) << describe({analyzer});
   if (analyzer.out.find("no analyzer") == std::string::npos) {
-    EXPECT_NE(analyzer.err.find("Collective sequence number: 3 has errors"), std::string::npos) << analyzer.err;
-    EXPECT_NE(analyzer.err.find("Error type: COLLECTIVE_TYPE_MISMATCH"), std::string::npos) << analyzer.err;
-    EXPECT_NE(analyzer.err.find("'all_gather'"), std::string::npos) << analyzer.err;
+    EXPECT_NE(analyzer.err.find("Collective sequence number: " + std::to_string(seq) + " has errors"),
+              std::string::npos)
+        << analyzer.err;
+    EXPECT_NE(analyzer.err.find("Error type: " + error), std::string::npos) << analyzer.err;
+    EXPECT_NE(analyzer.err.find(found), std::string::npos) << analyzer.err;
   }
+}
+
+TEST(KindlingRunFlightRecords, RanksThatCallDifferentCollectivesAreNamed) {
+  check_mismatch("different",
+                 "on the world, collective #3 (all_reduce): the ranks differ in operation: rank 1 all_gather, ranks 0, "
+                 "2 all_reduce",
+                 3, "COLLECTIVE_TYPE_MISMATCH", "'all_gather'");
+}
+
+TEST(KindlingRunFlightRecords, ARankThatSkipsACollectiveIsNamedWhereItsNextOneMeetsTheOthers) {
+  check_mismatch("skip",
+                 "on the world, collective #2 (all_reduce): the ranks differ in sizes: rank 1 [[16]], ranks 0, 2 [[8]]",
+                 2, "SIZE_OR_SYNTAX_MISMATCH", "input sizes: '[[16]]'");
 }
 
 }  // namespace flight_verdict_test
