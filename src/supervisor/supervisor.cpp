@@ -124,7 +124,9 @@ class Supervision {
       ::clock_gettime(CLOCK_REALTIME, &now);
       asked_at_ns_ = static_cast<int64_t>(now.tv_sec) * 1000000000LL + now.tv_nsec;
       for (auto& w : workers_) {
-        if (w->running && !w->term_sent && handles_sigusr1(w->result.pid) && ::kill(w->result.pid, SIGUSR1) == 0)
+        // A frozen worker (SIGSTOP) cannot write: not waited for.
+        if (w->running && !w->term_sent && w->result.stop_signal == 0 && handles_sigusr1(w->result.pid) &&
+            ::kill(w->result.pid, SIGUSR1) == 0)
           asked_.push_back(w.get());
       }
     }

@@ -9,6 +9,10 @@ the fault to a random rank and measures:
   ended     the launcher exited by itself within the bound (else the harness killed it: a hang)
   named     the job's output names the faulty rank (the launcher's failure line for kill -9,
             a surviving rank's "stalled: rank R" for SIGSTOP)
+  records   kindling's launchers (kindling-run, Parallel): their summary's flight-record line names the
+            faulty rank (no record from it, or it never called the collective the others wait in);
+            a trial whose line names another rank fails, one without the line (no record written, or
+            another launcher) is not counted
   leftover  a process of the trial still alive 2 s after the launcher exited
   seconds   from the fault to the launcher's exit
 Prints one JSON object per trial and a summary table; exits 1 if any trial hung, left a
@@ -22,6 +26,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -103,10 +108,27 @@ def named(output, launcher, fault, rank):
     return re.search(patterns[launcher], output) is not None
 
 
+FLIGHT_LINE = re.compile(r"^  flight records: .*$", re.M)
+
+
+def records_name(output, victim):
+    """What kindling's launchers say of the trial's flight records: None when they say nothing (no
+    record written: a fault before any collective, or another launcher), else whether the line
+    names the faulty rank as the one without a record or as the one that never called the
+    collective the others wait in."""
+    line = FLIGHT_LINE.search(output)
+    if line is None:
+        return None
+    text = line.group(0)
+    return re.search(rf"no record from ranks? (?:\d+, )*{victim}\b", text) is not None or \
+        re.search(rf"; rank {victim} never called it", text) is not None
+
+
 def run_trial(args, launcher, fault, victim, delay):
     marker = uuid.uuid4().hex
     env = dict(os.environ, KINDLING_FAULT_TRIAL=marker, OMPI_ALLOW_RUN_AS_ROOT="1",
-               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
+               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1",
+               KINDLING_FLIGHT_RECORD_DIR=os.path.join(args.workdir, f"flight-{marker}"))
     bound = args.stall + 10.0 if fault == "stop" else 10.0
     if launcher == "torchrun" and fault == "stop":
         bound += TORCHRUN_STOP_WAIT
@@ -147,8 +169,10 @@ def run_trial(args, launcher, fault, victim, delay):
     output = log.read()
     log.close()
     result.update(ended=ended, within_bound=ended and seconds <= bound, named=named(output, launcher, fault, victim),
-                  leftovers=len(left), seconds=round(seconds, 2), exit_code=proc.returncode)
-    result["ok"] = result["within_bound"] and result["named"] and not left
+                  records=records_name(output, victim), leftovers=len(left), seconds=round(seconds, 2),
+                  exit_code=proc.returncode)
+    shutil.rmtree(os.path.join(args.workdir, f"flight-{marker}"), ignore_errors=True)
+    result["ok"] = result["within_bound"] and result["named"] and not left and result["records"] is not False
     if not result["ok"]:
         result["log"] = os.path.join(args.workdir, f"trial-{marker}.log")
     else:
@@ -181,13 +205,14 @@ def main():
         r = run_trial(args, launcher, fault, victim, delay)
         print(json.dumps(r), flush=True)
         results.append(r)
-    print("\nlauncher      fault  trials  ended  hangs  in-bound  named  leftovers  median s  max s")
+    print("\nlauncher      fault  trials  ended  hangs  in-bound  named  records  leftovers  median s  max s")
     for key in sorted({(r["launcher"], r["fault"]) for r in results}):
         rs = [r for r in results if (r["launcher"], r["fault"]) == key]
         secs = [r["seconds"] for r in rs if "seconds" in r]
         print(f"{key[0]:<13} {key[1]:<6} {len(rs):>6} {sum(r.get('ended', False) for r in rs):>6} "
               f"{sum(not r.get('ended', True) for r in rs):>6} {sum(r.get('within_bound', False) for r in rs):>9} "
-              f"{sum(r.get('named', False) for r in rs):>6} {sum(r.get('leftovers', 0) for r in rs):>10} "
+              f"{sum(r.get('named', False) for r in rs):>6} {sum(r.get('records') is True for r in rs):>8} "
+              f"{sum(r.get('leftovers', 0) for r in rs):>10} "
               f"{statistics.median(secs) if secs else float('nan'):>9.2f} {max(secs) if secs else float('nan'):>6.2f}")
     bad = [r for r in results if not r["ok"]]
     print(f"\n{len(results) - len(bad)} of {len(results)} trials ok")
