@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "handlers/loggers/html_svg.h"
+#include "handlers/profilers/chrome_trace.h"
 
 namespace kindling {
 namespace handlers {
@@ -63,13 +64,9 @@ TimelineBand band_of(const RankTimeline& r, const TimelineEvent& iteration) {
     TimelineBar bar{e.name, e.lane == Lane::kEngine ? std::size_t{0} : std::size_t{1}, e.start_ns, e.end_ns,
                     colour_of(part)};
     if (e.lane == Lane::kCommunication) {
-      std::size_t k = 0;
-      while (k < comm_end.size() && comm_end[k] > e.start_ns) ++k;
-      if (k == comm_end.size()) {
-        comm_end.push_back(0);
+      const std::size_t k = take_row(comm_end, e.start_ns, e.end_ns);
+      if (k + 2 == band.rows.size())
         band.rows.push_back(k == 0 ? std::string("comm") : std::string("comm ") + std::to_string(k + 1));
-      }
-      comm_end[k] = e.end_ns;
       bar.row = 2 + k;
     }
     band.bars.push_back(std::move(bar));

@@ -70,10 +70,7 @@ void rank_events(Events& out, const RankTimeline& rank) {
     } else if (e->lane == timeline::Lane::kStep) {
       span(out, *e, rank.rank, kStepRow, "step");
     } else {
-      std::size_t row = 0;
-      while (row < row_end.size() && row_end[row] > e->start_ns) ++row;
-      if (row == row_end.size()) row_end.push_back(0);
-      row_end[row] = e->end_ns;
+      const std::size_t row = take_row(row_end, e->start_ns, e->end_ns);
       span(out, *e, rank.rank, kFirstCommunicationRow + static_cast<int>(row), "communication");
     }
   }
@@ -91,6 +88,14 @@ void rank_events(Events& out, const RankTimeline& rank) {
 }
 
 }  // namespace
+
+std::size_t take_row(std::vector<int64_t>& row_end, int64_t start_ns, int64_t end_ns) {
+  std::size_t row = 0;
+  while (row < row_end.size() && row_end[row] > start_ns) ++row;
+  if (row == row_end.size()) row_end.push_back(0);
+  row_end[row] = end_ns;
+  return row;
+}
 
 std::string chrome_trace(const std::vector<RankTimeline>& ranks, const std::string& other_data) {
   Events events;
