@@ -182,13 +182,18 @@ class Supervision {
         w.result.signal = WTERMSIG(status);
       }
       // `stopped` is set only together with term_sent: a worker that failed before we
-      // signalled it is a failure, one that ended after our signal was stopped by us.
+      // signalled it is a failure, one that ended after our signal was stopped by us. The
+      // failures found in the first round that finds any lead; a later one follows them.
       const bool bad = !w.result.exited || w.result.exit_code != 0;
       if (bad && !w.term_sent) {
-        failure_order_.push_back(static_cast<int>(i));
-        if (!dumping_) ask_for_records();
+        if (failure_order_.empty() || !(dumping_ || stopping_)) {
+          failure_order_.push_back(static_cast<int>(i));
+        } else {
+          w.failed_after_first = true;
+        }
       }
     }
+    if (!failure_order_.empty() && !dumping_) ask_for_records();
   }
 
   // Whether every worker has ended and its output is drained. Grandchildren may hold the
@@ -241,11 +246,12 @@ class Supervision {
       s << opt_.name << ": received " << signal_name(result_.received_signal) << result_.signal_sender
         << "; forwarded it to the " << workers_.size() << " workers\n";
     }
-    // Workers that ended with an error of their own after the first failure, while being
-    // stopped (a peer lost, most often): counted, named once, their output not repeated.
+    // Workers that ended with an error of their own after the first failure, before or while
+    // being stopped (a peer lost, most often): counted, named once, their output not repeated.
     std::vector<const WorkerResult*> after;
     for (auto& w : workers_) {
-      if (w->result.stopped && w->result.exited && w->result.exit_code != 0) after.push_back(&w->result);
+      if (w->failed_after_first || (w->result.stopped && w->result.exited && w->result.exit_code != 0))
+        after.push_back(&w->result);
     }
     if (!failure_order_.empty()) {
       s << opt_.name << ": " << failure_order_.size() + after.size() << " of " << workers_.size()
@@ -261,9 +267,9 @@ class Supervision {
         }
       }
       for (const WorkerResult* r : after) {
-        s << "  rank " << r->rank << " (local rank " << r->local_rank << ", pid " << r->pid << ") exited with code "
-          << r->exit_code << " after rank " << workers_[static_cast<std::size_t>(failure_order_.front())]->result.rank
-          << "'s failure, while being stopped (its output is above)\n";
+        s << "  rank " << r->rank << " (local rank " << r->local_rank << ", pid " << r->pid << ") " << describe(*r)
+          << " after rank " << workers_[static_cast<std::size_t>(failure_order_.front())]->result.rank << "'s failure, "
+          << (r->stopped ? "while being stopped" : "before being stopped") << " (its output is above)\n";
       }
     }
     std::vector<int> stopped;

@@ -29,6 +29,9 @@ struct Worker {
   bool running = false;
   bool term_sent = false;
   bool kill_sent = false;
+  // Failed of its own after another worker's failure, before being told to stop (while the
+  // others write their flight records, most often on the peer it lost): named after the first.
+  bool failed_after_first = false;
   int order = -1;  // order in which it ended
 };
 
