@@ -24,7 +24,7 @@ Scenarios:
 Prints one JSON object per trial and a table; exits 1 if a trial failed.
 
   tests/fault/host_faults.py --build build --trials 30    # docs figures
-  tests/fault/host_faults.py --build build --plan ci      # CTest host_faults_ci
+  tests/fault/host_faults.py --build build --plan ci --timeout 10  # in CTest fault_trials_ci
 """
 import argparse
 import json
