@@ -84,6 +84,30 @@ c10::IValue replicated(const c10::impl::GenericList& saved, const std::string& w
   return saved.get(first < 0 ? 0 : static_cast<size_t>(first));
 }
 
+c10::IValue largest(const c10::impl::GenericList& saved, const std::string& who, const std::string& key) {
+  c10::IValue best;
+  for (size_t r = 0; r < saved.size(); ++r) {
+    const c10::IValue v = saved.get(r);
+    KINDLING_CHECK(v.isTensor() || v.isInt() || v.isDouble(), who, ": '", key, "' of saved rank ", r,
+                   " should be a tensor or a number to take the largest, got ", v.tagKind());
+    if (best.isNone()) {
+      best = v;
+    } else if (v.isTensor()) {
+      KINDLING_CHECK(best.isTensor() && best.toTensor().sizes() == v.toTensor().sizes(), who, ": '", key,
+                     "' of saved rank ", r, " does not match an earlier rank's (shape or type)");
+      best = at::maximum(best.toTensor(), v.toTensor());
+    } else {
+      const auto number = [](const c10::IValue& x) {
+        return x.isInt() ? static_cast<double>(x.toInt()) : x.toDouble();
+      };
+      KINDLING_CHECK(!best.isTensor(), who, ": '", key, "' of saved rank ", r,
+                     " is a number, an earlier rank's a tensor");
+      if (number(v) > number(best)) best = v;
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 c10::IValue reshard_metric_state(metrics::Metric::Reshard rule, const c10::impl::GenericList& saved, int64_t rank,
@@ -92,6 +116,7 @@ c10::IValue reshard_metric_state(metrics::Metric::Reshard rule, const c10::impl:
     case metrics::Metric::Reshard::kSum: return summed(saved, rank, who, key);
     case metrics::Metric::Reshard::kConcatenate: return concatenated(saved, rank, world, who, key);
     case metrics::Metric::Reshard::kReplicated: return replicated(saved, who, key);
+    case metrics::Metric::Reshard::kMax: return largest(saved, who, key);
     case metrics::Metric::Reshard::kRefuse: break;
   }
   KINDLING_CHECK(

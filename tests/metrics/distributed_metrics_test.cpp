@@ -132,6 +132,18 @@ std::map<std::string, std::string> evaluate(const std::vector<int64_t>& indices)
       {"mse", std::make_shared<km::MeanSquaredError>(pick("reg_pred", "reg_y"))},
       {"mae", std::make_shared<km::MeanAbsoluteError>(pick("reg_pred", "reg_y"))},
       {"rmse", std::make_shared<km::RootMeanSquaredError>(pick("reg_pred", "reg_y"))},
+      {"canberra", std::make_shared<km::CanberraMetric>(pick("reg_pred", "reg_y"))},
+      {"fractional_absolute", std::make_shared<km::FractionalAbsoluteError>(pick("reg_pred", "reg_y"))},
+      {"fractional_bias", std::make_shared<km::FractionalBias>(pick("reg_pred", "reg_y"))},
+      {"geometric_mean_absolute", std::make_shared<km::GeometricMeanAbsoluteError>(pick("reg_pred", "reg_y"))},
+      {"manhattan", std::make_shared<km::ManhattanDistance>(pick("reg_pred", "reg_y"))},
+      {"maximum_absolute", std::make_shared<km::MaximumAbsoluteError>(pick("reg_pred", "reg_y"))},
+      {"mean_absolute_relative", std::make_shared<km::MeanAbsoluteRelativeError>(pick("reg_pred", "reg_y"))},
+      {"mean_error", std::make_shared<km::MeanError>(pick("reg_pred", "reg_y"))},
+      {"mean_normalized_bias", std::make_shared<km::MeanNormalizedBias>(pick("reg_pred", "reg_y"))},
+      {"wave_hedges", std::make_shared<km::WaveHedgesDistance>(pick("reg_pred", "reg_y"))},
+      {"r2", std::make_shared<km::R2Score>(pick("reg_pred", "reg_y"))},
+      {"pearson", std::make_shared<km::PearsonCorrelation>(1e-8, pick("reg_pred", "reg_y"))},
       {"epoch_metric", std::make_shared<km::EpochMetric>(
                            [](const at::Tensor& p, const at::Tensor& y) {
                              return Value((at::argmax(p, 1) == y).to(at::kDouble).mean().item<double>());
@@ -206,7 +218,7 @@ class DistributedMetricsTest : public ::testing::TestWithParam<std::tuple<std::s
 
 TEST_P(DistributedMetricsTest, EqualTheSingleProcessValueOnTheUnion) {
   const auto reference = evaluate(shard(0, 1));  // this process is not distributed
-  ASSERT_GE(reference.size(), 25u);
+  ASSERT_GE(reference.size(), 37u);
   LaunchOptions opts;
   opts.backend = std::get<0>(GetParam());
   opts.world_size = std::get<1>(GetParam());

@@ -70,6 +70,9 @@ Named make_metrics() {
       {"top2", std::make_shared<km::TopKCategoricalAccuracy>(2, pick("logits", "y"))},
       {"confusion", std::make_shared<km::ConfusionMatrix>(kStateClasses, std::nullopt, pick("logits", "y"))},
       {"mse", std::make_shared<km::MeanSquaredError>(pick("reg", "reg_y"))},
+      {"r2", std::make_shared<km::R2Score>(pick("reg", "reg_y"))},
+      {"pearson", std::make_shared<km::PearsonCorrelation>(1e-8, pick("reg", "reg_y"))},
+      {"max_abs", std::make_shared<km::MaximumAbsoluteError>(pick("reg", "reg_y"))},
       {"average", std::make_shared<km::Average>([](const Value& o) { return Value(o["reg"].mean()); })},
       {"epoch", std::make_shared<km::EpochMetric>(
                     [](const at::Tensor& p, const at::Tensor& y) {
@@ -189,7 +192,7 @@ void expect_same_epochs(const std::map<std::string, std::string>& resumed,
 
 TEST(MetricStateTest, ResumedMidEpochTheEpochValuesAreTheUninterruptedOnes) {
   const auto whole = train(0, std::nullopt);
-  ASSERT_EQ(whole.size(), 20u);      // 10 metrics x 2 epochs
+  ASSERT_EQ(whole.size(), 2 * make_metrics().size());  // every metric, 2 epochs
   for (int64_t stop : {3, 7, 10}) {  // mid first epoch, its end, mid second epoch
     const auto resumed = train(0, stop);
     expect_same_epochs(resumed, whole, "stopped at iteration " + std::to_string(stop));
@@ -234,7 +237,7 @@ TEST(MetricStateTest, EveryRankSavesItsOwnAccumulatorsAndResumesExactly) {
     const auto split = r.out.find("RESUMED");
     ASSERT_NE(split, std::string::npos) << r.out;
     const auto whole = parse(r.out.substr(0, split)), resumed = parse(r.out.substr(split));
-    ASSERT_EQ(whole.size(), 20u) << r.out;
+    ASSERT_EQ(whole.size(), 2 * make_metrics().size()) << r.out;  // every metric, 2 epochs
     expect_same_epochs(resumed, whole, "rank " + std::to_string(r.rank));
     EXPECT_EQ(resumed.at("saved:accuracy:_num_correct"), "2") << "a list entry per rank";
     EXPECT_EQ(resumed.at("saved:epoch:_predictions"), "2");

@@ -142,6 +142,9 @@ class KINDLING_API Metric : public std::enable_shared_from_this<Metric> {
     /// value averaged over ranks at each update): every rank takes it. Saved ranks that never
     /// saw input (None, 0, an empty list) do not count; differing values are refused.
     kReplicated,
+    /// A maximum over ranks (MaximumAbsoluteError): every rank takes the largest saved value
+    /// (elementwise for tensors), so the all-reduced maximum is unchanged.
+    kMax,
   };
 
   const OutputTransform& output_transform() const { return output_transform_; }

@@ -10,6 +10,8 @@
 /// - confusion_matrix.h  ConfusionMatrix, IoU, mIoU, DiceCoefficient, cm_accuracy / precision / recall
 /// - loss.h, average.h   Loss, Average
 /// - regression.h        MeanSquaredError, MeanAbsoluteError, RootMeanSquaredError
+/// - regression_sums.h   ignite.metrics.regression's sums: R2Score, PearsonCorrelation,
+///                       MeanError, CanberraMetric, ManhattanDistance, MaximumAbsoluteError, ...
 /// - running_average.h   RunningAverage
 /// - epoch_metric.h      EpochMetric (a function over all predictions and targets)
 /// - metrics_lambda.h    MetricsLambda and arithmetic on metrics
@@ -31,6 +33,7 @@
 #include "kindling/metrics/precision_recall.h"
 #include "kindling/metrics/ranking.h"
 #include "kindling/metrics/regression.h"
+#include "kindling/metrics/regression_sums.h"
 #include "kindling/metrics/roc_auc.h"
 #include "kindling/metrics/running_average.h"
 #include "kindling/metrics/top_k.h"
