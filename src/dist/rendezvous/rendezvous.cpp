@@ -6,6 +6,7 @@
 #include <torch/version.h>
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -73,27 +74,50 @@ std::string new_generation() {
   return std::to_string(rng());
 }
 
+// The generation of the store this process last joined at each address ("host:port").
+std::mutex joined_mu;
+std::map<std::string, std::string> joined_generations;
+
+// Reads `store`'s generation ("" when it has none); throws what c10d throws.
+std::string generation_of(c10d::Store& store) {
+  // A store hosted by Python, or by kindling before it wrote the key, has none yet.
+  if (!store.check({kGenerationKey})) return "";
+  const auto raw = store.get(kGenerationKey);
+  return std::string(raw.begin(), raw.end());
+}
+
 // True when `store` is the one this process last joined at `where` (same generation).
-// Remembers the generation of a store that is not. Never throws: a store that cannot be
-// read counts as the previous one (it is going away), and `failure` says why.
+// Never throws: a store that cannot be read counts as the previous one (it is going away),
+// and `failure` says why. A store without a generation counts as new: rank 0 writes it just
+// after it starts listening, so a rank may join before it is there; remember_store_generation
+// records it once the rendezvous is done.
 bool is_previous_store(c10d::Store& store, const std::string& where, std::string& failure) {
-  static std::mutex mu;
-  static std::map<std::string, std::string> joined;  // address -> generation
   std::string generation;
   try {
-    // A store hosted by Python, or by kindling before it wrote the key, has none yet: new.
-    if (store.check({kGenerationKey})) {
-      const auto raw = store.get(kGenerationKey);
-      generation.assign(raw.begin(), raw.end());
-    }
+    generation = generation_of(store);
   } catch (const std::exception& e) {
     failure = engine_message(e);
     return true;
   }
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = joined.find(where);
-  if (!generation.empty() && it != joined.end() && it->second == generation) return true;
-  joined[where] = generation;
+  if (generation.empty()) return false;
+  std::lock_guard<std::mutex> lock(joined_mu);
+  auto it = joined_generations.find(where);
+  if (it != joined_generations.end() && it->second == generation) return true;
+  joined_generations[where] = generation;
+  return false;
+}
+
+// Whether c10d's message says that the store closed the connection. LibTorch 1.13 passes
+// the system's words on ("Connection reset by peer", "Broken pipe"); 2.x has its own
+// ("Failed to recv, got 0 bytes. Connection was likely closed", "Connection closed by
+// peer", "Remote peer closed the connection"), seen when a rank joins while the previous
+// store's host finalizes.
+bool connection_closed(std::string msg) {
+  std::transform(msg.begin(), msg.end(), msg.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (const char* words :
+       {"reset by peer", "broken pipe", "connection was likely closed", "closed by peer", "closed the connection"}) {
+    if (msg.find(words) != std::string::npos) return true;
+  }
   return false;
 }
 
@@ -182,8 +206,7 @@ c10::intrusive_ptr<c10d::Store> join_store(const std::string& host, int port, co
     // A store that closes the connection while this rank joins is going away (the
     // previous initialize's, its host finalizing): the next one will listen there soon.
     const std::string msg = engine_message(e);
-    const bool closed = msg.find("reset by peer") != std::string::npos || msg.find("Broken pipe") != std::string::npos;
-    if (closed && std::chrono::steady_clock::now() < deadline) {
+    if (connection_closed(msg) && std::chrono::steady_clock::now() < deadline) {
       failure = msg;
       return {};
     }
@@ -227,6 +250,22 @@ c10::intrusive_ptr<c10d::Store> connect_store(const WorldConfig& config) {
                    "'; use 'env://', 'tcp://host:port' or 'file:///path'");
   }
   return c10::make_intrusive<c10d::PrefixStore>("default_pg", store);
+}
+
+void remember_store_generation(const WorldConfig& config, const c10::intrusive_ptr<c10d::Store>& store) {
+  const std::string& m = config.init_method;
+  if (!starts_with(m, "env://") && !starts_with(m, "tcp://")) return;
+  c10::intrusive_ptr<c10d::Store> raw = store;
+  while (auto* prefixed = dynamic_cast<c10d::PrefixStore*>(raw.get())) raw = prefixed->getUnderlyingStore();
+  std::string generation;
+  try {
+    generation = generation_of(*raw);
+  } catch (const std::exception&) {
+    return;  // the store's host is gone: no later store at this address can be taken for it
+  }
+  if (generation.empty()) return;
+  std::lock_guard<std::mutex> lock(joined_mu);
+  joined_generations[config.master_addr + ":" + std::to_string(config.master_port)] = generation;
 }
 
 std::string store_place(const WorldConfig& config) {

@@ -19,6 +19,13 @@ namespace detail {
 /// cannot be reached within the timeout.
 c10::intrusive_ptr<c10d::Store> connect_store(const WorldConfig& config);
 
+/// Remembers the generation of the store that connect_store returned for `config` (a
+/// store rank 0 of kindling hosts at a tcp/env address), so that a later initialize() on the
+/// same address does not join that store again while its host finalizes. Call once the
+/// world's rendezvous is done (rank 0 has written the generation by then); every rank may
+/// call it. Never throws.
+void remember_store_generation(const WorldConfig& config, const c10::intrusive_ptr<c10d::Store>& store);
+
 /// Who hosts the store of `config`, for messages: "the rendezvous store at host:port",
 /// "torchrun's agent store at host:port" or "the file store '/path'". Never throws.
 std::string store_place(const WorldConfig& config);

@@ -52,6 +52,7 @@ std::unique_ptr<C10dBackend> start_c10d_world(const std::string& name, const Wor
     backend->set_store_place(store_place(config));
     backend->set_startup_board(board);
     backend->create_world();
+    remember_store_generation(config, store);
   } catch (const std::exception& e) {
     record_error(e);  // before the board's wait: this rank's failure comes first in the summary
     board->publish_failure("rank " + std::to_string(config.rank) + " on host " + place.substr(0, place.find(' ')) +
