@@ -6,6 +6,8 @@
 # Usage: scripts/bench-cluster.sh [repeats] (default 3); extra flags go to bench_hosts.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/libtorch-choice.sh
 REPEATS=${1:-3}
 shift || true
+ensure_benchmarks "${BUILD:-build}"
 exec /usr/bin/python3 bench/cluster/bench_hosts.py --build "${BUILD:-build}" --repeats "$REPEATS" "$@"

@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 ./scripts/build.sh >/dev/null
 source scripts/libtorch-choice.sh
 BUILD=${BUILD:-$(build_dir_of "${KINDLING_LIBTORCH:-debian}")}
+ensure_benchmarks "$BUILD"
 TORCH_PY=$(torch_python_of "${KINDLING_LIBTORCH:-debian}")
 args=("$@")
 [ ${#args[@]} -eq 0 ] && args=(-b 4 -e 64M -f 4 -n 200 -w 20 -r 9)

@@ -14,6 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/libtorch-choice.sh
 BUILD=${BUILD:-$(build_dir_of "${KINDLING_LIBTORCH:-debian}")}
+ensure_benchmarks "$BUILD"
 LABEL_A=$1 LABEL_B=$2 FLAG=$3 REPEATS=${4:-3}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 BENCH="$BUILD/bench/ddp/bench_ddp"

@@ -8,6 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/libtorch-choice.sh
 BUILD=${BUILD:-$(build_dir_of "${KINDLING_LIBTORCH:-debian}")}
+ensure_benchmarks "$BUILD"
 TORCH_PY=$(torch_python_of "${KINDLING_LIBTORCH:-debian}")
 REPEATS=${1:-3}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

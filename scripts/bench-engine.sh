@@ -6,8 +6,13 @@
 # Needs a build with benchmarks (scripts/build.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/libtorch-choice.sh
 BUILD=${BUILD:-build}
+ensure_benchmarks "$BUILD"
 REPS=${1:-9}
+# Google Benchmark reports medians only over 2 repetitions or more.
+[[ "$REPS" =~ ^[0-9]+$ ]] && [ "$REPS" -ge 2 ] ||
+  { echo "bench-engine.sh: repetitions must be a whole number of at least 2 (medians), got '$REPS'" >&2; exit 2; }
 OUT=$(mktemp)
 trap 'rm -f "$OUT"' EXIT
 echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"

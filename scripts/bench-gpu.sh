@@ -8,7 +8,9 @@
 # Usage: scripts/bench-gpu.sh [build dir] [repeats]   (PYTHON: the interpreter with torch)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/libtorch-choice.sh
 BUILD=${1:-build}
+ensure_benchmarks "$BUILD"
 REPEATS=${2:-3}
 PY=${PYTHON:-python3}
 TMP=$(mktemp)

@@ -7,7 +7,9 @@
 # Usage: scripts/bench-mpi.sh [runs]. Needs a build (scripts/build.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/libtorch-choice.sh
 RUNS=${1:-3}
+ensure_benchmarks "${BUILD:-build}"
 BENCH=${BUILD:-build}/bench/collectives/bench_collectives
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 OUT=$(mktemp)

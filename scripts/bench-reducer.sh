@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/libtorch-choice.sh
 BUILD=${BUILD:-$(build_dir_of "${KINDLING_LIBTORCH:-debian}")}
+ensure_benchmarks "$BUILD"
 ROUNDS=${1:-7}
 declare -A ARGS=([mlp]="--batch 64 --steps 40 --warmup 5" [resnet18]="--batch 32 --steps 8 --warmup 2")
 for model in mlp resnet18; do

@@ -23,3 +23,16 @@ torch_python_of() {
     *) build_dir_of "$1" ;;
   esac
 }
+
+# ensure_benchmarks DIR: the benchmark programs built in the build folder DIR. scripts/test.sh
+# configures the LibTorch 1.13 folder without them (CI builds and smoke-runs them on 2.15 only);
+# a bench script run after it turns them on and builds them (minutes the first time).
+ensure_benchmarks() {
+  local dir=$1
+  [ -f "$dir/CMakeCache.txt" ] || return 0  # no build yet: the bench script says what is missing
+  grep -q '^KINDLING_BUILD_BENCHMARKS:BOOL=OFF' "$dir/CMakeCache.txt" || return 0
+  echo "$(basename "$0"): $dir was configured without benchmarks (scripts/test.sh does so for LibTorch 1.13):" \
+    "turning them on and building them" >&2
+  cmake -S . -B "$dir" -DKINDLING_BUILD_BENCHMARKS=ON >/dev/null
+  cmake --build "$dir" -j2 >/dev/null
+}

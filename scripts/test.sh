@@ -3,10 +3,11 @@
 # and include floors (scripts/check-includes.py), then for each LibTorch in
 # KINDLING_TEST_LIBTORCH ("debian pip" unless set; scripts/libtorch-choice.sh): builds, runs its
 # tests (CTest), and builds consumer projects against that build (tests/consumer/check_consumers.sh).
-#   debian  LibTorch 1.13: every test.
+#   debian  LibTorch 1.13: every test but the benchmarks' smoke tests (bench/ is not built here).
 #   pip     LibTorch 2.15 from PyPI: every test but those labelled "torch1_only" (tests of
 #           kindling's own launchers, files and harnesses that no LibTorch call reaches; the
-#           label's list in tests/CMakeLists.txt says why each is there), to keep CI near 35 min.
+#           label's list in tests/CMakeLists.txt says why each is there), to keep CI near 35 min;
+#           the benchmarks built and their smoke tests run here only.
 # Consumer projects: installed and mismatched on both, FetchContent on pip's 2.15 only.
 # Prints how long each phase took (CI time, docs/performance.md).
 set -euo pipefail
@@ -31,7 +32,12 @@ for choice in ${KINDLING_TEST_LIBTORCH:-debian pip}; do
   echo "test.sh: LibTorch '$choice' in $dir"
   # A warning in kindling's own code fails CI (applies where the folder is configured first, as
   # in CI's clean clone; a folder configured earlier keeps its setting).
-  KINDLING_LIBTORCH=$choice ./scripts/build.sh -DKINDLING_WARNINGS_AS_ERRORS=ON
+  # The benchmarks (bench/: their programs and smoke tests) on 2.15 only, beside the Python peers of
+  # the same torch and the real ignite (2 minutes of CI); the bench scripts build them where they
+  # are off (ensure_benchmarks, scripts/libtorch-choice.sh).
+  benchmarks=ON
+  [ "$choice" = debian ] && benchmarks=OFF
+  KINDLING_LIBTORCH=$choice ./scripts/build.sh -DKINDLING_WARNINGS_AS_ERRORS=ON -DKINDLING_BUILD_BENCHMARKS=$benchmarks
   took "the $choice build"
   skip=()
   [ "$choice" = pip ] && skip=(-LE torch1_only)
