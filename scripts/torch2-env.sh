@@ -12,6 +12,19 @@ cd "$(dirname "$0")/.."
 REQ=$PWD/scripts/requirements-torch2.txt
 version=$(sed -n 's/^torch==//p' "$REQ")
 VENV=${KINDLING_TORCH2_VENV:-$HOME/.cache/kindling/torch-$version}
+# Pins only added since the venv was made (every pin it was made with still in the list; comments
+# may differ): those packages are installed into it, not the whole venv again (minutes, 5.5 GB).
+pins() { grep -v -e '^#' -e '^$' "$1"; }
+if [[ -x $VENV/bin/python && -f $VENV/pinned.txt ]] && ! cmp -s "$REQ" "$VENV/pinned.txt" &&
+   [ -z "$(pins "$VENV/pinned.txt" | grep -vxF -f <(pins "$REQ"))" ]; then
+  added=$(pins "$REQ" | grep -vxF -f <(pins "$VENV/pinned.txt") || true)
+  if [ -n "$added" ]; then
+    echo "torch2-env.sh: adding the newly pinned $(echo $added) to $VENV" >&2
+    # shellcheck disable=SC2086
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-deps $added >&2
+  fi
+  cp "$REQ" "$VENV/pinned.txt"
+fi
 if [[ ! -x $VENV/bin/python ]] || ! cmp -s "$REQ" "$VENV/pinned.txt"; then
   echo "torch2-env.sh: installing torch $version and its pinned packages into $VENV (about 5.5 GB)" >&2
   rm -rf "$VENV"
