@@ -8,39 +8,20 @@
 #include <cmath>
 #include <utility>
 
+#include "metrics/regression_checks.h"
+
 namespace kindling {
 namespace metrics {
 
 namespace {
 
-// y_pred and y as ignite's regression metrics take them: (N,) or (N, 1), one shape, floating
-// point; returned as (N,) float64 on `device`.
+// y_pred and y as ignite's regression metrics take them (regression_checks.h), returned as
+// (N,) float64 on `device`.
 std::pair<at::Tensor, at::Tensor> regression_input(const std::string& name, std::pair<at::Tensor, at::Tensor> pair,
                                                    c10::Device device) {
-  const auto check = [&](const at::Tensor& t, const char* what) {
-    KINDLING_CHECK(t.dim() == 1 || (t.dim() == 2 && t.size(1) == 1), "kindling::metrics::", name, ": ", what,
-                   " must have shape (N,) or (N, 1), but given ", t.sizes());
-    KINDLING_CHECK(at::isFloatingType(t.scalar_type()), "kindling::metrics::", name, ": ", what,
-                   " must be floating point (float16, bfloat16, float32 or float64), but given ", t.scalar_type(),
-                   "; convert it, e.g. with .to(at::kFloat)");
-  };
-  check(pair.first, "y_pred");
-  check(pair.second, "y");
-  KINDLING_CHECK(pair.first.sizes() == pair.second.sizes(), "kindling::metrics::", name,
-                 ": y_pred and y must have the same shape, but given ", pair.first.sizes(), " and ",
-                 pair.second.sizes());
+  ::kindling::detail::check_regression_pair(name, pair.first, pair.second);
   const auto column = [&](const at::Tensor& t) { return t.detach().reshape({-1}).to(device, at::kDouble); };
   return {column(pair.first), column(pair.second)};
-}
-
-// Refuses a y that holds 0 (the errors are relative to y), naming the first such row.
-void refuse_zero(const std::string& name, const at::Tensor& y) {
-  const at::Tensor zeros = (y == 0).nonzero();
-  if (zeros.numel() == 0) return;
-  throw NotComputableError(detail::rank_prefix() + "kindling::metrics::" + name + ": y is 0 at row " +
-                           std::to_string(zeros[0][0].item<int64_t>()) +
-                           " of this batch, and this metric divides by y; the batch was not counted. Leave rows "
-                           "whose target is 0 out of this metric (an output transform), or use MeanAbsoluteError");
 }
 
 const std::vector<std::string> kSumOfErrors{"_sum_of_errors"};
@@ -128,7 +109,7 @@ Value ManhattanDistance::compute() { return reduced_total(); }
 MeanAbsoluteRelativeError::MeanAbsoluteRelativeError(OutputTransform output_transform, c10::Device device)
     : RegressionSums({"_sum_of_absolute_relative_errors"}, "_num_samples", std::move(output_transform), device) {}
 std::vector<at::Tensor> MeanAbsoluteRelativeError::terms(const at::Tensor& y_pred, const at::Tensor& y) const {
-  refuse_zero(name(), y);
+  ::kindling::detail::refuse_zero_targets(name(), y);
   return {(y_pred - y).abs() / y.abs()};
 }
 Value MeanAbsoluteRelativeError::compute() { return reduced_mean(); }
@@ -141,7 +122,7 @@ Value MeanError::compute() { return reduced_mean(); }
 MeanNormalizedBias::MeanNormalizedBias(OutputTransform output_transform, c10::Device device)
     : RegressionSums(kSumOfErrors, "_num_examples", std::move(output_transform), device) {}
 std::vector<at::Tensor> MeanNormalizedBias::terms(const at::Tensor& y_pred, const at::Tensor& y) const {
-  refuse_zero(name(), y);
+  ::kindling::detail::refuse_zero_targets(name(), y);
   return {(y - y_pred) / y};
 }
 Value MeanNormalizedBias::compute() { return reduced_mean(); }

@@ -117,18 +117,12 @@ std::vector<Value> batches(const std::vector<int64_t>& indices) {
   return out;
 }
 
-// Runs an evaluator with every metric over this process's shard; returns name -> text.
-std::map<std::string, std::string> evaluate(const std::vector<int64_t>& indices) {
-  Engine evaluator([](Engine&, const Value& batch) { return batch; });
-  std::vector<std::pair<std::string, std::shared_ptr<km::Metric>>> metrics{
-      {"accuracy", std::make_shared<km::Accuracy>(pick("logits", "y"))},
-      {"binary_accuracy", std::make_shared<km::Accuracy>(pick("bin_pred", "bin_y"))},
-      {"multilabel_accuracy", std::make_shared<km::Accuracy>(pick("ml_pred", "ml_y"), true)},
-      {"loss",
-       std::make_shared<km::Loss>([](const at::Tensor& p, const at::Tensor& y) { return at::cross_entropy_loss(p, y); },
-                                  pick("logits", "y"))},
-      {"average", std::make_shared<km::Average>([](const Value& o) { return Value(o["reg_pred"].unsqueeze(1)); })},
-      {"top2", std::make_shared<km::TopKCategoricalAccuracy>(2, pick("logits", "y"))},
+using NamedMetrics = std::vector<std::pair<std::string, std::shared_ptr<km::Metric>>>;
+
+// The regression metrics, on the regression pair (the rank correlations also on the tied scores).
+NamedMetrics regression_metrics() {
+  using Kendall = km::KendallRankCorrelation;
+  return {
       {"mse", std::make_shared<km::MeanSquaredError>(pick("reg_pred", "reg_y"))},
       {"mae", std::make_shared<km::MeanAbsoluteError>(pick("reg_pred", "reg_y"))},
       {"rmse", std::make_shared<km::RootMeanSquaredError>(pick("reg_pred", "reg_y"))},
@@ -144,12 +138,36 @@ std::map<std::string, std::string> evaluate(const std::vector<int64_t>& indices)
       {"wave_hedges", std::make_shared<km::WaveHedgesDistance>(pick("reg_pred", "reg_y"))},
       {"r2", std::make_shared<km::R2Score>(pick("reg_pred", "reg_y"))},
       {"pearson", std::make_shared<km::PearsonCorrelation>(1e-8, pick("reg_pred", "reg_y"))},
+      {"median_absolute", std::make_shared<km::MedianAbsoluteError>(pick("reg_pred", "reg_y"))},
+      {"median_absolute_percentage", std::make_shared<km::MedianAbsolutePercentageError>(pick("reg_pred", "reg_y"))},
+      {"median_relative_absolute", std::make_shared<km::MedianRelativeAbsoluteError>(pick("reg_pred", "reg_y"))},
+      {"geometric_mean_relative_absolute",
+       std::make_shared<km::GeometricMeanRelativeAbsoluteError>(pick("reg_pred", "reg_y"))},
+      {"spearman", std::make_shared<km::SpearmanRankCorrelation>(pick("tied", "reg_y"))},
+      {"kendall_b", std::make_shared<Kendall>(Kendall::Variant::kB, pick("tied", "reg_y"))},
+      {"kendall_c", std::make_shared<Kendall>(Kendall::Variant::kC, pick("reg_pred", "tied"))},
+  };
+}
+
+// Runs an evaluator with every metric over this process's shard; returns name -> text.
+std::map<std::string, std::string> evaluate(const std::vector<int64_t>& indices) {
+  Engine evaluator([](Engine&, const Value& batch) { return batch; });
+  NamedMetrics metrics{
+      {"accuracy", std::make_shared<km::Accuracy>(pick("logits", "y"))},
+      {"binary_accuracy", std::make_shared<km::Accuracy>(pick("bin_pred", "bin_y"))},
+      {"multilabel_accuracy", std::make_shared<km::Accuracy>(pick("ml_pred", "ml_y"), true)},
+      {"loss",
+       std::make_shared<km::Loss>([](const at::Tensor& p, const at::Tensor& y) { return at::cross_entropy_loss(p, y); },
+                                  pick("logits", "y"))},
+      {"average", std::make_shared<km::Average>([](const Value& o) { return Value(o["reg_pred"].unsqueeze(1)); })},
+      {"top2", std::make_shared<km::TopKCategoricalAccuracy>(2, pick("logits", "y"))},
       {"epoch_metric", std::make_shared<km::EpochMetric>(
                            [](const at::Tensor& p, const at::Tensor& y) {
                              return Value((at::argmax(p, 1) == y).to(at::kDouble).mean().item<double>());
                            },
                            pick("logits", "y"))},
   };
+  for (auto& entry : regression_metrics()) metrics.push_back(std::move(entry));
   using PR = km::PrecisionRecallBase;
   for (auto [label, average] : {std::pair<const char*, PR::Average>{"none", PR::Average::kNone},
                                 {"false", PR::Average::kFalse},

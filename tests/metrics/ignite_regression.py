@@ -1,15 +1,17 @@
-"""ignite's regression metrics on given data, for tests/metrics/regression_sums_test.cpp.
+"""ignite's regression metrics on given data, for tests/metrics/regression_sums_test.cpp and
+regression_epoch_test.cpp.
 
-Usage: ignite_regression.py DATA
-DATA: one batch per line, "y_pred1,y_pred2,...;y1,y2,..." (float32 values as text). Each
-metric of ignite.metrics.regression that kindling has (kindling/metrics/regression_sums.h)
-is updated with every batch, as float32 tensors of shape (N,), and computed; prints
-"<ignite name> <value with 17 significant digits>" per metric and "IGNITE <version>".
+Usage: ignite_regression.py DATA NAME...
+DATA: one batch per line, "y_pred1,y_pred2,...;y1,y2,..." (float32 values as text). NAME: a
+metric of ignite.metrics.regression, with ":ARG" for its first argument where it takes one
+(KendallRankCorrelation:c). Each is updated with every batch, as float32 tensors of shape
+(N,), and computed; prints "<NAME> <value with 17 significant digits>" per metric and
+"IGNITE <version>".
 
 Exits 77 (skipped) when ignite 0.5.5 cannot be imported under a torch 1.x (Debian's python3:
 its newest ignite, 0.4.13, has no ignite.metrics.regression); under torch 2.x (the pinned
-venv of scripts/torch2-env.sh, which installs ignite 0.5.5) a missing or other ignite is an
-error (exit 1).
+venv of scripts/torch2-env.sh, which installs ignite 0.5.5 and the scipy its rank
+correlations call) a missing or other ignite is an error (exit 1).
 """
 import sys
 
@@ -26,10 +28,6 @@ if ignite.__version__ != "0.5.5":
     print(f"ignite {ignite.__version__} found, the comparison is pinned to 0.5.5 (scripts/requirements-torch2.txt)")
     sys.exit(77 if torch.__version__.startswith("1.") else 1)
 
-NAMES = ["CanberraMetric", "FractionalAbsoluteError", "FractionalBias", "GeometricMeanAbsoluteError",
-         "ManhattanDistance", "MaximumAbsoluteError", "MeanAbsoluteRelativeError", "MeanError",
-         "MeanNormalizedBias", "WaveHedgesDistance", "R2Score", "PearsonCorrelation"]
-
 
 def batches(path):
     with open(path) as f:
@@ -42,11 +40,12 @@ def batches(path):
 def main():
     data = list(batches(sys.argv[1]))
     print(f"IGNITE {ignite.__version__}")
-    for name in NAMES:
-        metric = getattr(regression, name)()
+    for spec in sys.argv[2:]:
+        name, _, arg = spec.partition(":")
+        metric = getattr(regression, name)(*([arg] if arg else []))
         for y_pred, y in data:
             metric.update((y_pred, y))
-        print(f"{name} {float(metric.compute()):.17g}")
+        print(f"{spec} {float(metric.compute()):.17g}")
 
 
 if __name__ == "__main__":

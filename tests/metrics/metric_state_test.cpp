@@ -73,6 +73,9 @@ Named make_metrics() {
       {"r2", std::make_shared<km::R2Score>(pick("reg", "reg_y"))},
       {"pearson", std::make_shared<km::PearsonCorrelation>(1e-8, pick("reg", "reg_y"))},
       {"max_abs", std::make_shared<km::MaximumAbsoluteError>(pick("reg", "reg_y"))},
+      {"median_abs", std::make_shared<km::MedianAbsoluteError>(pick("reg", "reg_y"))},
+      {"kendall",
+       std::make_shared<km::KendallRankCorrelation>(km::KendallRankCorrelation::Variant::kB, pick("reg", "reg_y"))},
       {"average", std::make_shared<km::Average>([](const Value& o) { return Value(o["reg"].mean()); })},
       {"epoch", std::make_shared<km::EpochMetric>(
                     [](const at::Tensor& p, const at::Tensor& y) {

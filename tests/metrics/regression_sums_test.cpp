@@ -8,19 +8,15 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
-#include <cstdio>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "kindling/metrics/regression_sums.h"
+#include "metrics/ignite_regression.h"
 #include "support/errors.h"
-#include "support/files.h"
-#include "support/multiprocess.h"
 
 namespace km = kindling::metrics;
 using kindling::engine::Value;
@@ -54,7 +50,7 @@ std::map<std::string, Factory> every_metric() {
 // bias of 0.6 (the signed means, MeanError's, FractionalBias's and MeanNormalizedBias's, stay
 // far from 0: near 0, ignite's float32 sums would not hold 1e-6 of them; with a bias of 0.1,
 // MeanNormalizedBias was -0.0014468640 in ignite and -0.0014468585 in float64).
-std::pair<at::Tensor, at::Tensor> regression_batch(int64_t b) {
+kindling::testing::RegressionBatch regression_batch(int64_t b) {
   const int64_t n = 3 + b % 4;
   std::vector<float> pred, target;
   for (int64_t k = 0; k < n; ++k) {
@@ -66,44 +62,22 @@ std::pair<at::Tensor, at::Tensor> regression_batch(int64_t b) {
   return {at::tensor(pred), at::tensor(target)};
 }
 
-std::string csv(const at::Tensor& t) {
-  std::ostringstream out;
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    char buf[32];
-    std::snprintf(buf, sizeof(buf), "%.9g", t[i].item<float>());
-    out << (i ? "," : "") << buf;
-  }
-  return out.str();
-}
-
 TEST(RegressionSumsTest, EqualIgnite055OnTheSameBatches) {
   constexpr int64_t kBatches = 9;
-  kindling::testing::TempDir dir("regression");
-  const std::string path = dir.path() + "/batches.txt";
-  {
-    std::ofstream data(path);
-    for (int64_t b = 0; b < kBatches; ++b) {
-      const auto [pred, target] = regression_batch(b);
-      data << csv(pred) << ";" << csv(target) << "\n";
-    }
-  }
-  const auto r = kindling::testing::run_command(
-      {KINDLING_PYTHON, KINDLING_SOURCE_DIR "/tests/metrics/ignite_regression.py", path});
-  if (r.exit_code == 77) GTEST_SKIP() << r.out;
-  ASSERT_TRUE(r.ok()) << kindling::testing::describe({r});
-  std::map<std::string, double> ignite;
-  std::istringstream lines(r.out);
-  for (std::string name, value; lines >> name >> value;) {
-    if (name != "IGNITE") ignite[name] = std::stod(value);
-  }
+  std::vector<kindling::testing::RegressionBatch> data;
+  for (int64_t b = 0; b < kBatches; ++b) data.push_back(regression_batch(b));
   const auto metrics = every_metric();
-  ASSERT_EQ(ignite.size(), metrics.size()) << r.out;
+  std::vector<std::string> names;
+  for (const auto& entry : metrics) names.push_back(entry.first);
+  std::map<std::string, double> ignite;
+  std::string skip, error;
+  if (!kindling::testing::ignite_regression(data, names, ignite, skip, error)) {
+    if (!skip.empty()) GTEST_SKIP() << skip;
+    FAIL() << error;
+  }
   for (const auto& [name, make] : metrics) {
     auto metric = make();
-    for (int64_t b = 0; b < kBatches; ++b) {
-      const auto [pred, target] = regression_batch(b);
-      metric->update(Value::tuple({pred, target}));
-    }
+    for (const auto& [pred, target] : data) metric->update(Value::tuple({pred, target}));
     const double got = metric->compute().number(), want = ignite.at(name);
     // ignite keeps float32 sums (kindling float64): the 1e-6 relative.
     EXPECT_NEAR(got, want, 1e-6 * std::abs(want)) << name;

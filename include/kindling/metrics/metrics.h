@@ -12,6 +12,8 @@
 /// - regression.h        MeanSquaredError, MeanAbsoluteError, RootMeanSquaredError
 /// - regression_sums.h   ignite.metrics.regression's sums: R2Score, PearsonCorrelation,
 ///                       MeanError, CanberraMetric, ManhattanDistance, MaximumAbsoluteError, ...
+/// - regression_epoch.h  those over every sample: the medians, GeometricMeanRelativeAbsoluteError,
+///                       SpearmanRankCorrelation, KendallRankCorrelation
 /// - running_average.h   RunningAverage
 /// - epoch_metric.h      EpochMetric (a function over all predictions and targets)
 /// - metrics_lambda.h    MetricsLambda and arithmetic on metrics
@@ -33,6 +35,7 @@
 #include "kindling/metrics/precision_recall.h"
 #include "kindling/metrics/ranking.h"
 #include "kindling/metrics/regression.h"
+#include "kindling/metrics/regression_epoch.h"
 #include "kindling/metrics/regression_sums.h"
 #include "kindling/metrics/roc_auc.h"
 #include "kindling/metrics/running_average.h"
