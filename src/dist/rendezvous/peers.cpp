@@ -30,7 +30,7 @@ std::string own_place() {
   return text;
 }
 
-void record_places(const std::vector<std::optional<std::string>>& entries) {
+void record_places(const std::vector<std::optional<std::string>>& entries, bool keep_known) {
   std::vector<std::optional<Place>> out;
   for (const auto& e : entries) {
     if (!e) {
@@ -44,6 +44,11 @@ void record_places(const std::vector<std::optional<std::string>>& entries) {
     out.emplace_back(std::move(p));
   }
   std::lock_guard<std::mutex> lock(places_mu);
+  if (keep_known && places.size() == out.size()) {
+    for (std::size_t r = 0; r < out.size(); ++r) {
+      if (!out[r]) out[r] = places[r];
+    }
+  }
   places = std::move(out);
 }
 

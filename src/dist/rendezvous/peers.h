@@ -17,8 +17,10 @@ std::string own_place();
 /// Keeps every rank's place (own_place() of each rank, by rank; unset for a rank that did
 /// not publish one: a plain torch.distributed peer, or one that has not joined) for
 /// ranks_behind_addresses() and on_host(). Called by the c10d backends on every rank
-/// while the world is made; replaces what an earlier world left. Never throws.
-void record_places(const std::vector<std::optional<std::string>>& places);
+/// while the world is made; replaces what an earlier world left, but with `keep_known` a rank
+/// unset in `places` keeps the place known before (a read cut short by the store's host
+/// ending). Never throws.
+void record_places(const std::vector<std::optional<std::string>>& places, bool keep_known = false);
 
 /// For each address in `engine_message` (IPv4 or IPv6 in brackets, or IPv4 before ":port")
 /// that belongs to known ranks: "the peer at A is host H (ranks R1, R2)", joined by "; ".

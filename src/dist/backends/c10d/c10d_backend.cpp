@@ -165,6 +165,9 @@ std::shared_ptr<Communicator> C10dBackend::join_group(int group_index, int size,
   if (board_ && group_index == 0) board_->claim();
   const std::string place = own_place();
   store_->set(joined_key(group_index, rank_), std::vector<uint8_t>(place.begin(), place.end()));
+  // Where the ranks that joined before run, while the store's host is surely up: a failure
+  // below can still name the host behind an address after that host (rank 0) has ended.
+  if (group_index == 0) record_world_places(*store_, world_size_, /*fresh=*/true);
   if (group_rank >= 0) {
     const std::string group_name = std::to_string(group_index);
     auto pg_store = group_store(store_, group_name);
@@ -193,8 +196,9 @@ std::shared_ptr<Communicator> C10dBackend::join_group(int group_index, int size,
   return comm;
 }
 
-void record_world_places(c10d::Store& store, int world_size) {
+void record_world_places(c10d::Store& store, int world_size, bool fresh) {
   std::vector<std::optional<std::string>> places(static_cast<std::size_t>(world_size));
+  bool complete = true;
   try {
     for (int r = 0; r < world_size; ++r) {
       const std::string key = joined_key(0, r);
@@ -203,9 +207,11 @@ void record_world_places(c10d::Store& store, int world_size) {
       places[static_cast<std::size_t>(r)] = std::string(raw.begin(), raw.end());
     }
   } catch (const std::exception&) {
-    // The store's host is gone: what was read so far is all there is to name.
+    // The store's host is gone (it may end before the others report): what this read and
+    // the earlier one of this world found is all there is to name.
+    complete = false;
   }
-  record_places(places);
+  record_places(places, /*keep_known=*/!fresh && !complete);
 }
 
 std::string missing_joiners(c10d::Store& store, int group_index, int world_size) {

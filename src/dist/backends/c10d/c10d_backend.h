@@ -98,9 +98,10 @@ std::string joined_key(int group_index, int rank);
 std::string missing_joiners(c10d::Store& store, int group_index, int world_size);
 
 /// Reads every rank's place from its joined key of the world and records it (peers.h), for
-/// the errors that name a peer by its address. Never throws. Every rank calls it once the
-/// world exists, or when making it failed.
-void record_world_places(c10d::Store& store, int world_size);
+/// the errors that name a peer by its address. Never throws. Every rank calls it when it has
+/// joined (`fresh`: what an earlier world left is dropped), once the world exists, and when
+/// making it failed (a read cut short by the store's host ending keeps what was known).
+void record_world_places(c10d::Store& store, int world_size, bool fresh = false);
 
 }  // namespace detail
 }  // namespace dist
