@@ -23,11 +23,15 @@ trap 'rm -rf "$work"' EXIT
 torch_prefix=$(sed -n 's/^CMAKE_PREFIX_PATH:[A-Z]*=//p' "$build/CMakeCache.txt")
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
+# A step's output only when it fails (a compile error must not be swallowed with the rest).
+quiet() {
+  "$@" >"$work/step.log" 2>&1 || { tail -60 "$work/step.log"; echo "check_consumers: failed: $*" >&2; exit 1; }
+}
 
-cmake --install "$build" --prefix "$work/prefix" >/dev/null
-cmake -S "$src/tests/consumer" -B "$work/installed" "${generator[@]}" -DCMAKE_PREFIX_PATH="$work/prefix;$torch_prefix" \
-  -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$work/installed" -j2 >/dev/null
+quiet cmake --install "$build" --prefix "$work/prefix"
+quiet cmake -S "$src/tests/consumer" -B "$work/installed" "${generator[@]}" -DCMAKE_PREFIX_PATH="$work/prefix;$torch_prefix" \
+  -DCMAKE_BUILD_TYPE=Release
+quiet cmake --build "$work/installed" -j2
 "$work/installed/consumer"
 
 # A LibTorch of another version (a stand-in package: only its version matters here).
@@ -53,8 +57,8 @@ if [ $fetchcontent = no ]; then
   echo "check_consumers: installed and mismatched LibTorch consumers passed (FetchContent not asked for)"
   exit 0
 fi
-cmake -S "$src/tests/consumer" -B "$work/fetched" "${generator[@]}" -DKINDLING_FROM_SOURCE="$src" \
-  -DCMAKE_PREFIX_PATH="$torch_prefix" -DCONSUMER_EXPECTED_BUILD_TYPE= >/dev/null
-cmake --build "$work/fetched" -j2 --target consumer >/dev/null
+quiet cmake -S "$src/tests/consumer" -B "$work/fetched" "${generator[@]}" -DKINDLING_FROM_SOURCE="$src" \
+  -DCMAKE_PREFIX_PATH="$torch_prefix" -DCONSUMER_EXPECTED_BUILD_TYPE=
+quiet cmake --build "$work/fetched" -j2 --target consumer
 "$work/fetched/consumer"
 echo "check_consumers: installed, mismatched LibTorch and FetchContent consumers passed"
