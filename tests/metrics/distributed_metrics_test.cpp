@@ -184,6 +184,17 @@ std::map<std::string, std::string> evaluate(const std::vector<int64_t>& indices)
   metrics.push_back({"f1", km::Fbeta(1.0, true, nullptr, nullptr, pick("logits", "y"))});
   auto cm = std::make_shared<km::ConfusionMatrix>(kShardClasses, std::nullopt, pick("logits", "y"));
   metrics.push_back({"confusion", cm});
+  metrics.push_back(
+      {"multilabel_confusion", std::make_shared<km::MultiLabelConfusionMatrix>(3, pick("ml_pred", "ml_y"))});
+  metrics.push_back(
+      {"cohen_kappa_quadratic", std::make_shared<km::CohenKappa>(pick("bin_pred", "y"), km::KappaWeights::kQuadratic)});
+  metrics.push_back({"matthews", std::make_shared<km::MatthewsCorrCoef>(pick("logits", "y"))});
+  const auto scores_and_one_hot = [](const Value& o) {
+    return Value::tuple({at::sigmoid(o["logits"]), at::one_hot(o["y"], kShardClasses).to(at::kFloat)});
+  };
+  metrics.push_back({"cosine", std::make_shared<km::CosineSimilarity>(1e-8, scores_and_one_hot)});
+  metrics.push_back({"pairwise_distance", std::make_shared<km::MeanPairwiseDistance>(2, 1e-6, scores_and_one_hot)});
+  metrics.push_back({"psnr", std::make_shared<km::PSNR>(1.0, scores_and_one_hot)});
   metrics.push_back({"iou", km::IoU(cm)});
   metrics.push_back({"miou", km::mIoU(cm)});
   auto acc = std::make_shared<km::Accuracy>(pick("logits", "y"));
