@@ -18,17 +18,10 @@ import sys
 
 import torch
 
-try:
-    import ignite
-    import ignite.metrics as im
-    import sklearn  # noqa: F401  (MatthewsCorrCoef)
-except ImportError as e:
-    print(f"ignite 0.5.5 with scikit-learn is not importable here: {e}")
-    sys.exit(77 if torch.__version__.startswith("1.") else 1)
+from ignite_pinned import require
 
-if ignite.__version__ != "0.5.5":
-    print(f"ignite {ignite.__version__} found, the comparison is pinned to 0.5.5 (scripts/requirements-torch2.txt)")
-    sys.exit(77 if torch.__version__.startswith("1.") else 1)
+VERSION = require("ignite.metrics", "sklearn")
+import ignite.metrics as im  # noqa: E402  (after the check above)
 
 DTYPES = {"long": torch.long, "float": torch.float32, "double": torch.float64}
 
@@ -36,7 +29,7 @@ DTYPES = {"long": torch.long, "float": torch.float32, "double": torch.float64}
 def main():
     with open(sys.argv[1]) as f:
         cases = json.load(f)["cases"]
-    print(f"IGNITE {ignite.__version__}")
+    print(f"IGNITE {VERSION}")
     for case in cases:
         metric = getattr(im, case["metric"])(**case.get("args", {}))
         pred_dtype, y_dtype = DTYPES[case["dtypes"][0]], DTYPES[case["dtypes"][1]]
