@@ -16,7 +16,7 @@ Scenarios:
   kill-host          every process of one host killed at once (SIGKILL) mid-training
   cut                one host's link cut mid-training (a partition; both sides must end)
   cut-rendezvous     3 hosts: hosts 0 and 1 wait for host 2 in the rendezvous, host 1's link
-                     is cut, then host 2 starts
+                     is cut once its rank has joined, then host 2 starts
   master-unreachable host 0's link is cut before the other hosts start
   late-host          host 1 starts 10 s after host 0: the job must complete (exit 0)
   slow-link          every link capped at 10mbit: the job must complete with the test accuracy
@@ -130,6 +130,28 @@ def wait_for_training(proc, limit=60):
     return "".join(seen)
 
 
+# Waits, inside host 0, on the rendezvous store that rank 0 holds at node0:29500 (kindling-run's
+# static rendezvous) until rank argv[1] has announced itself (kindling's key
+# "kindling/joined/1/<rank>" under the world's "default_pg" prefix); fails after argv[2] s.
+JOIN_POLLER = """
+import datetime, sys
+import torch.distributed as dist
+limit = datetime.timedelta(seconds=float(sys.argv[2]))
+store = dist.TCPStore("127.0.0.1", 29500, None, False, limit, False)
+store.wait(["default_pg/kindling/joined/1/" + sys.argv[1]], limit)
+"""
+
+
+def wait_for_join(c, rank, limit=60):
+    """Returns once `rank` has joined the rendezvous of the job on cluster c (its key in the
+    store on host 0); a fixed sleep let a loaded machine cut host 1 before it joined, and
+    then no rank could know which host it lost. Raises after `limit` s."""
+    r = c.run_on(0, [sys.executable, "-c", JOIN_POLLER, str(rank), str(limit)], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError("rank %d did not join the rendezvous on node0:29500 within %d s: %s" %
+                           (rank, limit, r.stderr.strip()[-500:]))
+
+
 def run_trial(args, launcher, scenario, victim, rng):
     hosts = 3 if scenario == "cut-rendezvous" else args.hosts
     commands = host_commands(args, launcher, hosts, scenario)
@@ -160,7 +182,10 @@ def run_trial(args, launcher, scenario, victim, rng):
                 start(k)
         elif scenario == "cut-rendezvous":
             start(0), start(1)
-            time.sleep(2)
+            if launcher == "kindling-run":
+                wait_for_join(c, 1)
+            else:  # torchrun's agents rendezvous before any rank starts: no rank key to wait for
+                time.sleep(2)
             c.cut(1)
             start(2)
         elif scenario == "late-host":

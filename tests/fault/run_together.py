@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs several commands at once and reports each: the CTest test fault_trials_ci runs the host
-faults (host_faults.py) and the fault harness (fault_harness.py) together, alone among the
-tests (RUN_SERIAL: their bounds are timings). Both mostly wait (for a stall to be detected, a
+faults (host_faults.py) and the fault harness (fault_harness.py) together, beside one other
+test that is neither a cluster nor a launcher test (tests/CMakeLists.txt). Both mostly wait (for a stall to be detected, a
 launcher to end, a rendezvous to time out), so side by side they take about as long as the
 longer one, where one after the other left the machine idle for both (docs/performance.md,
 CI time). Each trial of theirs finds its own processes by a marker of its own, so neither
