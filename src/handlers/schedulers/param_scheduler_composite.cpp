@@ -42,38 +42,18 @@ class GroupWarmup final : public ParamScheduler {
   void advance() override {
     for (const auto& p : parts_) p->advance();
   }
-  StateDict state_dict() const override {
-    c10::impl::GenericList list(c10::AnyType::get());
-    for (const auto& p : parts_) {
-      list.push_back(c10::ivalue::Tuple::create(c10::IValue(p->param_name()), c10::IValue(p->state_dict())));
-    }
-    StateDict sd = new_state_dict();
-    sd.insert("schedulers", list);
-    return sd;
-  }
+  StateDict state_dict() const override { return scheduler_detail::named_states(names(), parts()); }
   void load_state_dict(const StateDict& sd) override {
-    const c10::IValue v = require(sd, "schedulers", who());
-    const std::size_t n = v.isList() ? v.toList().size() : 0;
-    KINDLING_CHECK(n == parts_.size(), who(), ": the state_dict holds ", n, " state dicts of param group schedulers, ",
-                   "but ", parts_.size(), " are needed (one per parameter group)");
-    std::vector<ParamScheduler*> targets;
-    std::vector<StateDict> states;
-    for (std::size_t i = 0; i < n; ++i) {
-      const c10::IValue e = v.toList().get(i);
-      std::vector<c10::IValue> pair;
-      if (e.isTuple()) pair.assign(e.toTupleRef().elements().begin(), e.toTupleRef().elements().end());
-      if (e.isList()) pair = e.toList().vec();
-      KINDLING_CHECK(pair.size() == 2 && pair[0].isString() && pair[1].isGenericDict(), who(), ": scheduler ", i,
-                     " of the state_dict is a ", e.tagKind(), ", expected a (name, state dict) pair");
-      KINDLING_CHECK(pair[0].toStringRef() == parts_[i]->param_name(), who(), ": name of scheduler ", i, " is '",
-                     pair[0].toStringRef(), "' in the state_dict, expected '", parts_[i]->param_name(), "'");
-      targets.push_back(parts_[i].get());
-      states.push_back(pair[1].toGenericDict());
-    }
-    scheduler_detail::load_all(targets, states);
+    scheduler_detail::load_named_states(who(), sd, names(), parts());
   }
 
  private:
+  std::vector<std::string> names() const { return std::vector<std::string>(parts_.size(), "lr"); }
+  std::vector<ParamScheduler*> parts() const {
+    std::vector<ParamScheduler*> out;
+    for (const auto& p : parts_) out.push_back(p.get());
+    return out;
+  }
   std::vector<std::shared_ptr<PiecewiseLinear>> parts_;
 };
 

@@ -144,6 +144,39 @@ inline void load_all(const std::vector<ParamScheduler*>& schedulers, const std::
   }
 }
 
+// ignite's {"schedulers": [(name, state_dict), ...]} of a ParamGroupScheduler.
+inline StateDict named_states(const std::vector<std::string>& names, const std::vector<ParamScheduler*>& schedulers) {
+  c10::impl::GenericList list(c10::AnyType::get());
+  for (std::size_t i = 0; i < schedulers.size(); ++i) {
+    list.push_back(c10::ivalue::Tuple::create(c10::IValue(names[i]), c10::IValue(schedulers[i]->state_dict())));
+  }
+  StateDict sd = new_state_dict();
+  sd.insert("schedulers", list);
+  return sd;
+}
+// Loads named_states() into `schedulers` (all or none); throws kindling::UsageError naming `who`
+// for another count, another name at a position, or an entry that is not a (name, dict) pair.
+inline void load_named_states(const std::string& who, const StateDict& sd, const std::vector<std::string>& names,
+                              const std::vector<ParamScheduler*>& schedulers) {
+  const c10::IValue v = require(sd, "schedulers", who);
+  const std::size_t n = v.isList() ? v.toList().size() : 0;
+  KINDLING_CHECK(n == schedulers.size(), who, ": the state_dict holds ", n, " state dicts of param group schedulers, ",
+                 "but ", schedulers.size(), " are needed");
+  std::vector<StateDict> states;
+  for (std::size_t i = 0; i < n; ++i) {
+    const c10::IValue e = v.toList().get(i);
+    std::vector<c10::IValue> pair;
+    if (e.isTuple()) pair.assign(e.toTupleRef().elements().begin(), e.toTupleRef().elements().end());
+    if (e.isList()) pair = e.toList().vec();
+    KINDLING_CHECK(pair.size() == 2 && pair[0].isString() && pair[1].isGenericDict(), who, ": scheduler ", i,
+                   " of the state_dict is a ", e.tagKind(), ", expected a (name, state dict) pair");
+    KINDLING_CHECK(pair[0].toStringRef() == names[i], who, ": name of scheduler ", i, " is '", pair[0].toStringRef(),
+                   "' in the state_dict, expected '", names[i], "'");
+    states.push_back(pair[1].toGenericDict());
+  }
+  load_all(schedulers, states);
+}
+
 }  // namespace scheduler_detail
 }  // namespace handlers
 }  // namespace kindling
