@@ -4,6 +4,10 @@
 
 #include <ATen/ATen.h>
 
+#include <limits>
+#include <string>
+#include <vector>
+
 #include "kindling/engine/keep_alive.h"
 
 namespace kindling {
@@ -181,6 +185,52 @@ double Metric::reduce(double local, dist::ReduceOp op) const {
 int64_t Metric::reduce(int64_t local, dist::ReduceOp op) const {
   if (dist::get_world_size() <= 1) return local;
   return dist::all_reduce(local, op);
+}
+
+namespace {
+
+constexpr int64_t kMaxDims = 8;  // the shape row below has room for this many dimensions
+
+// The value that leaves an accumulator unchanged under `op` (what an empty rank adds).
+double identity_of(dist::ReduceOp op) {
+  switch (op) {
+    case dist::ReduceOp::kProduct: return 1.0;
+    case dist::ReduceOp::kMin: return std::numeric_limits<double>::infinity();
+    case dist::ReduceOp::kMax: return -std::numeric_limits<double>::infinity();
+    default: return 0.0;
+  }
+}
+
+// "(3, 4)" for a shape row [dims, size0, size1, ...].
+std::string shape_text(const at::Tensor& row) {
+  std::string out = "(";
+  for (int64_t d = 0; d < row[0].item<int64_t>(); ++d)
+    out += (d ? ", " : "") + std::to_string(row[d + 1].item<int64_t>());
+  return out + ")";
+}
+
+}  // namespace
+
+at::Tensor Metric::reduce_to_shape(const at::Tensor& local, bool seen, dist::ReduceOp op) const {
+  KINDLING_CHECK(local.dim() <= kMaxDims, "kindling::metrics::", name(), ": accumulators of more than ", kMaxDims,
+                 " dimensions are not supported, got ", local.sizes());
+  // The ranks agree on the shape first: [dims, sizes...] of a rank that saw data, zeros otherwise.
+  at::Tensor row = at::zeros({kMaxDims + 1}, at::kLong);
+  if (seen) {
+    row[0] = local.dim();
+    for (int64_t d = 0; d < local.dim(); ++d) row[d + 1] = local.size(d);
+  }
+  const at::Tensor widest = reduce(row, dist::ReduceOp::kMax);
+  const at::Tensor narrowest = reduce(seen ? row : widest.clone(), dist::ReduceOp::kMin);
+  if (!at::equal(widest, narrowest)) {
+    throw UsageError(detail::rank_prefix() + "kindling::metrics::" + name() +
+                     ": the ranks' accumulators differ in shape (" + shape_text(narrowest) + " and " +
+                     shape_text(widest) + " at least); every rank must give outputs of the same shape");
+  }
+  if (seen) return reduce(local, op);
+  std::vector<int64_t> shape;
+  for (int64_t d = 0; d < widest[0].item<int64_t>(); ++d) shape.push_back(widest[d + 1].item<int64_t>());
+  return reduce(at::full(shape, identity_of(op), local.options()), op);
 }
 
 }  // namespace metrics

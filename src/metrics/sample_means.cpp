@@ -5,14 +5,15 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 namespace kindling {
 namespace metrics {
 
-SampleMean::SampleMean(const std::string& sum_key, OutputTransform output_transform, c10::Device device)
-    : Metric(std::move(output_transform), device) {
+SampleMean::SampleMean(const std::string& sum_key, OutputTransform output_transform, c10::Device device, bool uses_y)
+    : Metric(std::move(output_transform), device), uses_y_(uses_y) {
   register_state(sum_key, &sum_, Reshard::kSum);
   register_state("_num_examples", &num_examples_, Reshard::kSum);
   SampleMean::reset();
@@ -24,15 +25,22 @@ void SampleMean::reset() {
 }
 
 void SampleMean::update(const Value& output) {
-  const auto [y_pred, y] = y_pred_and_y(output);
-  KINDLING_CHECK(y_pred.dim() >= 1 && y.dim() >= 1, "kindling::metrics::", name(),
-                 ": y_pred and y must have a batch dimension, (N, ...), but given ", y_pred.sizes(), " and ",
-                 y.sizes());
-  KINDLING_CHECK(y_pred.size(0) == y.size(0), "kindling::metrics::", name(),
-                 ": y_pred and y must hold the same number of samples, but given ", y_pred.sizes(), " and ", y.sizes());
-  const at::Tensor values = per_sample(y_pred.detach(), y.detach());
+  at::Tensor y_pred, y;
+  if (uses_y_) {
+    std::tie(y_pred, y) = y_pred_and_y(output);
+    KINDLING_CHECK(y_pred.dim() >= 1 && y.dim() >= 1, "kindling::metrics::", name(),
+                   ": y_pred and y must have a batch dimension, (N, ...), but given ", y_pred.sizes(), " and ",
+                   y.sizes());
+    KINDLING_CHECK(y_pred.size(0) == y.size(0), "kindling::metrics::", name(),
+                   ": y_pred and y must hold the same number of samples, but given ", y_pred.sizes(), " and ",
+                   y.sizes());
+    y = y.detach();
+  } else {
+    y_pred = output.is_tensor() ? output.tensor() : y_pred_and_y(output).first;
+  }
+  const at::Tensor values = per_sample(y_pred.detach(), y);
   sum_ += values.to(device(), at::kDouble).sum();
-  num_examples_ += y.size(0);
+  num_examples_ += values.numel();
 }
 
 Value SampleMean::compute() {
@@ -42,7 +50,7 @@ Value SampleMean::compute() {
     throw NotComputableError(detail::rank_prefix() + "kindling::metrics::" + name() +
                              " must have at least one example before it can be computed");
   }
-  return Value(sum / static_cast<double>(samples));
+  return Value(sum * scale_ / static_cast<double>(samples));
 }
 
 CosineSimilarity::CosineSimilarity(double eps, OutputTransform output_transform, c10::Device device)

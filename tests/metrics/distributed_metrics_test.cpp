@@ -1,12 +1,13 @@
 // Every metric computed over uneven shards by 1, 2 or 3 real processes (gloo and mpi; a
 // rank with no batch at all at 3) equals the single-process value on the union of the
-// shards (the ranking metrics' curves and a MetricGroup's entries element by element; the
-// group's MetricsLambda members equal the same lambdas attached on their own);
-// RunningAverage of the output averages over the ranks every iteration.
+// shards (the per-batch estimates, HSIC and MMD, on shards of whole batches) (the ranking metrics' curves and a
+// MetricGroup's entries element by element; the group's MetricsLambda members equal the same lambdas attached on their
+// own); RunningAverage of the output averages over the ranks every iteration.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <map>
@@ -149,6 +150,84 @@ NamedMetrics regression_metrics() {
   };
 }
 
+// The information, clustering and recommendation metrics and the accumulations, on the logits,
+// the labels and the regression pair.
+NamedMetrics breadth_metrics() {
+  const auto two_logits = [](const Value& o) { return Value::tuple({o["logits"], o["logits"].flip(1) * 0.5}); };
+  const auto positive = [](const Value& o) {
+    return Value(at::stack({o["reg_pred"].exp(), o["reg_y"].exp()}, 1));  // (N, 2)
+  };
+  const auto relevance = [](const Value& o) {  // the label's item relevant (2), one other a little (1)
+    const at::Tensor y = o["y"];
+    return Value::tuple(
+        {o["logits"], at::one_hot(y, kShardClasses) * 2 + at::one_hot((y + 1) % kShardClasses, kShardClasses)});
+  };
+  // Token rows from the labels and logits: candidates (N, 4), two references each (N, 2, 4).
+  const auto sentences = [](const Value& o) {
+    const at::Tensor y = o["y"].unsqueeze(1), order = std::get<1>(o["logits"].sort(1));
+    return Value::tuple(
+        {at::remainder(at::arange(4) + y, 4), at::stack({order, at::remainder(at::arange(4) * y, 4)}, 1)});
+  };
+  // (y_pred, y, group 0..2 of each sample).
+  const auto with_groups = [](const char* pred, const char* target) {
+    return [pred, target](const Value& o) { return Value::tuple({o[pred], o[target], o["bin_y"] + o["bin_pred"]}); };
+  };
+  const auto largest = [](const at::Tensor& a, const at::Tensor& x) { return at::maximum(a, std::get<0>(x.max(0))); };
+  return {
+      {"entropy", std::make_shared<km::Entropy>(pick("logits", "y"))},
+      {"kl", std::make_shared<km::KLDivergence>(two_logits)},
+      {"js", std::make_shared<km::JSDivergence>(two_logits)},
+      {"mutual_information", std::make_shared<km::MutualInformation>(pick("logits", "y"))},
+      {"geometric_average", std::make_shared<km::GeometricAverage>(positive)},
+      {"largest",
+       std::make_shared<km::VariableAccumulation>(largest, positive, c10::Device(c10::kCPU), kd::ReduceOp::kMax)},
+      {"silhouette", std::make_shared<km::SilhouetteScore>(pick("logits", "y"))},
+      {"calinski_harabasz", std::make_shared<km::CalinskiHarabaszScore>(pick("logits", "y"))},
+      {"davies_bouldin", std::make_shared<km::DaviesBouldinScore>(pick("logits", "y"))},
+      {"hit_rate", std::make_shared<km::HitRate>(std::vector<int64_t>{1, 2}, true, relevance)},
+      {"ndcg", std::make_shared<km::NDCG>(std::vector<int64_t>{1, 3}, false, 1.0, km::NDCG::Gain::kExpRank, relevance)},
+      {"bleu", std::make_shared<km::Bleu>(2, km::Bleu::Smooth::kNoSmooth, sentences)},
+      {"bleu_micro", std::make_shared<km::Bleu>(3, km::Bleu::Smooth::kSmooth1, sentences, c10::Device(c10::kCPU),
+                                                km::Bleu::Average::kMicro)},
+      {"rouge", std::make_shared<km::Rouge>(std::vector<int>{1, 2, km::Rouge::kL}, km::Rouge::MultiRef::kAverage, 0.0,
+                                            sentences)},
+      {"cer", std::make_shared<km::CharacterErrorRate>([sentences](const Value& o) {
+         const Value s = sentences(o);
+         return Value::tuple({s[0] + 97, s[1].select(1, 0) + 97});
+       })},
+      {"perplexity", std::make_shared<km::Perplexity>(pick("logits", "y"))},
+      {"accuracy_gap", std::make_shared<km::SubgroupAccuracyDifference>(std::vector<int64_t>{0, 1, 2}, false,
+                                                                        with_groups("logits", "y"))},
+      {"parity_gap", std::make_shared<km::DemographicParityDifference>(std::vector<int64_t>{0, 1, 2}, false,
+                                                                       with_groups("bin_pred", "bin_y"))},
+      {"per_group", std::make_shared<km::SubgroupMetric>([] { return std::make_shared<km::Accuracy>(); },
+                                                         std::vector<int64_t>{0, 1, 2}, with_groups("logits", "y"))},
+  };
+}
+
+// HSIC and MMD average an estimate per batch: whole batches are spread over the ranks (every
+// other one to ranks 0 and 1, none to rank 2 of 3), so that every world size sees the same batches.
+std::map<std::string, std::string> evaluate_batches(int rank, int ws) {
+  Engine evaluator([](Engine&, const Value& batch) { return batch; });
+  NamedMetrics metrics{
+      {"hsic", std::make_shared<km::HSIC>()},
+      {"hsic_sigmas", std::make_shared<km::HSIC>(1.0, 2.0)},
+      {"mmd", std::make_shared<km::MaximumMeanDiscrepancy>(0.5)},
+  };
+  for (auto& [name, m] : metrics) m->attach(evaluator, name);
+  std::vector<Value> data;
+  for (int64_t b = 0; b < 7; ++b) {
+    if (rank >= 2 || b % std::min(ws, 2) != rank) continue;
+    at::Generator gen = at::detail::createCPUGenerator(2000 + static_cast<uint64_t>(b));
+    const at::Tensor x = at::randn({4 + b, 3}, gen).to(at::kDouble);
+    data.push_back(Value::tuple({x, at::tanh(x) + 0.2 * at::randn({4 + b, 3}, gen).to(at::kDouble)}));
+  }
+  evaluator.run(data, 1);
+  std::map<std::string, std::string> out;
+  for (const auto& [name, value] : evaluator.state().metrics) out[name] = as_text(value);
+  return out;
+}
+
 // Runs an evaluator with every metric over this process's shard; returns name -> text.
 std::map<std::string, std::string> evaluate(const std::vector<int64_t>& indices) {
   Engine evaluator([](Engine&, const Value& batch) { return batch; });
@@ -195,6 +274,13 @@ std::map<std::string, std::string> evaluate(const std::vector<int64_t>& indices)
   metrics.push_back({"cosine", std::make_shared<km::CosineSimilarity>(1e-8, scores_and_one_hot)});
   metrics.push_back({"pairwise_distance", std::make_shared<km::MeanPairwiseDistance>(2, 1e-6, scores_and_one_hot)});
   metrics.push_back({"psnr", std::make_shared<km::PSNR>(1.0, scores_and_one_hot)});
+  metrics.push_back({"ssim", std::make_shared<km::SSIM>(
+                                 1.0, std::vector<int64_t>{1}, std::vector<double>{1.5}, 0.01, 0.03, true,
+                                 [scores_and_one_hot](const Value& o) {
+                                   const Value v = scores_and_one_hot(o);
+                                   return Value::tuple({v[0].reshape({-1, 1, 2, 2}), v[1].reshape({-1, 1, 2, 2})});
+                                 })});
+  for (auto& entry : breadth_metrics()) metrics.push_back(std::move(entry));
   metrics.push_back({"iou", km::IoU(cm)});
   metrics.push_back({"miou", km::mIoU(cm)});
   auto acc = std::make_shared<km::Accuracy>(pick("logits", "y"));
@@ -236,9 +322,9 @@ std::vector<double> numbers(const std::string& text) {
 
 KINDLING_WORKER(metrics_on_shards) {
   kd::initialize(kindling::testing::test_backend(), kd::InitOptions().timeout(std::chrono::seconds(60)));
-  for (const auto& [name, text] : evaluate(shard(kd::get_rank(), kd::get_world_size()))) {
-    std::printf("METRIC %s %s\n", name.c_str(), text.c_str());
-  }
+  auto values = evaluate(shard(kd::get_rank(), kd::get_world_size()));
+  values.merge(evaluate_batches(kd::get_rank(), kd::get_world_size()));
+  for (const auto& [name, text] : values) std::printf("METRIC %s %s\n", name.c_str(), text.c_str());
   std::fflush(stdout);
   kd::finalize();
 }
@@ -246,8 +332,9 @@ KINDLING_WORKER(metrics_on_shards) {
 class DistributedMetricsTest : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
 TEST_P(DistributedMetricsTest, EqualTheSingleProcessValueOnTheUnion) {
-  const auto reference = evaluate(shard(0, 1));  // this process is not distributed
-  ASSERT_GE(reference.size(), 37u);
+  auto reference = evaluate(shard(0, 1));  // this process is not distributed
+  reference.merge(evaluate_batches(0, 1));
+  ASSERT_GE(reference.size(), 60u);
   LaunchOptions opts;
   opts.backend = std::get<0>(GetParam());
   opts.world_size = std::get<1>(GetParam());

@@ -1,7 +1,8 @@
 #pragma once
 // Metrics of kindling against ignite 0.5.5's of the same name on the same batches
-// (tests/metrics/ignite_cases.py, run by the build's Python), for label_agreement_test.cpp and
-// sample_means_test.cpp: a case is a metric of each side and its batches.
+// (tests/metrics/ignite_cases.py, run by the build's Python), for the metrics tests that compare
+// with ignite (label_agreement_test.cpp, sample_means_test.cpp, information_test.cpp, ...): a case
+// is a metric of each side and its batches.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -41,11 +42,16 @@ inline std::string json_of(const at::Tensor& t) {
 }
 
 /// One comparison: ignite's `metric` made with `args` (a JSON object of its keyword arguments)
-/// and kindling's from `make`, both updated with `batches`.
+/// and kindling's from `make`, both updated with `batches`. `inputs` says what ignite's update
+/// gets: "tensors" (y_pred, y); "y_pred" alone (the accumulations' single output); "tokens"
+/// (lists of token ids from candidates (N, L) and references (N, R, L), negative ids dropped);
+/// "text" (strings of the character codes of (N, L) rows); "groups" (y's last column is each
+/// sample's group: (y_pred, y, group_labels)). kindling's gets the same tensors.
 struct IgniteCase {
   std::string name, metric, args;
   std::vector<MetricBatch> batches;
   std::function<std::shared_ptr<metrics::Metric>()> make;
+  std::string inputs = "tensors";
 };
 
 inline std::string dtype_name(const at::Tensor& t) {
@@ -64,7 +70,7 @@ inline std::map<std::string, std::vector<double>> ignite_values(const std::vecto
       const IgniteCase& k = all[c];
       out << (c ? "," : "") << "{\"name\": \"" << k.name << "\", \"metric\": \"" << k.metric
           << "\", \"args\": " << k.args << ", \"dtypes\": [\"" << dtype_name(k.batches[0].first) << "\", \""
-          << dtype_name(k.batches[0].second) << "\"], \"batches\": [";
+          << dtype_name(k.batches[0].second) << "\"], \"inputs\": \"" << k.inputs << "\", \"batches\": [";
       for (std::size_t b = 0; b < k.batches.size(); ++b) {
         out << (b ? "," : "") << "[" << json_of(k.batches[b].first) << "," << json_of(k.batches[b].second) << "]";
       }
@@ -96,8 +102,18 @@ inline void expect_ignite_values(const std::vector<IgniteCase>& all) {
   ASSERT_EQ(ignite.size(), all.size());
   for (const IgniteCase& k : all) {
     auto metric = k.make();
-    for (const auto& [pred, y] : k.batches) metric->update(engine::Value::tuple({pred, y}));
-    const at::Tensor got = metric->compute().tensor().to(at::kDouble).reshape({-1});
+    for (const auto& [pred, y] : k.batches) {
+      if (k.inputs == "groups") {
+        const at::Tensor rest = y.slice(1, 0, y.size(1) - 1);
+        metric->update(engine::Value::tuple({pred, y.size(1) == 2 ? rest.squeeze(1) : rest, y.select(1, -1)}));
+      } else {
+        metric->update(k.inputs == "y_pred" ? engine::Value(pred) : engine::Value::tuple({pred, y}));
+      }
+    }
+    const engine::Value value = metric->compute();
+    std::vector<at::Tensor> parts;  // a named value's entries in key order (ignite_cases.py sorts a dict's)
+    for (const auto& entry : value.named_elements()) parts.push_back(entry.second.reshape({-1}));
+    const at::Tensor got = (value.is_named() ? at::cat(parts) : value.tensor()).to(at::kDouble).reshape({-1});
     const std::vector<double>& want = ignite.at(k.name);
     ASSERT_EQ(got.numel(), static_cast<int64_t>(want.size())) << k.name;
     for (std::size_t i = 0; i < want.size(); ++i) {

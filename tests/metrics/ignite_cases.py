@@ -1,10 +1,15 @@
-"""ignite's metrics on given cases, for tests/metrics/ignite_cases.h (label_agreement_test.cpp,
-sample_means_test.cpp).
+"""ignite's metrics on given cases, for tests/metrics/ignite_cases.h (the metrics tests that
+compare with ignite).
 
 Usage: ignite_cases.py DATA
 DATA: JSON, {"cases": [{"name": ..., "metric": ..., "args": {...}, "batches": [[y_pred, y], ...]}]}
-with y_pred and y as nested lists and "dtypes", one for each ("long", "float" or "double"). Each
-case's metric (an ignite.metrics class by name, e.g. CohenKappa, MatthewsCorrCoef, PSNR) is
+with y_pred and y as nested lists and "dtypes", one for each ("long", "float" or "double"), and
+"inputs", what each update gets: "tensors" (y_pred, y), "y_pred" alone, "tokens" (lists of
+token ids, negative ids dropped), "text" (strings of character codes) or "groups" (y's last
+column is the group of each sample: (y_pred, y, group_labels)); see ignite_cases.h. An argument
+"base_metric" given as {"metric": name, "args": {...}} is made as that ignite metric. Each
+case's metric (an ignite.metrics class by name, e.g. CohenKappa, PSNR, or a subpackage's as
+"clustering.SilhouetteScore") is
 made with args (keyword arguments as ignite spells them), updated with every batch and
 computed; prints "<name> <values, comma-separated, 17 significant digits>" per case and
 "IGNITE <version>".
@@ -13,6 +18,7 @@ Exits 77 (skipped) where ignite 0.5.5 (with the scikit-learn its MatthewsCorrCoe
 be imported under a torch 1.x (Debian's python3); under torch 2.x (the pinned venv of
 scripts/torch2-env.sh) that is an error (exit 1).
 """
+import importlib
 import json
 import sys
 
@@ -26,16 +32,45 @@ import ignite.metrics as im  # noqa: E402  (after the check above)
 DTYPES = {"long": torch.long, "float": torch.float32, "double": torch.float64}
 
 
+def tokens(row):
+    """A padded row of token ids as a list, padding (negative ids) dropped."""
+    return [t for t in row if t >= 0]
+
+
+def ignite_output(inputs, y_pred, y, pred_dtype, y_dtype):
+    """What ignite's update gets for the case's kind of inputs (see ignite_cases.h)."""
+    if inputs == "y_pred":
+        return torch.tensor(y_pred, dtype=pred_dtype)
+    if inputs == "tokens":
+        return [tokens(c) for c in y_pred], [[tokens(r) for r in refs if tokens(r)] for refs in y]
+    if inputs == "groups":  # y's last column is each sample's group
+        y = torch.tensor(y, dtype=y_dtype)
+        rest = y[:, :-1].squeeze(1) if y.shape[1] == 2 else y[:, :-1]
+        return torch.tensor(y_pred, dtype=pred_dtype), rest, y[:, -1]
+    if inputs == "text":
+        return ["".join(map(chr, tokens(p))) for p in y_pred], ["".join(map(chr, tokens(r))) for r in y]
+    return torch.tensor(y_pred, dtype=pred_dtype), torch.tensor(y, dtype=y_dtype)
+
+
 def main():
     with open(sys.argv[1]) as f:
         cases = json.load(f)["cases"]
     print(f"IGNITE {VERSION}")
     for case in cases:
-        metric = getattr(im, case["metric"])(**case.get("args", {}))
+        module, _, name = case["metric"].rpartition(".")  # "clustering.SilhouetteScore": a subpackage's
+        owner = importlib.import_module("ignite.metrics." + module) if module else im
+        args = dict(case.get("args", {}))
+        if isinstance(args.get("base_metric"), dict):  # {"metric": name, "args": {...}}: made here
+            base = args["base_metric"]
+            args["base_metric"] = getattr(im, base["metric"])(**base.get("args", {}))
+        metric = getattr(owner, name)(**args)
         pred_dtype, y_dtype = DTYPES[case["dtypes"][0]], DTYPES[case["dtypes"][1]]
         for y_pred, y in case["batches"]:
-            metric.update((torch.tensor(y_pred, dtype=pred_dtype), torch.tensor(y, dtype=y_dtype)))
-        value = torch.as_tensor(metric.compute(), dtype=torch.float64).reshape(-1)
+            metric.update(ignite_output(case["inputs"], y_pred, y, pred_dtype, y_dtype))
+        result = metric.compute()
+        if isinstance(result, dict):  # in key order, as ignite_cases.h reads a named value
+            result = [result[k] for k in sorted(result)]
+        value = torch.as_tensor(result, dtype=torch.float64).reshape(-1)
         print(case["name"], ",".join(f"{v:.17g}" for v in value.tolist()))
 
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kindling/metrics/sample_means.h"
+#include "kindling/metrics/ssim.h"
 #include "metrics/ignite_cases.h"
 #include "support/errors.h"
 
@@ -33,6 +34,14 @@ std::vector<kindling::testing::IgniteCase> cases() {
     const at::Tensor y = at::rand({n, 2, 4, 4}, g);
     return Batch{(y + 0.1 * at::randn({n, 2, 4, 4}, g)).clamp(0, 1), y};
   });
+  const auto pictures = batches_of(23, [](at::Generator& g, int64_t n) {
+    const at::Tensor y = at::rand({n, 3, 16, 16}, g);
+    return Batch{(y + 0.2 * at::randn({n, 3, 16, 16}, g)).clamp(0, 1), y};
+  });
+  const auto volumes = batches_of(24, [](at::Generator& g, int64_t n) {
+    const at::Tensor y = at::rand({n, 1, 5, 6, 7}, g);
+    return Batch{(y + 0.1 * at::randn({n, 1, 5, 6, 7}, g)).clamp(0, 1), y};
+  });
   return {
       {"cosine", "CosineSimilarity", "{}", vectors, [] { return std::make_shared<km::CosineSimilarity>(); }},
       {"cosine_images", "CosineSimilarity", R"({"eps": 1e-6})", images,
@@ -41,6 +50,19 @@ std::vector<kindling::testing::IgniteCase> cases() {
       {"pairwise_p1", "MeanPairwiseDistance", R"({"p": 1, "eps": 1e-4})", vectors,
        [] { return std::make_shared<km::MeanPairwiseDistance>(1, 1e-4); }},
       {"psnr", "PSNR", R"({"data_range": 1.0})", images, [] { return std::make_shared<km::PSNR>(1.0); }},
+      {"ssim_small_window", "SSIM", R"({"data_range": 1.0, "kernel_size": 3, "sigma": 0.8})", images,
+       [] { return std::make_shared<km::SSIM>(1.0, std::vector<int64_t>{3}, std::vector<double>{0.8}); }},
+      {"ssim", "SSIM", R"({"data_range": 1.0})", pictures, [] { return std::make_shared<km::SSIM>(1.0); }},
+      {"ssim_uniform", "SSIM", R"({"data_range": 2.0, "kernel_size": [7, 5], "gaussian": false})", pictures,
+       [] {
+         return std::make_shared<km::SSIM>(2.0, std::vector<int64_t>{7, 5}, std::vector<double>{1.5}, 0.01, 0.03,
+                                           false);
+       }},
+      {"ssim_3d", "SSIM", R"({"data_range": 1.0, "kernel_size": 3, "sigma": 1.0, "ndims": 3})", volumes,
+       [] {
+         return std::make_shared<km::SSIM>(1.0, std::vector<int64_t>{3}, std::vector<double>{1.0}, 0.01, 0.03, true,
+                                           nullptr, c10::Device(c10::kCPU), 3);
+       }},
   };
 }
 
@@ -61,6 +83,32 @@ TEST(SampleMeansTest, ValuesWorkedByHand) {
   km::PSNR psnr(1.0);
   psnr.update(Value::tuple({at::full({1, 4}, 0.6, at::kDouble), at::full({1, 4}, 0.5, at::kDouble)}));
   EXPECT_NEAR(psnr.compute().number(), 10 * std::log10(1 / (0.01 + 1e-10)), 1e-9);
+}
+
+TEST(SampleMeansTest, SsimOfAnImageWithItselfIsOneAndMisuseIsRefused) {
+  at::Generator gen = at::detail::createCPUGenerator(3);
+  const at::Tensor image = at::rand({2, 3, 12, 12}, gen);
+  km::SSIM ssim(1.0, {5});
+  ssim.update(Value::tuple({image, image}));
+  EXPECT_NEAR(ssim.compute().number(), 1.0, 1e-6);
+  EXPECT_NE(error_of([&] {
+              ssim.update(Value::tuple({image, image.to(at::kDouble)}));
+            }).find("SSIM: y_pred and y must have the same dtype, but given Float and Double"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              ssim.update(Value::tuple({image[0], image[0]}));
+            }).find("SSIM: y_pred and y must have the same shape, (N, C, H, W), but given [3, 12, 12]"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              ssim.update(Value::tuple({image.slice(3, 0, 2), image.slice(3, 0, 2)}));
+            }).find("are too small for the window [5, 5]"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { km::SSIM bad(1.0, {4}); }).find("kernel sizes must be odd and positive, got 4"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              km::SSIM bad(1.0, {3, 3, 3});
+            }).find("kernel_size must hold one value or 2"),
+            std::string::npos);
 }
 
 TEST(SampleMeansTest, MisuseIsRefusedWithWhatWasGivenAndStoresNothing) {

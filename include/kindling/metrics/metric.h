@@ -160,6 +160,12 @@ class KINDLING_API Metric : public std::enable_shared_from_this<Metric> {
   at::Tensor reduce(const at::Tensor& local, dist::ReduceOp op = dist::ReduceOp::kSum) const;
   double reduce(double local, dist::ReduceOp op = dist::ReduceOp::kSum) const;
   int64_t reduce(int64_t local, dist::ReduceOp op = dist::ReduceOp::kSum) const;
+  /// reduce() of an accumulator whose shape only the ranks that saw data know (`seen`: this
+  /// rank did; an unseen one may hold a 0-dim placeholder): an unseen rank gives the identity
+  /// of `op` (0 for a sum, 1, +inf, -inf) in the others' shape. Three collectives; every rank
+  /// calls it. Throws kindling::UsageError when the ranks that saw data hold different shapes
+  /// (naming two of them) or one has more than 8 dimensions.
+  at::Tensor reduce_to_shape(const at::Tensor& local, bool seen, dist::ReduceOp op = dist::ReduceOp::kSum) const;
 
   /// Registers an accumulator that state_dict() saves and load_state_dict() restores (ignite's
   /// _state_dict_all_req_keys). Called from constructors; `slot` must live as long as the

@@ -10,13 +10,25 @@
 /// - confusion_matrix.h  ConfusionMatrix, IoU, mIoU, DiceCoefficient, cm_accuracy / precision / recall
 /// - multilabel_confusion_matrix.h  MultiLabelConfusionMatrix (one 2x2 matrix per label)
 /// - label_agreement.h   CohenKappa, MatthewsCorrCoef (over every sample's labels)
-/// - loss.h, average.h   Loss, Average
+/// - loss.h              Loss
+/// - average.h           VariableAccumulation, Average, GeometricAverage
 /// - regression.h        MeanSquaredError, MeanAbsoluteError, RootMeanSquaredError
 /// - regression_sums.h   ignite.metrics.regression's sums: R2Score, PearsonCorrelation,
 ///                       MeanError, CanberraMetric, ManhattanDistance, MaximumAbsoluteError, ...
 /// - regression_epoch.h  those over every sample: the medians, GeometricMeanRelativeAbsoluteError,
 ///                       SpearmanRankCorrelation, KendallRankCorrelation
 /// - sample_means.h      CosineSimilarity, MeanPairwiseDistance, PSNR (means of a value per sample)
+/// - ssim.h              SSIM (structural similarity of images)
+/// - frequency.h         Frequency (things processed per second)
+/// - information.h       Entropy, KLDivergence, JSDivergence, MutualInformation (of logits)
+/// - kernel_dependence.h HSIC, MaximumMeanDiscrepancy (Gaussian-kernel estimates per batch)
+/// - clustering.h        SilhouetteScore, CalinskiHarabaszScore, DaviesBouldinScore
+/// - rec_sys.h           HitRate, NDCG (ranking quality at cut-offs k)
+/// - token_sequences.h   token sequences for the text metrics; ngrams, lcs, modified_precision
+/// - bleu.h, rouge.h     Bleu; Rouge, RougeN, RougeL
+/// - character_error_rate.h  CharacterErrorRate; perplexity.h  Perplexity
+/// - fairness.h          SubgroupMetric, SubgroupDifference, SubgroupAccuracyDifference,
+///                       SelectionRate, DemographicParityDifference
 /// - running_average.h   RunningAverage
 /// - epoch_metric.h      EpochMetric (a function over all predictions and targets)
 /// - metrics_lambda.h    MetricsLambda and arithmetic on metrics
@@ -26,23 +38,35 @@
 /// - metric_group.h      MetricGroup (named metrics updated and attached together)
 #include "kindling/metrics/metric.h"
 #include "kindling/metrics/classification.h"
+#include "kindling/metrics/clustering.h"
 #include "kindling/metrics/accuracy.h"
 #include "kindling/metrics/average.h"
 #include "kindling/metrics/average_precision.h"
+#include "kindling/metrics/bleu.h"
+#include "kindling/metrics/character_error_rate.h"
 #include "kindling/metrics/confusion_matrix.h"
 #include "kindling/metrics/epoch_metric.h"
+#include "kindling/metrics/fairness.h"
 #include "kindling/metrics/fbeta.h"
+#include "kindling/metrics/frequency.h"
+#include "kindling/metrics/information.h"
+#include "kindling/metrics/kernel_dependence.h"
 #include "kindling/metrics/label_agreement.h"
 #include "kindling/metrics/loss.h"
 #include "kindling/metrics/metric_group.h"
 #include "kindling/metrics/metrics_lambda.h"
 #include "kindling/metrics/multilabel_confusion_matrix.h"
+#include "kindling/metrics/perplexity.h"
 #include "kindling/metrics/precision_recall.h"
 #include "kindling/metrics/ranking.h"
+#include "kindling/metrics/rec_sys.h"
 #include "kindling/metrics/regression.h"
 #include "kindling/metrics/regression_epoch.h"
 #include "kindling/metrics/regression_sums.h"
 #include "kindling/metrics/roc_auc.h"
+#include "kindling/metrics/rouge.h"
 #include "kindling/metrics/running_average.h"
 #include "kindling/metrics/sample_means.h"
+#include "kindling/metrics/ssim.h"
+#include "kindling/metrics/token_sequences.h"
 #include "kindling/metrics/top_k.h"

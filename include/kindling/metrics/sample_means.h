@@ -2,7 +2,8 @@
 /// \file
 /// Means over samples of a per-sample value of y_pred and y, reduced across ranks exactly
 /// (a float64 sum and a sample count, summed at compute): CosineSimilarity,
-/// MeanPairwiseDistance and PSNR (ignite's). Inputs of shape (N, ...): a value per row.
+/// MeanPairwiseDistance and PSNR (ignite's), and the base of Entropy, KLDivergence and
+/// JSDivergence (kindling/metrics/information.h). Inputs of shape (N, ...): a value per row.
 ///
 /// \code
 ///   auto psnr = std::make_shared<kindling::metrics::PSNR>(1.0);   // images in [0, 1]
@@ -32,15 +33,21 @@ class KINDLING_API SampleMean : public Metric {
   Value compute() override;
 
  protected:
-  /// `sum_key`: the state-dict name of the sum (ignite's).
-  SampleMean(const std::string& sum_key, OutputTransform output_transform, c10::Device device);
-  /// One value per row of y_pred and y (a (N,) tensor); throws kindling::UsageError for
-  /// input it cannot use.
+  /// `sum_key`: the state-dict name of the sum (ignite's); `uses_y`: whether update() reads y
+  /// (and checks that it has as many rows as y_pred) or only y_pred.
+  SampleMean(const std::string& sum_key, OutputTransform output_transform, c10::Device device, bool uses_y = true);
+  /// One value per sample of y_pred and y, a 1-D tensor whose length is the number of samples
+  /// counted (N, or more where a sample is a position of a (N, C, ...) map); throws
+  /// kindling::UsageError for input it cannot use. y is undefined where uses_y is false.
   virtual at::Tensor per_sample(const at::Tensor& y_pred, const at::Tensor& y) const = 0;
+  /// What compute() multiplies the mean by (JSDivergence sums two divergences per sample, as
+  /// ignite's state does, and halves them at compute).
+  double scale_ = 1.0;
 
  private:
   at::Tensor sum_;  // float64
   int64_t num_examples_ = 0;
+  bool uses_y_;
 };
 
 /// The mean cosine similarity of the rows of y_pred and y, each flattened from dimension 1
