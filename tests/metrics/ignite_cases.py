@@ -7,7 +7,8 @@ with y_pred and y as nested lists and "dtypes", one for each ("long", "float" or
 "inputs", what each update gets: "tensors" (y_pred, y), "y_pred" alone, "tokens" (lists of
 token ids, negative ids dropped), "text" (strings of character codes) or "groups" (y's last
 column is the group of each sample: (y_pred, y, group_labels)); see ignite_cases.h. An argument
-"base_metric" given as {"metric": name, "args": {...}} is made as that ignite metric. Each
+"base_metric" given as {"metric": name, "args": {...}} is made as that ignite metric, and one
+given as {"float64": [...]} is a float64 tensor. Each
 case's metric (an ignite.metrics class by name, e.g. CohenKappa, PSNR, or a subpackage's as
 "clustering.SilhouetteScore") is
 made with args (keyword arguments as ignite spells them), updated with every batch and
@@ -60,6 +61,9 @@ def main():
         module, _, name = case["metric"].rpartition(".")  # "clustering.SilhouetteScore": a subpackage's
         owner = importlib.import_module("ignite.metrics." + module) if module else im
         args = dict(case.get("args", {}))
+        for key, value in args.items():  # {"float64": [...]}: a float64 tensor (a list would be float32)
+            if isinstance(value, dict) and "float64" in value:
+                args[key] = torch.tensor(value["float64"], dtype=torch.float64)
         if isinstance(args.get("base_metric"), dict):  # {"metric": name, "args": {...}}: made here
             base = args["base_metric"]
             args["base_metric"] = getattr(im, base["metric"])(**base.get("args", {}))

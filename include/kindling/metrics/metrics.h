@@ -35,6 +35,7 @@
 /// - ranking.h           RankingMetric: what the ranking metrics share (input kinds, Average)
 /// - roc_auc.h           ROC_AUC, RocCurve
 /// - average_precision.h AveragePrecision, PrecisionRecallCurve
+/// - mean_average_precision.h  MeanAveragePrecision (classification, exact or at recall thresholds)
 /// - metric_group.h      MetricGroup (named metrics updated and attached together)
 #include "kindling/metrics/metric.h"
 #include "kindling/metrics/classification.h"
@@ -53,6 +54,7 @@
 #include "kindling/metrics/kernel_dependence.h"
 #include "kindling/metrics/label_agreement.h"
 #include "kindling/metrics/loss.h"
+#include "kindling/metrics/mean_average_precision.h"
 #include "kindling/metrics/metric_group.h"
 #include "kindling/metrics/metrics_lambda.h"
 #include "kindling/metrics/multilabel_confusion_matrix.h"
