@@ -112,23 +112,15 @@ StateDict ParamScheduler::state_dict() const {
 }
 
 void ParamScheduler::load_state_dict(const StateDict& sd) {
-  const int64_t event_index = read_int(sd, "event_index", who());
-  const c10::IValue name = require(sd, "param_name", who());
-  const c10::IValue save = require(sd, "save_history", who());
+  const scheduler_detail::BaseState base = scheduler_detail::read_base_state(sd, who(), param_name_);
   const c10::IValue index = require(sd, "param_group_index", who());
-  KINDLING_CHECK(event_index >= 0, who(), ": event_index is ", event_index, " in the state_dict, expected >= 0");
-  KINDLING_CHECK(name.isString() && name.toStringRef() == param_name_, who(), ": the state_dict is of a scheduler of '",
-                 name.isString() ? name.toStringRef() : name.tagKind(), "', this one sets '", param_name_,
-                 "'; load the state of the matching scheduler");
-  KINDLING_CHECK(save.isBool(), who(), ": state attribute 'save_history' holds a ", save.tagKind(),
-                 ", expected a bool");
   const std::optional<int64_t> saved_index = index.isInt() ? std::optional<int64_t>(index.toInt()) : std::nullopt;
   KINDLING_CHECK((index.isNone() || index.isInt()) && saved_index == param_group_index_, who(),
                  ": param_group_index in the state_dict (", index.isInt() ? std::to_string(index.toInt()) : "none",
                  ") differs from this scheduler's (",
                  param_group_index_ ? std::to_string(*param_group_index_) : std::string("none"), ")");
-  event_index_ = event_index;
-  save_history_ = save.toBool();
+  event_index_ = base.event_index;
+  save_history_ = base.save_history;
 }
 
 SimulatedValues ParamScheduler::simulate_values(

@@ -144,6 +144,24 @@ inline void load_all(const std::vector<ParamScheduler*>& schedulers, const std::
   }
 }
 
+// What every scheduler's state_dict holds: "event_index" (>= 0), "save_history" (a bool) and
+// "param_name", which must be `param_name`. Throws kindling::UsageError naming `who` otherwise.
+struct BaseState {
+  int64_t event_index;
+  bool save_history;
+};
+inline BaseState read_base_state(const StateDict& sd, const std::string& who, const std::string& param_name) {
+  const int64_t event_index = read_int(sd, "event_index", who);
+  const c10::IValue name = require(sd, "param_name", who);
+  const c10::IValue save = require(sd, "save_history", who);
+  KINDLING_CHECK(event_index >= 0, who, ": event_index is ", event_index, " in the state_dict, expected >= 0");
+  KINDLING_CHECK(name.isString() && name.toStringRef() == param_name, who, ": the state_dict is of a scheduler of '",
+                 name.isString() ? name.toStringRef() : name.tagKind(), "', this one sets '", param_name,
+                 "'; load the state of the matching scheduler");
+  KINDLING_CHECK(save.isBool(), who, ": state attribute 'save_history' holds a ", save.tagKind(), ", expected a bool");
+  return {event_index, save.toBool()};
+}
+
 // ignite's {"schedulers": [(name, state_dict), ...]} of a ParamGroupScheduler.
 inline StateDict named_states(const std::vector<std::string>& names, const std::vector<ParamScheduler*>& schedulers) {
   c10::impl::GenericList list(c10::AnyType::get());

@@ -14,8 +14,6 @@ namespace handlers {
 
 using engine::Engine;
 using engine::Value;
-using scheduler_detail::read_int;
-using scheduler_detail::require;
 
 StateParamScheduler::StateParamScheduler(const char* class_name, std::string param_name, bool save_history,
                                          bool create_new)
@@ -63,17 +61,9 @@ StateDict StateParamScheduler::state_dict() const {
 }
 
 void StateParamScheduler::load_state_dict(const StateDict& sd) {
-  const int64_t event_index = read_int(sd, "event_index", who());
-  const c10::IValue name = require(sd, "param_name", who());
-  const c10::IValue save = require(sd, "save_history", who());
-  KINDLING_CHECK(event_index >= 0, who(), ": event_index is ", event_index, " in the state_dict, expected >= 0");
-  KINDLING_CHECK(name.isString() && name.toStringRef() == param_name_, who(), ": the state_dict is of a scheduler of '",
-                 name.isString() ? name.toStringRef() : name.tagKind(), "', this one sets '", param_name_,
-                 "'; load the state of the matching scheduler");
-  KINDLING_CHECK(save.isBool(), who(), ": state attribute 'save_history' holds a ", save.tagKind(),
-                 ", expected a bool");
-  event_index_ = event_index;
-  save_history_ = save.toBool();
+  const scheduler_detail::BaseState base = scheduler_detail::read_base_state(sd, who(), param_name_);
+  event_index_ = base.event_index;
+  save_history_ = base.save_history;
 }
 
 std::vector<std::pair<int64_t, Value>> StateParamScheduler::simulate_values(int64_t num_events) {
