@@ -169,8 +169,12 @@ std::string write_dump(const std::string& reason) {
   ::kindling::detail::make_directories(folder, "kindling::dist::dump_flight_record");
   const std::string path = folder + "/kindling_fr_rank_" + std::to_string(s.rank);
   const std::string bytes = serialize(s, reason);
-  ::kindling::detail::replace_file(path, path + ".tmp-" + std::to_string(::getpid()), bytes.data(), bytes.size(),
-                                   "kindling::dist::dump_flight_record");
+  // The temporary name must not look like a record to torch's analyzer (torchfrtrace reads every
+  // file that contains the common prefix and infers that prefix from names ending in a number):
+  // one left by a process that ended mid-dump made it refuse the whole folder.
+  const std::string temp =
+      folder + "/.partial-rank" + std::to_string(s.rank) + "-pid" + std::to_string(::getpid()) + ".tmp";
+  ::kindling::detail::replace_file(path, temp, bytes.data(), bytes.size(), "kindling::dist::dump_flight_record");
   return path;
 }
 
