@@ -39,6 +39,7 @@
 #include "kindling/handlers/epoch_output_store.h"
 #include "kindling/handlers/loggers/html_report.h"
 #include "kindling/handlers/loggers/json_logger.h"
+#include "kindling/handlers/loggers/mlflow.h"
 #include "kindling/handlers/loggers/progress_bar.h"
 #include "kindling/handlers/loggers/setup_logger.h"
 #include "kindling/handlers/loggers/tensorboard.h"

@@ -1,4 +1,5 @@
-// setup_common_training_handlers and setup_tb_logging: ignite's bundles of training handlers.
+// setup_common_training_handlers, setup_tb_logging and setup_mlflow_logging: ignite's bundles of
+// training handlers.
 #include "kindling/handlers/common.h"
 
 #include "kindling/error.h"
@@ -61,11 +62,15 @@ std::shared_ptr<CommonHandlers> setup_common_training_handlers(Engine& trainer, 
   return made;
 }
 
-std::unique_ptr<TensorboardLogger> setup_tb_logging(const std::string& output_path, Engine& trainer,
-                                                    const std::map<std::string, torch::optim::Optimizer*>& optimizers,
-                                                    const std::map<std::string, Engine*>& evaluators,
-                                                    int64_t log_every_iters) {
-  const char* where = "kindling::handlers::setup_tb_logging";
+namespace {
+
+// ignite's setup_any_logging: the arguments checked (before the logger exists: a misuse makes
+// no file and no run), then the logger `make` returns with the trainer's, the optimizers' and
+// the evaluators' handlers attached.
+template <typename Make>
+auto setup_any_logging(const char* where, const Make& make, Engine& trainer,
+                       const std::map<std::string, torch::optim::Optimizer*>& optimizers,
+                       const std::map<std::string, Engine*>& evaluators, int64_t log_every_iters) {
   KINDLING_CHECK(log_every_iters >= 1, where, ": log_every_iters must be at least 1, got ", log_every_iters,
                  "; pass the number of iterations between two logged values (default 100; 1 logs every iteration)");
   for (const auto& [name, optimizer] : optimizers) {
@@ -75,7 +80,7 @@ std::unique_ptr<TensorboardLogger> setup_tb_logging(const std::string& output_pa
     KINDLING_CHECK(evaluator != nullptr, where, ": evaluator '", name, "' is a null pointer; pass &evaluator");
     KINDLING_CHECK(!name.empty(), where, ": an evaluator has an empty name; name it, e.g. \"validation\" (its tag)");
   }
-  auto logger = std::make_unique<TensorboardLogger>(output_path);
+  auto logger = make();
   logger->attach_output_handler(trainer, Events::ITERATION_COMPLETED.every(log_every_iters), "training", {"all"});
   for (const auto& [name, optimizer] : optimizers) {
     logger->attach_opt_params_handler(trainer, Events::ITERATION_STARTED.every(log_every_iters), *optimizer, "lr",
@@ -85,6 +90,27 @@ std::unique_ptr<TensorboardLogger> setup_tb_logging(const std::string& output_pa
     logger->attach_output_handler(*evaluator, Events::COMPLETED, name, {"all"}, {}, global_step_from_engine(trainer));
   }
   return logger;
+}
+
+}  // namespace
+
+std::unique_ptr<TensorboardLogger> setup_tb_logging(const std::string& output_path, Engine& trainer,
+                                                    const std::map<std::string, torch::optim::Optimizer*>& optimizers,
+                                                    const std::map<std::string, Engine*>& evaluators,
+                                                    int64_t log_every_iters) {
+  return setup_any_logging(
+      "kindling::handlers::setup_tb_logging", [&] { return std::make_unique<TensorboardLogger>(output_path); }, trainer,
+      optimizers, evaluators, log_every_iters);
+}
+
+std::unique_ptr<MLflowLogger> setup_mlflow_logging(Engine& trainer,
+                                                   const std::map<std::string, torch::optim::Optimizer*>& optimizers,
+                                                   const std::map<std::string, Engine*>& evaluators,
+                                                   int64_t log_every_iters, const std::string& tracking_uri,
+                                                   const MLflowLogger::RunOptions& run) {
+  return setup_any_logging(
+      "kindling::handlers::setup_mlflow_logging", [&] { return std::make_unique<MLflowLogger>(tracking_uri, run); },
+      trainer, optimizers, evaluators, log_every_iters);
 }
 
 }  // namespace handlers

@@ -13,8 +13,9 @@
 ///   ... common->checkpoint->last_checkpoint() ...
 /// \endcode
 ///
-/// setup_tb_logging (ignite's common.setup_tb_logging): a TensorboardLogger with the trainer's
-/// metrics, the optimizers' learning rates and the evaluators' metrics attached.
+/// setup_tb_logging and setup_mlflow_logging (ignite's common.setup_tb_logging and
+/// setup_mlflow_logging): a TensorboardLogger or an MLflowLogger with the trainer's metrics, the
+/// optimizers' learning rates and the evaluators' metrics attached.
 ///
 /// Ranks: every rank calls them (the checkpoint is written by its saver's rank, the bar and
 /// the TensorBoard file by rank 0).
@@ -31,6 +32,7 @@
 #include "kindling/options.h"
 #include "kindling/handlers/checkpointing/checkpoint.h"
 #include "kindling/handlers/schedulers/param_scheduler.h"
+#include "kindling/handlers/loggers/mlflow.h"
 #include "kindling/handlers/loggers/progress_bar.h"
 #include "kindling/handlers/loggers/tensorboard.h"
 
@@ -110,6 +112,17 @@ KINDLING_API std::shared_ptr<CommonHandlers> setup_common_training_handlers(engi
     const std::string& output_path, engine::Engine& trainer,
     const std::map<std::string, torch::optim::Optimizer*>& optimizers = {},
     const std::map<std::string, engine::Engine*>& evaluators = {}, int64_t log_every_iters = 100);
+
+/// ignite's common.setup_mlflow_logging: an MLflowLogger of the server `tracking_uri` ("":
+/// MLFLOW_TRACKING_URI) and run `run` (mlflow.h), with setup_tb_logging's handlers; the keys are
+/// ignite's ("training <metric>", "lr group_<i>", "<name> lr group_<i>", "<evaluator> <metric>").
+/// Throws what setup_tb_logging throws for its arguments (before any run is made) and what
+/// MLflowLogger's constructor throws. Every rank calls it; rank 0 talks to the server. Keep the
+/// returned logger until the trainer's last run ends, then close it (the run is then FINISHED).
+[[nodiscard]] KINDLING_API std::unique_ptr<MLflowLogger> setup_mlflow_logging(
+    engine::Engine& trainer, const std::map<std::string, torch::optim::Optimizer*>& optimizers = {},
+    const std::map<std::string, engine::Engine*>& evaluators = {}, int64_t log_every_iters = 100,
+    const std::string& tracking_uri = "", const MLflowLogger::RunOptions& run = {});
 
 }  // namespace handlers
 }  // namespace kindling
