@@ -22,18 +22,16 @@
 #include <torch/nn/modules/container/functional.h>
 #include <torch/optim/sgd.h>
 
-#include <kindling/dist/launch_env.h>
-#include <kindling/dist/parallel.h>
 #include <kindling/error.h>
 #include <kindling/kindling.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <iostream>
 #include <optional>
 #include <string>
 
 #include "cli/cli.h"
+#include "cli/run_workers.h"
 
 namespace kd = kindling::dist;
 namespace data = kindling::data;
@@ -195,22 +193,5 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
       ->capture_default_str();
   if (const int rc = kindling::cli::parse(app, argc, argv); rc >= 0) return rc;
-  try {
-    kd::ParallelOptions options(o.backend);
-    if (o.nproc_per_node) {
-      options.nproc_per_node(*o.nproc_per_node);
-    } else if (o.backend != "serial" && !kd::detect_launch_environment().detected()) {
-      options.nproc_per_node(2);
-    }
-    kd::Parallel parallel(options);
-    parallel.run(training, o);
-  } catch (const kindling::LaunchError& e) {
-    // A worker failed or was killed, or this launcher was interrupted: kindling-run's codes.
-    std::cerr << "engine_mnist: error: " << e.what() << std::endl;
-    return e.exit_code();
-  } catch (const std::exception& e) {
-    std::cerr << "engine_mnist: error: " << e.what() << std::endl;
-    return 1;
-  }
-  return 0;
+  return kindling::cli::run_workers("engine_mnist", o.backend, o.nproc_per_node, training, o);
 }

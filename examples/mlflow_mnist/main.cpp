@@ -19,17 +19,15 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 
-#include <kindling/dist/launch_env.h>
-#include <kindling/dist/parallel.h>
 #include <kindling/error.h>
 #include <kindling/kindling.h>
 
 #include <cstdio>
-#include <iostream>
 #include <optional>
 #include <string>
 
 #include "cli/cli.h"
+#include "cli/run_workers.h"
 
 namespace kd = kindling::dist;
 namespace kh = kindling::handlers;
@@ -175,21 +173,5 @@ int main(int argc, char** argv) {
   app.add_option("--output-path", o.output_path, "Folder of the report and the best checkpoint")->capture_default_str();
   app.add_option("--json-mirror", o.json_mirror, "Also write every logged value to this JSON-lines file");
   if (const int rc = kindling::cli::parse(app, argc, argv); rc >= 0) return rc;
-  try {
-    kd::ParallelOptions options(o.backend);
-    if (o.nproc_per_node) {
-      options.nproc_per_node(*o.nproc_per_node);
-    } else if (o.backend != "serial" && !kd::detect_launch_environment().detected()) {
-      options.nproc_per_node(2);
-    }
-    kd::Parallel parallel(options);
-    parallel.run(training, o);
-  } catch (const kindling::LaunchError& e) {
-    std::cerr << "mlflow_mnist: error: " << e.what() << std::endl;
-    return e.exit_code();
-  } catch (const std::exception& e) {
-    std::cerr << "mlflow_mnist: error: " << e.what() << std::endl;
-    return 1;
-  }
-  return 0;
+  return kindling::cli::run_workers("mlflow_mnist", o.backend, o.nproc_per_node, training, o);
 }

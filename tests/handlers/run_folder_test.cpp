@@ -15,6 +15,7 @@
 #include "kindling/dist/launch_env.h"
 #include "kindling/error.h"
 #include "kindling/handlers/checkpointing/run_folder.h"
+#include "support/env.h"
 #include "support/errors.h"
 #include "support/files.h"
 
@@ -24,34 +25,7 @@ namespace kd = kindling::dist;
 namespace kh = kindling::handlers;
 using kindling::testing::error_of;
 using kindling::testing::files_in;
-
-// Sets variables for one test and puts the previous values back.
-class ScopedEnv {
- public:
-  void set(const std::string& name, const std::optional<std::string>& value) {
-    if (!saved_.count(name)) {
-      const char* old = std::getenv(name.c_str());
-      saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
-    }
-    if (value) {
-      ::setenv(name.c_str(), value->c_str(), 1);
-    } else {
-      ::unsetenv(name.c_str());
-    }
-  }
-  ~ScopedEnv() {
-    for (const auto& [name, value] : saved_) {
-      if (value) {
-        ::setenv(name.c_str(), value->c_str(), 1);
-      } else {
-        ::unsetenv(name.c_str());
-      }
-    }
-  }
-
- private:
-  std::map<std::string, std::optional<std::string>> saved_;
-};
+using kindling::testing::ScopedEnv;
 
 // The marker's line `n` (0: the job's identity, 1: the token of that start of the job).
 std::string marker_of(const std::string& folder, int n = 0) {

@@ -152,6 +152,18 @@ NamedMetrics regression_metrics() {
 
 // The information, clustering and recommendation metrics and the accumulations, on the logits,
 // the labels and the regression pair.
+// Each metric's value as text, by a name of one word (the workers print "METRIC <name> <value>"
+// lines; ClassificationReport's "macro avg/recall" gets an underscore).
+std::map<std::string, std::string> texts_of(const kindling::engine::ValueMap& metrics) {
+  std::map<std::string, std::string> out;
+  for (const auto& [name, value] : metrics) {
+    std::string key = name;
+    std::replace(key.begin(), key.end(), ' ', '_');
+    out[key] = as_text(value);
+  }
+  return out;
+}
+
 NamedMetrics breadth_metrics() {
   const auto two_logits = [](const Value& o) { return Value::tuple({o["logits"], o["logits"].flip(1) * 0.5}); };
   const auto positive = [](const Value& o) {
@@ -207,6 +219,14 @@ NamedMetrics breadth_metrics() {
                                                                        with_groups("bin_pred", "bin_y"))},
       {"per_group", std::make_shared<km::SubgroupMetric>([] { return std::make_shared<km::Accuracy>(); },
                                                          std::vector<int64_t>{0, 1, 2}, with_groups("logits", "y"))},
+      {"fid", std::make_shared<km::FID>(kShardClasses, km::FeatureExtractor(), two_logits)},
+      {"inception_score",
+       std::make_shared<km::InceptionScore>(
+           kShardClasses, [](const at::Tensor& logits) { return at::softmax(logits.to(at::kDouble), 1); },
+           pick("logits", "y"))},
+      {"report", std::make_shared<km::ClassificationReport>(2, false, std::vector<std::string>{}, pick("logits", "y"))},
+      {"report_multilabel",
+       std::make_shared<km::ClassificationReport>(1, true, std::vector<std::string>{}, pick("ml_pred", "ml_y"))},
   };
 }
 
@@ -228,9 +248,7 @@ std::map<std::string, std::string> evaluate_batches(int rank, int ws) {
     data.push_back(Value::tuple({x, at::tanh(x) + 0.2 * at::randn({4 + b, 3}, gen).to(at::kDouble)}));
   }
   evaluator.run(data, 1);
-  std::map<std::string, std::string> out;
-  for (const auto& [name, value] : evaluator.state().metrics) out[name] = as_text(value);
-  return out;
+  return texts_of(evaluator.state().metrics);
 }
 
 // Runs an evaluator with every metric over this process's shard; returns name -> text.
@@ -310,9 +328,7 @@ std::map<std::string, std::string> evaluate(const std::vector<int64_t>& indices)
   for (auto& [name, m] : metrics) m->attach(evaluator, name);
   auto data = batches(indices);
   evaluator.run(data, 1);
-  std::map<std::string, std::string> out;
-  for (const auto& [name, value] : evaluator.state().metrics) out[name] = as_text(value);
-  return out;
+  return texts_of(evaluator.state().metrics);
 }
 
 std::vector<double> numbers(const std::string& text) {

@@ -12,7 +12,8 @@ given as {"float64": [...]} is a float64 tensor. Each
 case's metric (an ignite.metrics class by name, e.g. CohenKappa, PSNR, or a subpackage's as
 "clustering.SilhouetteScore") is
 made with args (keyword arguments as ignite spells them), updated with every batch and
-computed; prints "<name> <values, comma-separated, 17 significant digits>" per case and
+computed (a dict's values in key order, a nested dict's keys joined by "/", a JSON text read
+first); prints "<name> <values, comma-separated, 17 significant digits>" per case and
 "IGNITE <version>".
 
 Exits 77 (skipped) where ignite 0.5.5 (with the scikit-learn its MatthewsCorrCoef calls) cannot
@@ -72,8 +73,13 @@ def main():
         for y_pred, y in case["batches"]:
             metric.update(ignite_output(case["inputs"], y_pred, y, pred_dtype, y_dtype))
         result = metric.compute()
-        if isinstance(result, dict):  # in key order, as ignite_cases.h reads a named value
-            result = [result[k] for k in sorted(result)]
+        if isinstance(result, str):  # ClassificationReport's JSON text
+            result = json.loads(result)
+        if isinstance(result, dict):  # in key order, as ignite_cases.h reads a named value; a nested
+            flat = {}                 # dict's keys joined by "/" (ClassificationReport's "0/recall")
+            for key, value in result.items():
+                flat.update({f"{key}/{k}": v for k, v in value.items()} if isinstance(value, dict) else {key: value})
+            result = [flat[k] for k in sorted(flat)]
         value = torch.as_tensor(result, dtype=torch.float64).reshape(-1)
         print(case["name"], ",".join(f"{v:.17g}" for v in value.tolist()))
 

@@ -6,6 +6,7 @@
 /// - accuracy.h          Accuracy
 /// - precision_recall.h  Precision, Recall and their Average modes
 /// - fbeta.h             Fbeta (F1 with beta = 1)
+/// - classification_report.h  ClassificationReport (per-class precision, recall, F-beta; ignite's JSON)
 /// - top_k.h             TopKCategoricalAccuracy
 /// - confusion_matrix.h  ConfusionMatrix, IoU, mIoU, DiceCoefficient, cm_accuracy / precision / recall
 /// - multilabel_confusion_matrix.h  MultiLabelConfusionMatrix (one 2x2 matrix per label)
@@ -20,6 +21,7 @@
 /// - sample_means.h      CosineSimilarity, MeanPairwiseDistance, PSNR (means of a value per sample)
 /// - ssim.h              SSIM (structural similarity of images)
 /// - frequency.h         Frequency (things processed per second)
+/// - gan.h               FID, InceptionScore (over a feature extractor's outputs)
 /// - information.h       Entropy, KLDivergence, JSDivergence, MutualInformation (of logits)
 /// - kernel_dependence.h HSIC, MaximumMeanDiscrepancy (Gaussian-kernel estimates per batch)
 /// - clustering.h        SilhouetteScore, CalinskiHarabaszScore, DaviesBouldinScore
@@ -39,6 +41,7 @@
 /// - metric_group.h      MetricGroup (named metrics updated and attached together)
 #include "kindling/metrics/metric.h"
 #include "kindling/metrics/classification.h"
+#include "kindling/metrics/classification_report.h"
 #include "kindling/metrics/clustering.h"
 #include "kindling/metrics/accuracy.h"
 #include "kindling/metrics/average.h"
@@ -50,6 +53,7 @@
 #include "kindling/metrics/fairness.h"
 #include "kindling/metrics/fbeta.h"
 #include "kindling/metrics/frequency.h"
+#include "kindling/metrics/gan.h"
 #include "kindling/metrics/information.h"
 #include "kindling/metrics/kernel_dependence.h"
 #include "kindling/metrics/label_agreement.h"
