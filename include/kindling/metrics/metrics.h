@@ -22,6 +22,7 @@
 /// - ssim.h              SSIM (structural similarity of images)
 /// - frequency.h         Frequency (things processed per second)
 /// - gan.h               FID, InceptionScore (over a feature extractor's outputs)
+/// - gpu_info.h          GpuInfo (memory and utilization of the host's NVIDIA GPUs, NVML)
 /// - information.h       Entropy, KLDivergence, JSDivergence, MutualInformation (of logits)
 /// - kernel_dependence.h HSIC, MaximumMeanDiscrepancy (Gaussian-kernel estimates per batch)
 /// - clustering.h        SilhouetteScore, CalinskiHarabaszScore, DaviesBouldinScore
@@ -54,6 +55,7 @@
 #include "kindling/metrics/fbeta.h"
 #include "kindling/metrics/frequency.h"
 #include "kindling/metrics/gan.h"
+#include "kindling/metrics/gpu_info.h"
 #include "kindling/metrics/information.h"
 #include "kindling/metrics/kernel_dependence.h"
 #include "kindling/metrics/label_agreement.h"
