@@ -40,7 +40,22 @@ def clean_env():
     return env
 
 
-def start_server(folder):
+def start_server(folder, attempts=3):
+    """The server on a free loopback port; a port taken by another process between free_port()
+    and the server's bind (the server then exits at once) is tried again with a new one."""
+    for attempt in range(attempts):
+        try:
+            return start_server_once(folder)
+        except PortTaken as error:
+            if attempt == attempts - 1:
+                raise RuntimeError(str(error)) from None
+
+
+class PortTaken(Exception):
+    pass
+
+
+def start_server_once(folder):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = open(os.path.join(folder, "server.log"), "wb")
@@ -51,7 +66,10 @@ def start_server(folder):
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         if server.poll() is not None:
-            raise RuntimeError(f"mlflow server exited with {server.returncode}; see {folder}/server.log")
+            with open(os.path.join(folder, "server.log"), errors="replace") as log_text:
+                taken = "address already in use" in log_text.read().lower()
+            message = f"mlflow server exited with {server.returncode}; see {folder}/server.log"
+            raise PortTaken(message) if taken else RuntimeError(message)
         try:
             with urllib.request.urlopen(url + "/health", timeout=2) as answer:
                 if answer.status == 200:
