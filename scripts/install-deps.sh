@@ -12,6 +12,7 @@ packages=(
   dataset-fashion-mnist zlib1g-dev libspdlog-dev libcli11-dev
   python3-torchvision python3-protobuf python3-venv tmux chromium
   nlohmann-json3-dev libcurl4-openssl-dev
+  etcd-server
 )
 
 missing=()

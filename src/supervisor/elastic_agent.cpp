@@ -1,20 +1,16 @@
 // One node's elastic agent (see elastic_agent.h): rounds of join, run, rejoin.
 #include "supervisor/elastic_agent.h"
 
-#include <netdb.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
-#include <random>
+#include <optional>
 #include <sstream>
-#include <thread>
 
 #include "common/host.h"
 #include "supervisor/elastic.h"
 #include "supervisor/flight_verdict.h"
+#include "supervisor/rendezvous_access.h"
 
 namespace kindling {
 namespace launch {
@@ -23,77 +19,52 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void say(const std::string& name, const std::string& text) {
-  std::fprintf(stderr, "%s: %s\n", name.c_str(), text.c_str());
-  std::fflush(stderr);
-}
+// This agent's connection to the rendezvous server. Where the server can move (etcd), a lost
+// connection is made again to the server that took over, which is told which node of which
+// round this agent was (MEMBER), and the request is repeated.
+class AgentLink {
+ public:
+  AgentLink(std::unique_ptr<RendezvousAccess> access, std::string name)
+      : access_(std::move(access)), name_(std::move(name)) {}
 
-// Connects to the rendezvous, serving it first when the endpoint is an address of this host
-// that nobody serves yet. Both are tried again while nobody answers: the serving agent may
-// start later, and two agents of one host that bind at the same moment can both fail to
-// listen (both sockets are bound before either listens). Retries are spread at random so
-// that such agents do not meet again; every 10 s the agent says what it waits for.
-// Empty when `host` resolves or may resolve later (a temporary failure), else why it never
-// will: waiting the join timeout for a name that does not exist helps nobody.
-std::string unresolvable(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
-  if (rc == 0) ::freeaddrinfo(found);
-  if (rc != EAI_NONAME && rc != EAI_FAIL) return {};
-  return "the endpoint host '" + host + "' does not resolve to an address (" + ::gai_strerror(rc) +
-         "); give --rdzv_endpoint a host name or address that every node resolves";
-}
-
-// Whether the program that accepted `s` greets as a kindling-run rendezvous within 5 s; else
-// `error` says who holds the port.
-bool greeted(LineSocket& s, const std::string& where, int listen_errno, std::string& error) {
-  const auto hello = s.receive(Clock::now() + std::chrono::seconds(5));
-  if (hello && *hello == kRendezvousGreeting) return true;
-  error = "the program listening at " + where + " is not a kindling-run rendezvous (it " +
-          (hello ? "answered '" + hello->substr(0, 60) + "'" : std::string("said nothing within 5 s")) + ")" +
-          (listen_errno != 0
-               ? std::string("; this host could not listen there either (") + std::strerror(listen_errno) + ")"
-               : std::string()) +
-          ". Another program holds the port: give --rdzv_endpoint a free port (the same on every node)";
-  return false;
-}
-
-LineSocket reach_rendezvous(const ElasticAgentOptions& o, const std::string& name,
-                            std::unique_ptr<RendezvousServer>& server, std::string& error) {
-  const std::string where = o.endpoint_host + ":" + std::to_string(o.endpoint_port);
-  error = unresolvable(o.endpoint_host);
-  if (!error.empty()) return LineSocket();
-  const auto deadline = Clock::now() + o.rendezvous.join_timeout;
-  int listen_errno = 0;
-  auto next_note = Clock::now() + std::chrono::seconds(10);
-  std::mt19937 random(std::random_device{}() ^ static_cast<unsigned>(::getpid()));
-  std::uniform_int_distribution<int> pause_ms(100, 600);
-  while (true) {
-    if (!server) {
-      const int listen_fd = listen_on(o.endpoint_host, o.endpoint_port);
-      if (listen_fd >= 0) {
-        server = std::make_unique<RendezvousServer>(listen_fd, o.rendezvous);
-        say(name, "serving the rendezvous at " + where);
-      }
-      listen_errno = listen_fd >= 0 || errno == EADDRNOTAVAIL ? 0 : errno;
-    }
-    LineSocket s = LineSocket::connect(o.endpoint_host, o.endpoint_port, std::chrono::seconds(2), error);
-    if (s.valid()) return greeted(s, where, listen_errno, error) ? std::move(s) : LineSocket();
-    if (Clock::now() >= deadline) {
-      error = "nobody answered within the join timeout (" + error +
-              "). Start the agent of that host, or check "
-              "--rdzv_endpoint";
-      return s;
-    }
-    if (Clock::now() >= next_note) {
-      say(name, "waiting for the rendezvous at " + where + " (" + error + ")");
-      next_note += std::chrono::seconds(10);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms(random)));
+  bool open(std::string& error) {
+    socket_ = access_->connect(error);
+    if (socket_.valid() && round_ >= 0)
+      socket_.send("MEMBER " + std::to_string(round_) + " " + std::to_string(node_rank_));
+    return socket_.valid();
   }
-}
+  // The server's answer to `request`, waiting up to `wait` for each server; unset when the
+  // server is lost (and no other one takes over).
+  std::optional<std::string> ask(const std::function<std::string()>& request, std::chrono::milliseconds wait) {
+    for (int servers = 0;; ++servers) {
+      std::optional<std::string> answer;
+      if (socket_.send(request())) answer = socket_.receive(Clock::now() + wait);
+      // A server lost again and again (5 times in one request) is not worth another try.
+      // Where the server can move, silence too means it is gone (a host cut off sends no FIN).
+      if (answer || !access_->movable() || servers == 5) return answer;
+      say(name_, "lost the rendezvous server; looking for the one that takes over (" + access_->where() + ")");
+      std::string error;
+      if (!open(error)) {
+        say(name_, "no rendezvous server took over: " + error);
+        return std::nullopt;
+      }
+    }
+  }
+  void member_of(int round, int node_rank) {
+    round_ = round;
+    node_rank_ = node_rank;
+  }
+  void send(const std::string& line) { socket_.send(line); }
+  void finished() { access_->finished(); }
+  bool serving() const { return access_->serving(); }
+  std::string where() const { return access_->where(); }
+
+ private:
+  std::unique_ptr<RendezvousAccess> access_;
+  std::string name_;
+  LineSocket socket_;
+  int round_ = -1, node_rank_ = -1;
+};
 
 // "ROUND <round> <restarts> <node_rank> <nnodes> <offset> <world> <addr> <port> <instance> <hosts> [lost:...]"
 bool parse_round(const std::string& line, RoundLayout& r, std::string& lost) {
@@ -174,12 +145,10 @@ int run_elastic_agent(const ElasticAgentOptions& o,
                       const SupervisorOptions& supervisor) {
   const std::string& name = supervisor.name;
   const RendezvousSettings& settings = o.rendezvous;
-  std::unique_ptr<RendezvousServer> server;
+  AgentLink link(o.etcd_endpoints.empty() ? endpoint_access(o, name) : etcd_access(o, name), name);
   std::string error;
-  LineSocket link = reach_rendezvous(o, name, server, error);
-  if (!link.valid()) {
-    say(name,
-        "cannot reach the rendezvous at " + o.endpoint_host + ":" + std::to_string(o.endpoint_port) + ": " + error);
+  if (!link.open(error)) {
+    say(name, "cannot reach the rendezvous at " + link.where() + ": " + error);
     return 1;
   }
   const std::string host = ::kindling::detail::host_name("unknown-host");
@@ -187,20 +156,21 @@ int run_elastic_agent(const ElasticAgentOptions& o,
   std::string reason = "new", detail;
   int last_exit = 0;
   for (int attempt = 0;; ++attempt) {
-    link.send("JOIN " + settings.run_id + " " + reason + " " + std::to_string(o.nproc_per_node) + " " +
-              std::to_string(find_free_port()) + " " + host + (server ? " 1" : " 0") +
-              (detail.empty() ? "" : " " + detail));
-    const auto reply =
-        link.receive(Clock::now() + settings.join_timeout + settings.last_call + std::chrono::seconds(60));
+    const auto join = [&] {
+      return "JOIN " + settings.run_id + " " + reason + " " + std::to_string(o.nproc_per_node) + " " +
+             std::to_string(find_free_port()) + " " + host + (link.serving() ? " 1" : " 0") +
+             (detail.empty() ? "" : " " + detail);
+    };
+    const auto reply = link.ask(join, settings.join_timeout + settings.last_call + std::chrono::seconds(60));
     RoundLayout layout;
     std::string lost;
     if (!reply || reply->rfind("FAIL ", 0) == 0 || !parse_round(*reply, layout, lost)) {
-      say(name, !reply ? "lost the rendezvous at " + o.endpoint_host + ":" + std::to_string(o.endpoint_port) +
-                             " (its host's agent ended or cannot be reached)"
+      say(name, !reply ? "lost the rendezvous at " + link.where() + " (its host's agent ended or cannot be reached)"
                 : reply->rfind("FAIL ", 0) == 0 ? reply->substr(5)
                                                 : "unexpected rendezvous reply '" + reply->substr(0, 120) + "'");
       return last_exit != 0 ? last_exit : 1;
     }
+    link.member_of(layout.round, layout.node_rank);
     say(name, describe(layout, o.nproc_per_node, lost));
     std::vector<WorkerSpec> specs = make_workers(layout);
     const AttemptFiles files = prepare_attempt(specs, attempt, layout.restarts, settings.max_restarts,
@@ -208,14 +178,17 @@ int run_elastic_agent(const ElasticAgentOptions& o,
     SupervisorOptions options = supervisor;
     options.flight_record_folder = files.flight_folder;
     bool linked = true;
+    std::string why_stopped;  // what the server said with its request to stop, if anything
     options.stop_check = [&]() {
       if (!linked) return false;
-      const auto answer = link.send("POLL") ? link.receive(Clock::now() + std::chrono::seconds(10)) : std::nullopt;
+      const auto answer = link.ask([] { return std::string("POLL"); }, std::chrono::seconds(10));
       if (!answer || answer->rfind("WAITING ", 0) != 0) {
         linked = false;
         say(name, "lost the rendezvous while the workers run; they go on, but this node cannot rejoin a next round");
         return false;
       }
+      const auto lost = answer->find(" lost: ");
+      why_stopped = lost == std::string::npos ? "" : answer->substr(lost + 7);
       return std::atoi(answer->c_str() + 8) > 0;
     };
     const SupervisorResult result = supervise(specs, options);
@@ -227,6 +200,7 @@ int run_elastic_agent(const ElasticAgentOptions& o,
     }
     if (result.exit_code == 0 && !result.stopped_on_request) {
       link.send("DONE");
+      link.finished();
       return 0;
     }
     if (result.exit_code != 0) {
@@ -235,7 +209,10 @@ int run_elastic_agent(const ElasticAgentOptions& o,
       detail = failure_line(result, files.error_files);
       last_exit = result.exit_code;
     } else {
-      say(name, "a node waits for the next rendezvous round; stopped this node's workers to join it");
+      say(name, why_stopped.empty()
+                    ? "a node waits for the next rendezvous round; stopped this node's workers to join it"
+                    : "a node of the running round was lost (" + why_stopped +
+                          "); stopped this node's workers to join the next round");
       reason = "stopped";
       detail.clear();
     }

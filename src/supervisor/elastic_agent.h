@@ -39,6 +39,12 @@ struct ElasticAgentOptions {
   /// The rendezvous endpoint (--rdzv_endpoint); the agent whose host owns this address serves it.
   std::string endpoint_host;
   int endpoint_port = 29400;
+  /// --rdzv_backend etcd: the members of the etcd cluster ("host:port"); the agents elect the
+  /// one that serves the rounds there, and another one takes over when it is lost. Empty: the
+  /// endpoint above.
+  std::vector<std::string> etcd_endpoints;
+  /// How long a lost serving agent keeps its place in etcd (its lease) before another takes over.
+  int etcd_lease_seconds = 5;
   /// Nodes, restarts, job identity and timeouts (rendezvous_server.h).
   RendezvousSettings rendezvous;
   /// Workers of this node (its share of the world in every round).

@@ -48,8 +48,20 @@ struct RendezvousServer::Agent {
   std::string label() const { return host + " (" + address + ")"; }
 };
 
-RendezvousServer::RendezvousServer(int listen_fd, RendezvousSettings settings)
-    : listen_fd_(listen_fd), settings_(std::move(settings)), instance_(new_run_id()) {
+RendezvousServer::RendezvousServer(int listen_fd, RendezvousSettings settings, RendezvousState start,
+                                   std::function<void(const RendezvousState&)> save)
+    : listen_fd_(listen_fd),
+      settings_(std::move(settings)),
+      round_(start.round),
+      restarts_(start.restarts),
+      failed_(!start.failure.empty()),
+      last_refusal_(std::move(start.last_refusal)),
+      failure_(std::move(start.failure)),
+      last_members_(std::move(start.last_members)),
+      instance_(start.instance.empty() ? new_run_id() : std::move(start.instance)),
+      save_(std::move(save)),
+      started_(Clock::now()),
+      awaiting_members_(round_ >= 0 && !failed_) {
   // The thread blocks every signal (it inherits this mask): the launcher's signals belong
   // to the supervision loop of the main thread.
   sigset_t all, old;
@@ -77,10 +89,20 @@ bool RendezvousServer::running_agents_left() const {
                      [](const auto& a) { return a->node_rank >= 0 && !a->done && !a->joined; });
 }
 
+void RendezvousServer::abandon() { abandoned_ = true; }
+
+void RendezvousServer::save_state() const {
+  if (save_) save_(RendezvousState{round_, restarts_, instance_, last_members_, last_refusal_, failure_});
+}
+
 void RendezvousServer::serve() {
   Clock::time_point linger_until{};
   bool lingering = false;
   while (true) {
+    if (abandoned_) {
+      agents_.clear();  // closes every connection unanswered
+      break;
+    }
     if (finishing_) {
       if (!lingering) {
         lingering = true;
@@ -104,7 +126,10 @@ void RendezvousServer::serve() {
         agent.socket.read_available();
         while (auto line = agent.socket.next_line()) on_line(agent, *line);
       }
-      // A connection that ended leaves the rendezvous (a joined agent leaves the open round).
+      // A connection that ended leaves the rendezvous (a joined agent leaves the open round);
+      // a member whose workers still run is lost with its host.
+      for (const auto& a : agents_)
+        if (a->socket.closed() && a->node_rank >= 0 && !a->joined && !a->done) member_lost(a->label());
       agents_.erase(std::remove_if(agents_.begin(), agents_.end(), [](const auto& a) { return a->socket.closed(); }),
                     agents_.end());
     }
@@ -138,8 +163,11 @@ void RendezvousServer::on_line(Agent& agent, const std::string& line) {
       member_waits = member_waits || a->node_rank >= 0;
     }
     if (!member_waits && members >= settings_.max_nodes) waiting = 0;
-    if (failed_) waiting = std::max(waiting, 1);  // stop the workers; the join gets the failure
-    agent.socket.send("WAITING " + std::to_string(waiting));
+    // Stop the workers: after a failure the join gets it; after a lost member, the next round.
+    if (failed_ || stop_running_) waiting = std::max(waiting, 1);
+    agent.socket.send("WAITING " + std::to_string(waiting) + (stop_running_ ? " lost: " + first_failure_ : ""));
+  } else if (line.rfind("MEMBER ", 0) == 0) {
+    on_member(agent, line);
   } else if (line == "DONE") {
     agent.done = true;
   } else {
@@ -190,12 +218,49 @@ void RendezvousServer::on_join(Agent& agent, const std::string& line) {
   }
 }
 
+// An agent that reconnected after the server it knew was lost: it keeps its node rank when it
+// names this server's last round and a node rank nobody connected holds.
+void RendezvousServer::on_member(Agent& agent, const std::string& line) {
+  std::istringstream in(line.substr(7));
+  int round = -1, node_rank = -1;
+  if (!(in >> round >> node_rank) || round != round_ || node_rank < 0 ||
+      node_rank >= static_cast<int>(last_members_.size()))
+    return;  // an earlier round's member: a new node now
+  const bool taken =
+      std::any_of(agents_.begin(), agents_.end(), [&](const auto& a) { return a->node_rank == node_rank; });
+  if (!taken) agent.node_rank = node_rank;
+}
+
+// A member of the running round whose agent is gone: the round has failed, and the other
+// members stop their workers and join the next one (rather than wait for their workers to
+// notice, which a collective with a host cut off can take its whole timeout to do).
+void RendezvousServer::member_lost(const std::string& label) {
+  if (round_ < 0 || cause_ != Cause::kNone) return;
+  cause_ = Cause::kFailure;
+  first_failure_ = label + ": its agent was lost (its connection to the rendezvous ended)";
+  refusal_.clear();
+  stop_running_ = true;
+}
+
+// After taking over from a lost server: a member of the last round that has not connected
+// within the grace is lost.
+void RendezvousServer::check_members_back() {
+  if (!awaiting_members_ || Clock::now() - started_ < settings_.rejoin_grace) return;
+  awaiting_members_ = false;
+  for (std::size_t n = 0; n < last_members_.size(); ++n) {
+    const bool back =
+        std::any_of(agents_.begin(), agents_.end(), [&](const auto& a) { return a->node_rank == static_cast<int>(n); });
+    if (!back) return member_lost(last_members_[n]);
+  }
+}
+
 std::string RendezvousServer::restarts_used_up() const {
   return "the job failed with no restart left (--max_restarts " + std::to_string(settings_.max_restarts) +
          ", restarts made " + std::to_string(restarts_) + "); the failure was on " + first_failure_;
 }
 
 void RendezvousServer::check_round() {
+  check_members_back();
   const std::vector<Agent*> joined = joined_agents();
   const auto now = Clock::now();
   if (joined.empty()) {
@@ -243,6 +308,7 @@ std::string RendezvousServer::lost_since_last_round(const std::vector<Agent*>& j
 void RendezvousServer::fail(const std::vector<Agent*>& agents, const std::string& message) {
   failed_ = true;
   failure_ = message;
+  save_state();
   for (Agent* a : agents) {
     a->socket.send("FAIL " + message);
     a->joined = false;
@@ -263,6 +329,7 @@ void RendezvousServer::close_round(std::vector<Agent*> joined) {
   });
   const bool restart = round_ >= 0 && cause_ == Cause::kFailure;
   cause_ = Cause::kNone;
+  stop_running_ = false;
   const std::string lost = lost_since_last_round(joined);
   if (restart) {
     if (restarts_ >= settings_.max_restarts) return fail(joined, restarts_used_up());
@@ -292,6 +359,7 @@ void RendezvousServer::close_round(std::vector<Agent*> joined) {
   }
   last_members_.clear();
   for (const Agent* a : joined) last_members_.push_back(a->label());
+  save_state();  // before any agent hears of the round: a server that takes over knows it
   const Agent& master = *joined.front();
   int offset = 0;
   for (Agent* a : joined) {

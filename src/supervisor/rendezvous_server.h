@@ -11,11 +11,13 @@
 // Wire (one text line each). Agent -> server: "JOIN <run_id> <reason> <nproc> <port>
 // <host> <serving> [detail]" (reason: new, failed, stopped; port: a free port on the
 // agent's host for the workers' store; serving: 1 from the agent that runs the server),
-// "POLL", "DONE". Server -> agent: "ROUND <round> <restarts> <node_rank> <nnodes>
+// "POLL", "DONE", "MEMBER <round> <node_rank>" (an agent that reconnects to a server that took
+// over: it was that node of that round). Server -> agent: "ROUND <round> <restarts> <node_rank> <nnodes>
 // <rank_offset> <world_size> <master_addr> <master_port> <hosts,...> [lost:...]",
-// "WAITING <n>", "FAIL <message>".
+// "WAITING <n> [lost: <which member, why>]", "FAIL <message>".
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -44,14 +46,36 @@ struct RendezvousSettings {
   std::chrono::milliseconds last_call = std::chrono::seconds(30);
   /// Names the launcher in messages.
   std::string name = "kindling-run";
+  /// A server that took over (from a RendezvousState of a running round) counts a member that
+  /// has not connected within this long as lost, as it does a member whose connection ends.
+  std::chrono::milliseconds rejoin_grace = std::chrono::seconds(5);
+};
+
+/// What a rendezvous keeps from one round to the next: what a server that takes over from a lost
+/// one (etcd_rendezvous.h) starts from.
+struct RendezvousState {
+  /// The last round closed (-1: none yet) and the failed rounds restarted so far.
+  int round = -1;
+  int restarts = 0;
+  /// The token of this start of the job (KINDLING_RUN_INSTANCE); empty: a new one is made.
+  std::string instance;
+  /// The last round's members, "host (address)" by node rank.
+  std::vector<std::string> last_members;
+  /// The refusal that opened the last restart with the same nodes (see close_round).
+  std::string last_refusal;
+  /// Not empty once the job has failed for good: why.
+  std::string failure;
 };
 
 /// Serves rounds on a listening socket until destroyed.
 class RendezvousServer {
  public:
-  /// Takes `listen_fd` (from listen_on) and serves on a new thread. Never throws for
-  /// protocol errors: a malformed line gets "FAIL" and the connection is closed.
-  RendezvousServer(int listen_fd, RendezvousSettings settings);
+  /// Takes `listen_fd` (from listen_on) and serves on a new thread, from `start` (a new job by
+  /// default); `save`, when given, is called on that thread with the state each time it changes,
+  /// before any agent hears of the change. Never throws for protocol errors: a malformed line
+  /// gets "FAIL" and the connection is closed.
+  RendezvousServer(int listen_fd, RendezvousSettings settings, RendezvousState start = {},
+                   std::function<void(const RendezvousState&)> save = {});
   /// Waits up to `linger` for the agents of the running round to report DONE or leave,
   /// then stops the thread and closes every connection.
   ~RendezvousServer();
@@ -60,12 +84,20 @@ class RendezvousServer {
 
   std::chrono::milliseconds linger = std::chrono::seconds(30);
 
+  /// Stops serving at once: closes every connection without an answer, so that the agents look
+  /// for the server that takes over (this one lost its right to serve). Any thread; never throws.
+  void abandon();
+
  private:
   struct Agent;
   void serve();
   void accept_agent();
   void on_line(Agent& agent, const std::string& line);
   void on_join(Agent& agent, const std::string& line);
+  void on_member(Agent& agent, const std::string& line);
+  void member_lost(const std::string& label);
+  void check_members_back();
+  void save_state() const;
   void check_round();
   void close_round(std::vector<Agent*> joined);
   void fail(const std::vector<Agent*>& agents, const std::string& message);
@@ -87,13 +119,17 @@ class RendezvousServer {
   std::string refusal_;        // its "kindling::UsageError: ..." part, when it is a refusal
   std::string last_refusal_;   // the refusal that opened the previous restart, same nodes
   std::string failure_;
-  std::vector<std::string> last_members_;
-  const std::string instance_;  // this start of the job (new_run_id()), sent in every round  // "host (address)" of the
-                                // last round, by node rank
+  std::vector<std::string> last_members_;  // "host (address)" of the last round, by node rank
+  std::string instance_;                   // this start of the job (new_run_id()), sent in every round
+  std::function<void(const RendezvousState&)> save_;
+  std::chrono::steady_clock::time_point started_;
+  bool awaiting_members_;      // took over a running round: see check_members_back
+  bool stop_running_ = false;  // a member was lost: the running round's agents stop their workers
   std::chrono::steady_clock::time_point open_since_{}, min_since_{};
   bool open_ = false, min_reached_ = false;
   std::atomic<bool> stop_{false};
   std::atomic<bool> finishing_{false};
+  std::atomic<bool> abandoned_{false};
   std::thread thread_;
 };
 

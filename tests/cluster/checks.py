@@ -53,6 +53,23 @@ class Failure(Exception):
     pass
 
 
+def run_cases(args):
+    """Runs the registered cases (only args.k when given), printing "ok"/"FAIL" with the time
+    each took; returns how many failed."""
+    failed = 0
+    for name, fn in CASES.items():
+        if args.k and args.k != name:
+            continue
+        start = time.monotonic()
+        try:
+            fn(args)
+            print(f"ok   {name} ({time.monotonic() - start:.1f} s)")
+        except Failure as e:
+            failed += 1
+            print(f"FAIL {name} ({time.monotonic() - start:.1f} s): {e}")
+    return failed
+
+
 def expect(condition, message):
     if not condition:
         raise Failure(message)

@@ -16,7 +16,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster  # noqa: E402
 from slurm_cluster import SlurmCluster  # noqa: E402
-from checks import CASES, HELLO_CLIENT as CLIENT, HELLO_SERVER as SERVER, Failure, case, check_layout, expect, prepare, run_hosts  # noqa: E402
+from checks import CASES, HELLO_CLIENT as CLIENT, HELLO_SERVER as SERVER, case, check_layout, expect, prepare, run_cases, run_hosts  # noqa: E402
 
 @case
 def fixture(args):
@@ -327,17 +327,7 @@ def main():
     skip = prepare(args)
     if skip:
         return skip
-    failed = 0
-    for name, fn in CASES.items():
-        if args.k and args.k != name:
-            continue
-        start = time.monotonic()
-        try:
-            fn(args)
-            print(f"ok   {name} ({time.monotonic() - start:.1f} s)")
-        except Failure as e:
-            failed += 1
-            print(f"FAIL {name} ({time.monotonic() - start:.1f} s): {e}")
+    failed = run_cases(args)
     return 1 if failed else 0
 
 

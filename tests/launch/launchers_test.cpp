@@ -304,6 +304,10 @@ TEST(KindlingRun, BadFlagsAreRejectedWithExitCodeTwo) {
       {{"--standalone=yes", kHello}, "--standalone takes no value"},
       {{"--grace_period", "inf", kHello}, "--grace_period expects seconds (a number from 0 to 10000000"},
       {{"--rdzv_conf", "join_timeout=nan", kHello}, "got 'nan'"},
+      {{"--rdzv_backend", "etcd-v2", kHello}, "give --rdzv_backend etcd (every node of the job runs kindling-run)"},
+      {{"--rdzv_backend", "zookeeper", kHello}, "--rdzv_backend is c10d (elastic), etcd (elastic) or static"},
+      {{"--rdzv_endpoint", "h1:2379,", "--rdzv_backend", "etcd", "--rdzv_id", "j", kHello},
+       "--rdzv_endpoint (etcd members) needs a host, got ''"},
       {{"./no-such-program"}, "cannot execute './no-such-program'"},
   };
   for (const auto& c : cases) {

@@ -52,6 +52,13 @@ CASES = [
      "--nnodes 3:2 has MIN greater than MAX; write the smallest world first (e.g. 2:3)"),
     ("launcher", "elastic without endpoint", ["kindling-run", "--nnodes", "1:2", "/bin/true"], {},
      "elastic --nnodes 1:2 needs --rdzv_endpoint HOST[:PORT]"),
+    ("launcher", "torchrun's etcd-v2 backend", ["kindling-run", "--nnodes", "1:2", "--rdzv_backend", "etcd-v2",
+                                                 "--rdzv_endpoint", "etcd1:2379", "--rdzv_id", "j", "/bin/true"], {},
+     "kindling-run speaks etcd's v3 API: give --rdzv_backend etcd"),
+    ("launcher", "etcd members that do not answer", ["kindling-run", "--nnodes", "1:2", "--rdzv_backend", "etcd",
+                                                     "--rdzv_endpoint", "127.0.0.1:9,127.0.0.1:7", "--rdzv_id", "j",
+                                                     "--rdzv_conf", "join_timeout=2", "/bin/true"], {},
+     "no etcd member answered (127.0.0.1:9: Couldn't connect to server; 127.0.0.1:7"),
     ("launcher", "elastic without id", ["kindling-run", "--nnodes", "1:2", "--rdzv_endpoint", "node0", "/bin/true"],
      {}, "elastic mode on several nodes needs --rdzv_id ID"),
     ("launcher", "elastic with node rank", ["kindling-run", "--nnodes", "1:2", "--rdzv_endpoint", "node0",
@@ -260,9 +267,10 @@ def program_argv(argv, build, tmp, port, checks):
         argv[1:1] = ["--allow-run-as-root", "--oversubscribe"]
     else:
         # Launchers host their rendezvous on port 29500 unless told: a free one instead, so
-        # that a case never meets another test's job (CTest runs two at a time).
+        # that a case never meets another test's job (CTest runs two at a time). Elastic
+        # rendezvous (--rdzv_endpoint) choose the workers' ports themselves.
         launcher = argv[0] == "kindling-run" or any(a.endswith("torchrun_compat.py") for a in argv[:2])
-        if launcher and not any(a.startswith(("--master_port", "--standalone")) for a in argv):
+        if launcher and not any(a.startswith(("--master_port", "--standalone", "--rdzv_endpoint")) for a in argv):
             at = 1 if argv[0] == "kindling-run" else 2
             argv[at:at] = ["--master_port", free_port()]
         argv[0] = sys.executable if PROGRAMS[argv[0]] is None else os.path.join(build, PROGRAMS[argv[0]])

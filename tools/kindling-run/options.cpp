@@ -30,8 +30,11 @@ const char* const kUsage =
     "  --rdzv_id ID         the job's identity, the same in each restart (KINDLING_RUN_ID in the workers;\n"
     "                       default: a new unique one). On several nodes give every node the same ID\n"
     "  --rdzv_endpoint H[:P] elastic rendezvous at host H, port P (default 29400); the node that owns\n"
-    "                       address H serves it and must stay up\n"
-    "  --rdzv_backend B     c10d (elastic, the default with --rdzv_endpoint) or static (--master_addr)\n"
+    "                       address H serves it and must stay up. With etcd: the cluster's members,\n"
+    "                       H1[:P1],H2[:P2],... (default port 2379)\n"
+    "  --rdzv_backend B     c10d (elastic, the default with --rdzv_endpoint), etcd (elastic; the agents\n"
+    "                       elect the one that serves the rounds in an etcd cluster, and another takes\n"
+    "                       over when its host is lost: no node must stay up) or static (--master_addr)\n"
     "  --rdzv_conf K=V,...  join_timeout=S (default 600): a round fails with fewer than MIN nodes after S;\n"
     "                       last_call_timeout=S (default 30): a round of MIN or more waits S for more\n"
     "  --no_prefix          relay output lines without the \"[rank<r>]: \" prefix\n"
@@ -115,10 +118,31 @@ void set_rdzv_conf(Options& o, const std::string& value) {
   }
 }
 
+// --rdzv_endpoint: one host[:port], or with etcd the members host[:port],... (port 2379 by default).
+void set_endpoint(Options& o, const std::string& text, bool etcd) {
+  if (!etcd) {
+    const std::string problem = kindling::launch::parse_endpoint(text, o.rdzv_host, o.rdzv_port);
+    if (!problem.empty()) throw UsageError{"kindling-run: --rdzv_endpoint " + problem};
+    return;
+  }
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    std::string host;
+    int port = 2379;
+    const std::string problem = kindling::launch::parse_endpoint(text.substr(start, comma - start), host, port);
+    if (!problem.empty()) throw UsageError{"kindling-run: --rdzv_endpoint (etcd members) " + problem};
+    const bool v6 = host.find(':') != std::string::npos;
+    o.etcd_endpoints.push_back((v6 ? "[" + host + "]" : host) + ":" + std::to_string(port));
+    if (o.rdzv_host.empty()) o.rdzv_host = host;
+    start = comma + 1;
+  }
+}
+
 // One option of the command line: `take()` gives its value (from "=value" or the next
 // argument), `flag_only()` refuses one. Throws UsageError for an unknown option.
 void set_option(Options& o, const std::string& arg, const std::string& name, const std::function<std::string()>& take,
-                const std::function<void()>& flag_only, std::string& backend) {
+                const std::function<void()>& flag_only, std::string& backend, std::string& endpoint) {
   if (name == "--nproc_per_node") {
     o.nproc_per_node = parse_number(name, take());
   } else if (name == "--nnodes") {
@@ -143,12 +167,19 @@ void set_option(Options& o, const std::string& arg, const std::string& name, con
       throw UsageError{"kindling-run: --rdzv_id needs a non-empty identity without spaces, other than 'none', got '" +
                        o.run_id + "'"};
   } else if (name == "--rdzv_endpoint") {
-    const std::string problem = kindling::launch::parse_endpoint(take(), o.rdzv_host, o.rdzv_port);
-    if (!problem.empty()) throw UsageError{"kindling-run: --rdzv_endpoint " + problem};
+    endpoint = take();
+    if (endpoint.empty()) throw UsageError{"kindling-run: --rdzv_endpoint needs a host, got ''"};
   } else if (name == "--rdzv_backend") {
     backend = take();
-    if (backend != "c10d" && backend != "static")
-      throw UsageError{"kindling-run: --rdzv_backend is c10d (elastic) or static, got '" + backend + "'"};
+    if (backend == "etcd-v2") {
+      throw UsageError{
+          "kindling-run: --rdzv_backend etcd-v2 is torchrun's rendezvous on etcd's v2 API (removed from etcd "
+          "3.6); kindling-run speaks etcd's v3 API: give --rdzv_backend etcd (every node of the job runs "
+          "kindling-run)"};
+    }
+    if (backend != "c10d" && backend != "static" && backend != "etcd")
+      throw UsageError{"kindling-run: --rdzv_backend is c10d (elastic), etcd (elastic) or static, got '" + backend +
+                       "'"};
   } else if (name == "--rdzv_conf") {
     set_rdzv_conf(o, take());
   } else if (name == "--standalone") {
@@ -245,7 +276,7 @@ std::string usage_error_text(const UsageError& error) {
 // name; the program and its arguments follow the options (or "--").
 Options parse(int argc, char** argv) {
   Options o;
-  std::string backend;
+  std::string backend, endpoint;
   int i = 1;
   for (; i < argc; ++i) {
     std::string arg = argv[i];
@@ -274,9 +305,10 @@ Options parse(int argc, char** argv) {
     auto flag_only = [&]() {
       if (has_value) throw UsageError{"kindling-run: " + name + " takes no value"};
     };
-    set_option(o, arg, name, take, flag_only, backend);
+    set_option(o, arg, name, take, flag_only, backend, endpoint);
   }
   for (; i < argc; ++i) o.program.push_back(argv[i]);
+  if (!endpoint.empty()) set_endpoint(o, endpoint, backend == "etcd");
   if (backend == "static") {
     if (o.min_nodes != o.max_nodes)
       throw UsageError{"kindling-run: --rdzv_backend static needs a fixed --nnodes N, not a range MIN:MAX"};

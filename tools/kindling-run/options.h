@@ -32,6 +32,8 @@ struct Options {
   bool elastic = false;
   std::string rdzv_host;
   int rdzv_port = 29400;
+  /// --rdzv_backend etcd: the members of the etcd cluster, "host:port" (rdzv_host: the first).
+  std::vector<std::string> etcd_endpoints;
   double join_timeout = 600;
   double last_call_timeout = 30;
   bool addr_given = false, port_given = false, node_rank_given = false;

@@ -1,0 +1,60 @@
+#pragma once
+// How an elastic agent (elastic_agent.h) reaches the server of the rendezvous rounds
+// (rendezvous_server.h): at a fixed endpoint that the agent of the endpoint's host serves
+// (--rdzv_backend c10d, the default), or wherever the agent that leads in an etcd cluster
+// serves it (--rdzv_backend etcd, etcd_rendezvous.cpp), which moves to another host when its
+// host is lost. Internal to src/supervisor/.
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "supervisor/line_socket.h"
+#include "supervisor/rendezvous_server.h"
+
+namespace kindling {
+namespace launch {
+
+struct ElasticAgentOptions;
+
+class RendezvousAccess {
+ public:
+  virtual ~RendezvousAccess() = default;
+  /// Connects to the server, serving it first when this agent is the one to; tries until the
+  /// join timeout. Returns an invalid socket with `error` set when it cannot. Never throws.
+  virtual LineSocket connect(std::string& error) = 0;
+  /// Whether the server can move to another host: then an agent that loses it connects again.
+  virtual bool movable() const = 0;
+  /// Whether this agent serves the rendezvous now (JOIN's serving flag).
+  virtual bool serving() const = 0;
+  /// Where the rendezvous is, for messages ("node0:29400", "the etcd cluster h1:2379,h2:2379").
+  virtual std::string where() const = 0;
+  /// This node's workers completed the job: what the access keeps for a job that goes on
+  /// (etcd: the rounds' state) can go when it is destroyed. Never throws.
+  virtual void finished() {}
+};
+
+/// The fixed endpoint of `options` (endpoint_host:endpoint_port); `name` names the launcher.
+std::unique_ptr<RendezvousAccess> endpoint_access(const ElasticAgentOptions& options, const std::string& name);
+
+/// The server elected in the etcd cluster of `options.etcd_endpoints` (etcd_rendezvous.cpp).
+std::unique_ptr<RendezvousAccess> etcd_access(const ElasticAgentOptions& options, const std::string& name);
+
+/// Whether the program that accepted `s` greets as a kindling-run rendezvous within 5 s; else
+/// `error` says that another program holds `where` (`listen_errno`: why this host could not
+/// listen there itself, 0 when it did not try). Never throws.
+bool greeted(LineSocket& s, const std::string& where, int listen_errno, std::string& error);
+
+/// Calls `attempt(error, done)` until it returns a connected socket or sets `done`, or `limit`
+/// passes (then `error` says so, ending with `advice`); pauses 100-600 ms at random between tries (agents that met
+/// once do not meet again) and says every 10 s what it waits for. Never throws.
+LineSocket keep_trying(std::chrono::milliseconds limit, const std::string& name, const std::string& where,
+                       const std::string& advice, std::string& error,
+                       const std::function<LineSocket(std::string&, bool&)>& attempt);
+
+/// Writes "<name>: <text>" on stderr at once. Never throws.
+void say(const std::string& name, const std::string& text);
+
+}  // namespace launch
+}  // namespace kindling

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""The etcd rendezvous across the namespace cluster (tests/cluster/cluster.py): an etcd cluster of
+one member per host (tests/cluster/etcd_cluster.py), kindling-run --rdzv_backend etcd on every
+host, tests/cluster/elastic_train.cpp as the job (tests/cluster/elastic_job.py).
+
+  loses_first_host  3 hosts, --nnodes 2:3; host 0 serves the rendezvous and runs rank 0 and an
+                    etcd member; it is killed whole mid-epoch. The agents of hosts 1 and 2 elect
+                    one of them, which serves from the state in etcd; the job goes on at 2 hosts
+                    from its last checkpoint (restart 1, node0 named as left out) and completes.
+                    Checked: every sample of every epoch once (the ledger), each iteration's
+                    global batch as in an uninterrupted 2-host run, the rounds and the takeover.
+  member_lost       3 hosts, --nnodes 3; the etcd member of the serving host (the first one in
+                    that agent's list) is killed mid-epoch: the job completes in its first round,
+                    no restart, no other agent takes over.
+
+  tests/cluster/etcd_test.py --build build -k loses_first_host
+"""
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import cluster  # noqa: E402
+import elastic_job  # noqa: E402
+from checks import case, expect  # noqa: E402
+from elastic_job import EPOCHS, ITERATIONS, SAMPLES, Host, launcher, lost_and_repeated, read_ledger, starts  # noqa: E402
+from etcd_cluster import EtcdCluster  # noqa: E402
+
+
+def etcd_launcher(args, etcd, k, run_id, folder, nnodes):
+    """kindling-run on host k through the etcd rendezvous; its own member first in its list."""
+    members = etcd.endpoints().split(",")
+    mine = [m for m in members if m.startswith("node%d:" % k)]
+    ordered = mine + [m for m in members if m not in mine]
+    return launcher(args, run_id, folder, nnodes=nnodes,
+                    rdzv=("--rdzv_backend", "etcd", "--rdzv_endpoint", ",".join(ordered)))
+
+
+def start_job(args, c, etcd, run_id, folder, nnodes, hosts):
+    """The job's launchers on `hosts`, the first one started (and serving) before the others."""
+    first = Host(c, hosts[0], etcd_launcher(args, etcd, hosts[0], run_id, folder, nnodes))
+    first.wait_line(r"serving the rendezvous at", 60)
+    return [first] + [Host(c, k, etcd_launcher(args, etcd, k, run_id, folder, nnodes)) for k in hosts[1:]]
+
+
+def finish_all(hosts, timeout):
+    codes = [h.finish(timeout) for h in hosts]
+    for h, code in zip(hosts, codes):
+        expect(code == 0, "host %d's launcher exited %s:\n%s" % (h.k, code, h.text()))
+
+
+def rounds_of(host):
+    return [line for line in host.lines if re.search(r"rendezvous round \d+ \(", line)]
+
+
+@case
+def loses_first_host(args):
+    work = tempfile.mkdtemp(prefix="kindling-etcd-")
+    try:
+        with cluster.Cluster(hosts=3) as c, EtcdCluster(c, range(3)) as etcd:
+            reference = os.path.join(work, "reference")
+            os.makedirs(reference)
+            finish_all(start_job(args, c, etcd, "reference", reference, "2", [1, 2]), 180)
+            ref_iterations, _ = read_ledger(reference)
+            expect(len(ref_iterations) == ITERATIONS, "the uninterrupted run's ledger has %d iterations" % (
+                len(ref_iterations)))
+            folder = os.path.join(work, "trial")
+            os.makedirs(folder)
+            hosts = start_job(args, c, etcd, "lose-first", folder, "2:3", [0, 1, 2])
+            try:
+                hosts[0].wait_line(r"PROGRESS world=3 iteration=(2[3-9]|3\d)\b", 120)
+                killed_at = time.monotonic()
+                c.kill_host(0)
+                j = hosts[1].wait_line(r"PROGRESS world=2 ", 120)
+                resumed = hosts[1].times[j] - killed_at
+                finish_all(hosts[1:], 180)
+            finally:
+                Host.kill_left(hosts)
+            by_iteration, count = read_ledger(folder)
+            lost, repeated = lost_and_repeated(count)
+            expect(lost == 0 and repeated == 0, "samples lost %d, repeated %d" % (lost, repeated))
+            for key, ids in ref_iterations.items():
+                expect(by_iteration.get(key) == ids, "epoch %d iteration %d trained other samples than the "
+                       "uninterrupted run" % key)
+            text = hosts[1].text() + "\n" + hosts[2].text()
+            expect(re.search(r"serving the rendezvous at .* from round 0 of the agent it replaces", text),
+                   "no agent of hosts 1 and 2 took over the rendezvous from round 0:\n" + text)
+            rounds = rounds_of(hosts[1])
+            expect(len(rounds) == 2 and "round 0 (restart 0): 3 nodes [node0,node1,node2]" in rounds[0],
+                   "host 1's first round should run node0, node1 and node2:\n" + "\n".join(rounds))
+            expect("round 1 (restart 1): 2 nodes [node1,node2]" in rounds[1] and "node0 (" in rounds[1],
+                   "round 1 should run node1 and node2 and name node0 as left out: " + rounds[1])
+            seen = [(s["world"], s["restart"]) for s in starts(hosts[1])]
+            expect(seen == [("3", "0"), ("2", "1")], "host 1's worker started with (world, restart) %s" % seen)
+            print("host 0 lost: the 2-host round trained %.1f s after the kill" % resumed)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+@case
+def member_lost(args):
+    work = tempfile.mkdtemp(prefix="kindling-etcd-")
+    try:
+        with cluster.Cluster(hosts=3) as c, EtcdCluster(c, range(3)) as etcd:
+            hosts = start_job(args, c, etcd, "member-lost", work, "3", [0, 1, 2])
+            try:
+                hosts[0].wait_line(r"PROGRESS world=3 iteration=(2[3-9]|3\d)\b", 120)
+                etcd.kill(0)
+                finish_all(hosts, 180)
+            finally:
+                Host.kill_left(hosts)
+            _, count = read_ledger(work)
+            expect(len(count) == SAMPLES * EPOCHS and max(count.values()) == 1,
+                   "the ledger holds %d (epoch, sample) pairs, %d at most once" % (len(count), SAMPLES * EPOCHS))
+            every = "\n".join(h.text() for h in hosts)
+            expect(every.count("serving the rendezvous at") == 1, "another agent took over:\n" + every)
+            for h in hosts:
+                expect(len(rounds_of(h)) == 1, "host %d saw more than one round:\n%s" % (h.k, h.text()))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main():
+    return elastic_job.main(__doc__)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

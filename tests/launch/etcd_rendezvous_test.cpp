@@ -1,0 +1,107 @@
+// kindling-run --rdzv_backend etcd on one machine, against a real etcd (Debian's etcd-server)
+// started by each test on free loopback ports and removed with its data when the test ends: a
+// job of two agents, the serving agent killed (the other one takes over from the state in
+// etcd), and members that do not answer. Across hosts: tests/cluster/etcd_test.py.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "support/multiprocess.h"
+
+namespace {
+
+using kindling::testing::run_command;
+
+const std::string kRunEtcd = KINDLING_RUN_PATH;
+
+std::string show_all(const kindling::testing::RankResult& r) {
+  return "exit " + std::to_string(r.exit_code) + " after " + std::to_string(r.seconds) + " s\nstdout:\n" + r.out +
+         "\nstderr:\n" + r.err;
+}
+
+// A shell script that starts a one-member etcd cluster on free loopback ports ($ETCD is its
+// client address), waits until it is healthy, runs `body`, prints "keys left: N" (the keys
+// kindling-run left in etcd), and removes the member and its data on every way out.
+std::string with_etcd(const std::string& body) {
+  const std::string client = "127.0.0.1:" + std::to_string(kindling::testing::free_port());
+  const std::string peer = "http://127.0.0.1:" + std::to_string(kindling::testing::free_port());
+  const std::string py = KINDLING_PYTHON;
+  return "set -u; d=$(mktemp -d); ETCD=" + client +
+         "; etcd --data-dir $d/data --listen-client-urls http://$ETCD --advertise-client-urls http://$ETCD "
+         "--listen-peer-urls " +
+         peer + " --initial-advertise-peer-urls " + peer + " --initial-cluster default=" + peer +
+         " > $d/log 2>&1 & e=$!; trap 'kill -9 $e; wait $e; rm -rf $d' EXIT; " + py +
+         " -c \"import time, urllib.request\nfor _ in range(100):\n  try:\n"
+         "    urllib.request.urlopen('http://$ETCD/health', timeout=1); break\n"
+         "  except Exception: time.sleep(0.1)\" || exit 9; " +
+         body + "; " + py +
+         " -c \"import json, urllib.request\nr = urllib.request.Request('http://$ETCD/v3/kv/range', "
+         "data=b'{\\\"key\\\": \\\"Lw==\\\", \\\"range_end\\\": \\\"MA==\\\"}')\n"
+         "print('keys left:', json.load(urllib.request.urlopen(r)).get('count', 0))\"";
+}
+
+}  // namespace
+
+TEST(KindlingRunEtcd, TwoAgentsFormOneJobAndLeaveNoKeys) {
+  const std::string agent =
+      kRunEtcd + " --nnodes 2 --rdzv_backend etcd --rdzv_endpoint $ETCD --rdzv_id etcd-two --nproc_per_node 2 " +
+      HELLO_DIST_PATH;
+  const auto r = run_command(
+      {"/bin/sh", "-c", with_etcd(agent + " & a=$!; " + agent + " & b=$!; wait $a; ea=$?; wait $b; echo exit=$ea,$?")},
+      {}, std::chrono::seconds(60));
+  EXPECT_NE(r.out.find("exit=0,0"), std::string::npos) << show_all(r);
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_NE(r.out.find("rank=" + std::to_string(rank) + " local_rank=" + std::to_string(rank % 2) +
+                         " world_size=4 backend=gloo all_reduce=10"),
+              std::string::npos)
+        << show_all(r);
+  }
+  EXPECT_NE(r.err.find("serving the rendezvous at "), std::string::npos) << show_all(r);
+  EXPECT_NE(r.out.find("keys left: 0"), std::string::npos) << "a job that completed left its keys\n" << show_all(r);
+}
+
+// Agent A serves (it starts first); both run a worker that sleeps in the first attempt. A is
+// killed with SIGKILL (its worker goes with it). B takes over once A's lease (5 s) has expired,
+// from round 0 in etcd; A does not come back within the grace (5 s), so B stops its worker
+// and the job goes on at 1 node as restart 1, where the worker exits 0.
+TEST(KindlingRunEtcd, TheServingAgentKilledIsReplacedFromTheStateInEtcd) {
+  const std::string agent =
+      kRunEtcd +
+      " --nnodes 1:2 --rdzv_backend etcd --rdzv_endpoint $ETCD --rdzv_id etcd-kill --max_restarts 1 "
+      "--rdzv_conf last_call_timeout=1 --grace_period 1 /bin/sh -c \"$W\"";
+  // Each wait is bounded (30 s), so that the script always reaches its clean-up.
+  const auto wait_for = [](const std::string& text, const std::string& file) {
+    return "for i in $(seq 300); do grep -q '" + text + "' " + file + " 2>/dev/null && break; sleep 0.1; done; ";
+  };
+  const std::string body =
+      "W='echo worker restart $TORCHELASTIC_RESTART_COUNT world $WORLD_SIZE; "
+      "if [ $TORCHELASTIC_RESTART_COUNT = 1 ]; then exit 0; fi; sleep 60'; export W; " +
+      agent + " > $d/a.out 2> $d/a.err & a=$!; " + wait_for("serving the rendezvous", "$d/a.err") + agent +
+      " > $d/b.out 2> $d/b.err & b=$!; " + wait_for("worker restart 0", "$d/a.out") +
+      wait_for("worker restart 0", "$d/b.out") +
+      "kill -9 $a; wait $b; echo exit_b=$?; cat $d/a.out $d/b.out; "
+      "cat $d/a.err $d/b.err >&2";
+  const auto r = run_command({"/bin/sh", "-c", with_etcd(body)}, {}, std::chrono::seconds(90));
+  EXPECT_NE(r.out.find("exit_b=0"), std::string::npos) << show_all(r);
+  EXPECT_NE(r.out.find("worker restart 0 world 2"), std::string::npos) << show_all(r);
+  EXPECT_NE(r.out.find("worker restart 1 world 1"), std::string::npos) << show_all(r);
+  EXPECT_NE(r.err.find("from round 0 of the agent it replaces"), std::string::npos) << show_all(r);
+  EXPECT_NE(r.err.find("rendezvous round 1 (restart 1): 1 node"), std::string::npos) << show_all(r);
+  EXPECT_NE(r.err.find("a node of the running round was lost ("), std::string::npos) << show_all(r);
+  EXPECT_NE(r.err.find(" (127.0.0.1): its agent was lost"), std::string::npos) << show_all(r);
+  EXPECT_NE(r.out.find("keys left: 0"), std::string::npos) << show_all(r);
+}
+
+TEST(KindlingRunEtcd, MembersThatDoNotAnswerAreNamed) {
+  const std::string one = "127.0.0.1:" + std::to_string(kindling::testing::free_port());
+  const std::string two = "localhost:" + std::to_string(kindling::testing::free_port());
+  const auto r = run_command({kRunEtcd, "--nnodes", "1:2", "--rdzv_backend", "etcd", "--rdzv_endpoint", one + "," + two,
+                              "--rdzv_id", "nobody", "--rdzv_conf", "join_timeout=3", "/bin/true"},
+                             {}, std::chrono::seconds(30));
+  EXPECT_EQ(r.exit_code, 1) << show_all(r);
+  EXPECT_LT(r.seconds, 15.0) << show_all(r);
+  EXPECT_NE(r.err.find("no etcd member answered (" + one + ": Couldn't connect to server; " + two), std::string::npos)
+      << show_all(r);
+  EXPECT_NE(r.err.find("Start the etcd cluster (or check the members given to --rdzv_endpoint)"), std::string::npos)
+      << show_all(r);
+}
