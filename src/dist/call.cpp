@@ -1,6 +1,8 @@
 // How one call of the API reaches the engine (call.h).
 #include "dist/call.h"
 
+#include "kindling/dist/live.h"
+
 #include <ATen/ATen.h>
 
 #include <sstream>
@@ -144,6 +146,16 @@ void wait_in_slices(PendingOp& op, StallMonitor& monitor, GroupState& g, const c
     if (!watching) {
       monitor.begin_wait(g, seq, start);
       watching = true;
+    }
+    // Under live recovery the launcher announces a new round when a node is lost (whose peers may
+    // wait on it for the whole timeout): leave this world now (kindling/dist/live.h).
+    if (new_round_announced()) {
+      throw CommunicationError(
+          mark_broken(rank_prefix() + "kindling::dist::" + std::string(name) + " (collective #" + std::to_string(seq) +
+                      ") left after " +
+                      std::to_string(std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start).count()) +
+                      " s: the launcher forms a new rendezvous round (a node was lost or joins); this "
+                      "world ends (live recovery)"));
     }
     if (p2p) continue;
     const std::string stalled = monitor.verdict(g, seq, name);

@@ -10,6 +10,7 @@
 #include "common/host.h"
 #include "supervisor/elastic.h"
 #include "supervisor/flight_verdict.h"
+#include "supervisor/live_channel.h"
 #include "supervisor/rendezvous_access.h"
 
 namespace kindling {
@@ -140,84 +141,146 @@ std::string parse_endpoint(const std::string& text, std::string& host, int& port
   return {};
 }
 
-int run_elastic_agent(const ElasticAgentOptions& o,
-                      const std::function<std::vector<WorkerSpec>(const RoundLayout&)>& make_workers,
-                      const SupervisorOptions& supervisor) {
-  const std::string& name = supervisor.name;
-  const RendezvousSettings& settings = o.rendezvous;
-  AgentLink link(o.etcd_endpoints.empty() ? endpoint_access(o, name) : etcd_access(o, name), name);
-  std::string error;
-  if (!link.open(error)) {
-    say(name, "cannot reach the rendezvous at " + link.where() + ": " + error);
-    return 1;
+namespace {
+
+// One node's agent through its rounds (see elastic_agent.h).
+class ElasticAgent {
+ public:
+  ElasticAgent(const ElasticAgentOptions& o, const std::function<std::vector<WorkerSpec>(const RoundLayout&)>& make,
+               const SupervisorOptions& supervisor)
+      : o_(o),
+        make_workers_(make),
+        supervisor_(supervisor),
+        name_(supervisor.name),
+        link_(o.etcd_endpoints.empty() ? endpoint_access(o, name_) : etcd_access(o, name_), name_),
+        host_(::kindling::detail::host_name("unknown-host")) {
+    if (o.live_recovery) live_.emplace();
   }
-  const std::string host = ::kindling::detail::host_name("unknown-host");
-  ErrorFolder folder;
-  std::string reason = "new", detail;
-  int last_exit = 0;
-  for (int attempt = 0;; ++attempt) {
-    const auto join = [&] {
-      return "JOIN " + settings.run_id + " " + reason + " " + std::to_string(o.nproc_per_node) + " " +
-             std::to_string(find_free_port()) + " " + host + (link.serving() ? " 1" : " 0") +
+
+  int run() {
+    std::string error;
+    if (!link_.open(error)) {
+      say(name_, "cannot reach the rendezvous at " + link_.where() + ": " + error);
+      return 1;
+    }
+    std::string reason = "new", detail;
+    for (int attempt = 0;; ++attempt) {
+      if (!join(reason, detail)) return last_exit_ != 0 ? last_exit_ : 1;
+      std::vector<WorkerSpec> specs = make_workers_(layout_);
+      if (live_) {
+        for (auto& w : specs)
+          w.env.insert(w.env.end(),
+                       {{kLiveDirVariable, live_->folder()}, {kLiveRoundVariable, std::to_string(layout_.round)}});
+      }
+      const AttemptFiles files = prepare_attempt(specs, attempt, layout_.restarts, o_.rendezvous.max_restarts,
+                                                 {o_.rendezvous.run_id, layout_.instance}, folder_);
+      SupervisorOptions options = supervisor_;
+      options.flight_record_folder = files.flight_folder;
+      options.stop_check = [this] { return stop_check(); };
+      const SupervisorResult result = supervise(specs, options);
+      const std::string flight = result.exit_code != 0 ? flight_line(files) : std::string();
+      remove_empty_flight_folders(files.flight_folder);
+      if (result.received_signal != 0) {
+        std::fputs(result.summary.c_str(), stderr);
+        return result.exit_code;
+      }
+      if (!rendezvous_failure_.empty()) return last_exit_ != 0 ? last_exit_ : 1;  // a live round failed
+      if (result.exit_code == 0 && !result.stopped_on_request) {
+        link_.send("DONE");
+        link_.finished();
+        return 0;
+      }
+      if (result.exit_code != 0) {
+        std::fputs((result.summary + flight).c_str(), stderr);
+        reason = "failed";
+        detail = failure_line(result, files.error_files);
+        last_exit_ = result.exit_code;
+      } else {
+        say(name_, why_stopped_.empty()
+                       ? "a node waits for the next rendezvous round; stopped this node's workers to join it"
+                       : "a node of the running round was lost (" + why_stopped_ +
+                             "); stopped this node's workers to join the next round");
+        reason = "stopped";
+        detail.clear();
+      }
+      if (!linked_) return last_exit_ != 0 ? last_exit_ : 1;
+    }
+  }
+
+ private:
+  // Joins the next round; false (the reason said) when the rendezvous failed or is lost.
+  bool join(const std::string& reason, const std::string& detail) {
+    const auto line = [&] {
+      return "JOIN " + o_.rendezvous.run_id + " " + reason + " " + std::to_string(o_.nproc_per_node) + " " +
+             std::to_string(find_free_port()) + " " + host_ + (link_.serving() ? " 1" : " 0") +
              (detail.empty() ? "" : " " + detail);
     };
-    const auto reply = link.ask(join, settings.join_timeout + settings.last_call + std::chrono::seconds(60));
-    RoundLayout layout;
+    const auto reply = link_.ask(line, o_.rendezvous.join_timeout + o_.rendezvous.last_call + std::chrono::seconds(60));
     std::string lost;
-    if (!reply || reply->rfind("FAIL ", 0) == 0 || !parse_round(*reply, layout, lost)) {
-      say(name, !reply ? "lost the rendezvous at " + link.where() + " (its host's agent ended or cannot be reached)"
-                : reply->rfind("FAIL ", 0) == 0 ? reply->substr(5)
-                                                : "unexpected rendezvous reply '" + reply->substr(0, 120) + "'");
-      return last_exit != 0 ? last_exit : 1;
+    if (!reply || reply->rfind("FAIL ", 0) == 0 || !parse_round(*reply, layout_, lost)) {
+      rendezvous_failure_ =
+          !reply ? "lost the rendezvous at " + link_.where() + " (its host's agent ended or cannot be reached)"
+          : reply->rfind("FAIL ", 0) == 0 ? reply->substr(5)
+                                          : "unexpected rendezvous reply '" + reply->substr(0, 120) + "'";
+      say(name_, rendezvous_failure_);
+      return false;
     }
-    link.member_of(layout.round, layout.node_rank);
-    say(name, describe(layout, o.nproc_per_node, lost));
-    std::vector<WorkerSpec> specs = make_workers(layout);
-    const AttemptFiles files = prepare_attempt(specs, attempt, layout.restarts, settings.max_restarts,
-                                               {settings.run_id, layout.instance}, folder);
-    SupervisorOptions options = supervisor;
-    options.flight_record_folder = files.flight_folder;
-    bool linked = true;
-    std::string why_stopped;  // what the server said with its request to stop, if anything
-    options.stop_check = [&]() {
-      if (!linked) return false;
-      const auto answer = link.ask([] { return std::string("POLL"); }, std::chrono::seconds(10));
+    link_.member_of(layout_.round, layout_.node_rank);
+    say(name_, describe(layout_, o_.nproc_per_node, lost));
+    return true;
+  }
+
+  // Asked every second while the workers run: whether to stop them. In live-recovery mode a
+  // next round (a node lost or waiting, or this node's workers asking) is joined with the
+  // workers running, which make their new world from its layout; they are stopped only when
+  // the rendezvous fails.
+  bool stop_check() {
+    if (!linked_) return false;
+    std::optional<std::string> request = live_ ? live_->take_request(layout_.round) : std::nullopt;
+    if (!request) {
+      const auto answer = link_.ask([] { return std::string("POLL"); }, std::chrono::seconds(10));
       if (!answer || answer->rfind("WAITING ", 0) != 0) {
-        linked = false;
-        say(name, "lost the rendezvous while the workers run; they go on, but this node cannot rejoin a next round");
+        linked_ = false;
+        say(name_, "lost the rendezvous while the workers run; they go on, but this node cannot rejoin a next round");
         return false;
       }
       const auto lost = answer->find(" lost: ");
-      why_stopped = lost == std::string::npos ? "" : answer->substr(lost + 7);
-      return std::atoi(answer->c_str() + 8) > 0;
-    };
-    const SupervisorResult result = supervise(specs, options);
-    const std::string flight = result.exit_code != 0 ? flight_line(files) : std::string();
-    remove_empty_flight_folders(files.flight_folder);
-    if (result.received_signal != 0) {
-      std::fputs(result.summary.c_str(), stderr);
-      return result.exit_code;
+      why_stopped_ = lost == std::string::npos ? "" : answer->substr(lost + 7);
+      if (std::atoi(answer->c_str() + 8) == 0) return false;
     }
-    if (result.exit_code == 0 && !result.stopped_on_request) {
-      link.send("DONE");
-      link.finished();
-      return 0;
-    }
-    if (result.exit_code != 0) {
-      std::fputs((result.summary + flight).c_str(), stderr);
-      reason = "failed";
-      detail = failure_line(result, files.error_files);
-      last_exit = result.exit_code;
-    } else {
-      say(name, why_stopped.empty()
-                    ? "a node waits for the next rendezvous round; stopped this node's workers to join it"
-                    : "a node of the running round was lost (" + why_stopped +
-                          "); stopped this node's workers to join the next round");
-      reason = "stopped";
-      detail.clear();
-    }
-    if (!linked) return last_exit != 0 ? last_exit : 1;
+    if (!live_) return true;
+    live_->announce(layout_.round + 1);
+    say(name_, request ? "a worker of this node asked for a new round (" + *request +
+                             "); joining it with the workers kept (live recovery)"
+                       : (why_stopped_.empty() ? std::string("a node waits for the next round")
+                                               : "a node of the running round was lost (" + why_stopped_ + ")") +
+                             "; joining the next round with the workers kept (live recovery)");
+    if (!join(request ? "failed" : "live", request ? *request : "")) return true;
+    live_->publish(layout_);
+    return false;
   }
+
+  const ElasticAgentOptions& o_;
+  const std::function<std::vector<WorkerSpec>(const RoundLayout&)>& make_workers_;
+  const SupervisorOptions& supervisor_;
+  const std::string name_;
+  AgentLink link_;
+  const std::string host_;
+  ErrorFolder folder_;
+  std::optional<LiveChannel> live_;
+  RoundLayout layout_;
+  int last_exit_ = 0;
+  bool linked_ = true;
+  std::string why_stopped_;         // what the server said with its request to stop, if anything
+  std::string rendezvous_failure_;  // why the rendezvous ended this node's part
+};
+
+}  // namespace
+
+int run_elastic_agent(const ElasticAgentOptions& o,
+                      const std::function<std::vector<WorkerSpec>(const RoundLayout&)>& make_workers,
+                      const SupervisorOptions& supervisor) {
+  return ElasticAgent(o, make_workers, supervisor).run();
 }
 
 }  // namespace launch

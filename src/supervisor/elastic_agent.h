@@ -45,6 +45,10 @@ struct ElasticAgentOptions {
   std::vector<std::string> etcd_endpoints;
   /// How long a lost serving agent keeps its place in etcd (its lease) before another takes over.
   int etcd_lease_seconds = 5;
+  /// Live recovery (kindling-run --live_recovery): a next round is joined with this node's
+  /// workers running, and they make their new world from its layout in the same processes
+  /// (live_channel.h; kindling/dist/live.h); they are stopped only when the rendezvous fails.
+  bool live_recovery = false;
   /// Nodes, restarts, job identity and timeouts (rendezvous_server.h).
   RendezvousSettings rendezvous;
   /// Workers of this node (its share of the world in every round).

@@ -75,12 +75,14 @@ class Host:
             return "\n".join(self.lines)
 
 
-def launcher(args, run_id, folder, nnodes="2:3", join_timeout=60, extra=(), rdzv=("--rdzv_endpoint", "node0:29400")):
-    """kindling-run's command line for the job on one host; `rdzv`: how it finds the rendezvous."""
+def launcher(args, run_id, folder, nnodes="2:3", join_timeout=60, extra=(), rdzv=("--rdzv_endpoint", "node0:29400"),
+             command="train", flags=()):
+    """kindling-run's command line for the job on one host; `rdzv`: how it finds the rendezvous,
+    `flags`: more of kindling-run's options, `command`: elastic_train's (train, train-live)."""
     return [args.kindling_run, "--nnodes", nnodes, "--nproc_per_node", "1", *rdzv,
             "--rdzv_id", run_id, "--max_restarts", "3", "--grace_period", "2",
-            "--rdzv_conf", "join_timeout=%d,last_call_timeout=3" % join_timeout,
-            args.elastic_train, "train", folder, "--samples", str(SAMPLES), "--batch", str(BATCH), "--epochs",
+            "--rdzv_conf", "join_timeout=%d,last_call_timeout=3" % join_timeout, *flags,
+            args.elastic_train, command, folder, "--samples", str(SAMPLES), "--batch", str(BATCH), "--epochs",
             str(EPOCHS), "--save-every", str(SAVE_EVERY), "--sleep-ms", str(args.sleep_ms), *extra]
 
 
@@ -100,6 +102,33 @@ def lost_and_repeated(count):
     """Samples of the epochs that the ledger's counts miss, and extra trainings of samples."""
     lost = sum(1 for e in range(1, EPOCHS + 1) for s in range(SAMPLES) if count[(e, s)] == 0)
     return lost, sum(n - 1 for n in count.values() if n > 1)
+
+
+def reference_run(c, work, command_of):
+    """An uninterrupted run on hosts 0 and 1 (host k runs command_of(k, folder)) in work/reference;
+    returns host 0's output and the ledger's ids by iteration."""
+    reference = os.path.join(work, "reference")
+    os.makedirs(reference)
+    hosts = [Host(c, k, command_of(k, reference)) for k in range(2)]
+    for h in hosts:
+        expect(h.finish(180) == 0, "the uninterrupted run failed on host %d:\n%s" % (h.k, h.text()))
+    by_iteration, _ = read_ledger(reference)
+    expect(len(by_iteration) == ITERATIONS, "the uninterrupted run's ledger has %d iterations, not %d" % (
+        len(by_iteration), ITERATIONS))
+    return hosts[0].text(), by_iteration
+
+
+def check_ledger(folder, ref_iterations):
+    """Every sample of every epoch once in the job's ledger, and each iteration's global batch as
+    in the uninterrupted run."""
+    by_iteration, count = read_ledger(folder)
+    lost, repeated = lost_and_repeated(count)
+    expect(lost == 0 and repeated == 0, "samples lost %d, repeated %d" % (lost, repeated))
+    expect(len(count) == SAMPLES * EPOCHS, "the ledger holds %d (epoch, sample) pairs, not %d" % (
+        len(count), SAMPLES * EPOCHS))
+    for key, ids in ref_iterations.items():
+        expect(by_iteration.get(key) == ids, "epoch %d iteration %d trained other samples than the "
+               "uninterrupted run" % key)
 
 
 def starts(host):

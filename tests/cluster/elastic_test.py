@@ -34,7 +34,7 @@ sys.path.insert(0, HERE)
 import cluster  # noqa: E402
 import elastic_job  # noqa: E402
 from checks import case, expect  # noqa: E402
-from elastic_job import EPOCHS, ITERATIONS, SAMPLES, Host, close, eval_line, launcher, lost_and_repeated, read_ledger, starts, weights  # noqa: E402,E501
+from elastic_job import SAMPLES, Host, check_ledger, close, eval_line, launcher, lost_and_repeated, read_ledger, reference_run, starts, weights  # noqa: E402,E501
 
 
 def lose_and_rejoin_trial(args, c, folder):
@@ -68,20 +68,13 @@ def lose_and_rejoin(args):
     work = tempfile.mkdtemp(prefix="kindling-elastic-")
     try:
         with cluster.Cluster(hosts=3) as c:
-            reference = os.path.join(work, "reference")
-            os.makedirs(reference)
-            ref_hosts = [Host(c, k, launcher(args, "reference", reference)) for k in range(2)]
-            for h in ref_hosts:
-                expect(h.finish(180) == 0, "the uninterrupted run failed on host %d:\n%s" % (h.k, h.text()))
-            ref_iterations, _ = read_ledger(reference)
-            expect(len(ref_iterations) == ITERATIONS, "the uninterrupted run's ledger has %d iterations, not %d" % (
-                len(ref_iterations), ITERATIONS))
+            ref_text, ref_iterations = reference_run(c, work, lambda k, f: launcher(args, "reference", f))
             figures = []
             for trial in range(args.trials):
                 folder = os.path.join(work, "trial%d" % trial)
                 os.makedirs(folder)
                 result = lose_and_rejoin_trial(args, c, folder)
-                check_trial(args, c, result, folder, ref_hosts[0].text(), ref_iterations)
+                check_trial(args, c, result, folder, ref_text, ref_iterations)
                 figures.append(result)
                 print("trial %d: lost %d, repeated %d, resumed %.1f s after the kill, %d iterations redone" % (
                     trial, result["lost"], result["repeated"], result["resume_seconds"], result["iterations_redone"]))
@@ -93,13 +86,7 @@ def lose_and_rejoin(args):
 
 def check_trial(args, c, result, folder, reference_text, ref_iterations):
     hosts = result["hosts"]
-    expect(result["lost"] == 0 and result["repeated"] == 0, "samples lost %d, repeated %d" % (
-        result["lost"], result["repeated"]))
-    expect(len(result["count"]) == SAMPLES * EPOCHS, "the ledger holds %d (epoch, sample) pairs, not %d" % (
-        len(result["count"]), SAMPLES * EPOCHS))
-    for key, ids in ref_iterations.items():
-        expect(result["by_iteration"].get(key) == ids, "epoch %d iteration %d trained other samples than the "
-               "uninterrupted run" % key)
+    check_ledger(folder, ref_iterations)
     # The rounds, as host 0 saw them: 3 nodes, then 2 (node2 left out, restart 1), then 3
     # again (a membership change: still restart 1).
     rounds = [line for line in hosts[0].lines if re.search(r"rendezvous round \d+ \(", line)]

@@ -4,6 +4,7 @@
 // rendezvous round at another world size it goes on from the latest checkpoint.
 //
 //   elastic_train train DIR [--samples 600] [--batch 12] [--epochs 3] [--save-every 5] [--sleep-ms 40]
+//   elastic_train train-live DIR [...]  # under kindling-run --live_recovery: kh::LiveRecovery, no checkpoint
 //   elastic_train evaluate DIR     # one process, no launcher: the final checkpoint's metrics
 //
 // --batch is the global batch (each rank takes batch / world size, auto_dataloader's rule).
@@ -15,7 +16,7 @@
 // model), prints "WEIGHTS <w1> <w2> <w3> <b>" (%.9g), then
 // evaluates on every rank and prints "EVAL mse=<v> mae=<v>" (%.9g). `evaluate` loads
 // DIR/final.pt into one process and prints the same line. Every rank prints "START rank=R
-// world=W node_rank=N nnodes=K local_rank=L restart=C" (C: TORCHELASTIC_RESTART_COUNT) first.
+// world=W node_rank=N nnodes=K local_rank=L restart=C pid=P" (C: TORCHELASTIC_RESTART_COUNT) first.
 #include <ATen/ATen.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
@@ -26,6 +27,7 @@
 #include <kindling/engine/engine.h>
 #include <kindling/engine/supervised.h>
 #include <kindling/handlers/checkpointing/checkpoint.h>
+#include <kindling/handlers/checkpointing/live_recovery.h>
 #include <kindling/metrics/regression.h>
 
 #include "support/id_dataset.h"
@@ -38,6 +40,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 namespace kd = kindling::dist;
 namespace kh = kindling::handlers;
@@ -88,30 +92,14 @@ void evaluate(torch::nn::Linear model, int64_t samples) {
   }
 }
 
-int train(const std::string& dir, const std::map<std::string, std::string>& f) {
-  kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(60)));
-  const int64_t samples = std::stoll(f.at("--samples")), sleep_ms = std::stoll(f.at("--sleep-ms"));
-  const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
-  std::printf("START rank=%d world=%d node_rank=%d nnodes=%d local_rank=%d restart=%s\n", kd::get_rank(),
-              kd::get_world_size(), kd::get_node_rank(), kd::get_nnodes(), kd::get_local_rank(),
-              restart ? restart : "unset");
-  std::fflush(stdout);
-  auto loader = kd::auto_dataloader(
-      std::make_shared<kindling::testing::IdDataset>(samples),
-      kindling::data::DataLoaderOptions().batch_size(std::stoll(f.at("--batch"))).shuffle(true).seed(7));
-  at::manual_seed(3);
-  torch::nn::Linear linear(3, 1);
-  auto model = kd::auto_model(linear);
-  torch::optim::SGD optimizer(model->parameters(), 0.2);
+// The trainer of `model` (DDP over the current world), whose iterations add their global batch
+// to `ledger` and report progress on rank 0.
+template <typename Model>
+Engine make_trainer(Model& model, torch::optim::SGD& optimizer, Ledger& ledger, int64_t sleep_ms) {
   Engine trainer = kindling::engine::create_supervised_trainer(
       model, optimizer, [](const at::Tensor& y, const at::Tensor& t) { return at::mse_loss(y, t); },
       kindling::engine::SupervisedTrainerOptions().prepare_batch(features));
-  Ledger ledger;
-  kh::Objects to_save{{"trainer", kh::stateful(trainer)},
-                      {"model", kh::stateful(model)},
-                      {"optimizer", kh::stateful(optimizer)},
-                      {"ledger", kh::stateful(ledger)}};
-  trainer.on(Events::ITERATION_COMPLETED, [&](Engine& e) {
+  trainer.on(Events::ITERATION_COMPLETED, [&ledger, sleep_ms](Engine& e) {
     const at::Tensor ids = kd::all_gather(e.state().batch_as<Example>().data.select(1, 0).to(at::kLong).contiguous());
     for (int64_t i = 0; i < ids.numel(); ++i) {
       ledger.rows.insert(ledger.rows.end(), {e.state().epoch, e.state().iteration, ids[i].item<int64_t>()});
@@ -123,11 +111,25 @@ int train(const std::string& dir, const std::map<std::string, std::string>& f) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
   });
-  // After the ledger's handler: a checkpoint holds the ids of the iterations in its weights.
-  auto checkpoint = std::make_shared<kh::Checkpoint>(to_save, dir, kh::CheckpointOptions().filename_prefix("training"));
-  checkpoint->attach(trainer, {Events::ITERATION_COMPLETED.every(std::stoll(f.at("--save-every")))});
-  if (auto last = kh::Checkpoint::find_latest(dir, "training")) kh::Checkpoint::load_objects(to_save, *last);
-  trainer.run(loader, std::stoll(f.at("--epochs")));
+  return trainer;
+}
+
+kindling::data::DataLoader make_loader(const std::map<std::string, std::string>& f) {
+  return kd::auto_dataloader(
+      std::make_shared<kindling::testing::IdDataset>(std::stoll(f.at("--samples"))),
+      kindling::data::DataLoaderOptions().batch_size(std::stoll(f.at("--batch"))).shuffle(true).seed(7));
+}
+
+void print_start() {
+  const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  std::printf("START rank=%d world=%d node_rank=%d nnodes=%d local_rank=%d restart=%s pid=%d\n", kd::get_rank(),
+              kd::get_world_size(), kd::get_node_rank(), kd::get_nnodes(), kd::get_local_rank(),
+              restart ? restart : "unset", static_cast<int>(::getpid()));
+  std::fflush(stdout);
+}
+
+// Rank 0 writes the ledger, the final model and its weights; every rank evaluates.
+int finish(const std::string& dir, torch::nn::Linear linear, const Ledger& ledger, int64_t samples) {
   if (kd::get_rank() == 0) {
     std::ofstream out(dir + "/ledger.txt");
     for (std::size_t i = 0; i + 2 < ledger.rows.size(); i += 3)
@@ -145,15 +147,66 @@ int train(const std::string& dir, const std::map<std::string, std::string>& f) {
   return 0;
 }
 
+int train(const std::string& dir, const std::map<std::string, std::string>& f) {
+  kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(60)));
+  print_start();
+  auto loader = make_loader(f);
+  at::manual_seed(3);
+  torch::nn::Linear linear(3, 1);
+  auto model = kd::auto_model(linear);
+  torch::optim::SGD optimizer(model->parameters(), 0.2);
+  Ledger ledger;
+  Engine trainer = make_trainer(model, optimizer, ledger, std::stoll(f.at("--sleep-ms")));
+  kh::Objects to_save{{"trainer", kh::stateful(trainer)},
+                      {"model", kh::stateful(model)},
+                      {"optimizer", kh::stateful(optimizer)},
+                      {"ledger", kh::stateful(ledger)}};
+  // After the ledger's handler: a checkpoint holds the ids of the iterations in its weights.
+  auto checkpoint = std::make_shared<kh::Checkpoint>(to_save, dir, kh::CheckpointOptions().filename_prefix("training"));
+  checkpoint->attach(trainer, {Events::ITERATION_COMPLETED.every(std::stoll(f.at("--save-every")))});
+  if (auto last = kh::Checkpoint::find_latest(dir, "training")) kh::Checkpoint::load_objects(to_save, *last);
+  trainer.run(loader, std::stoll(f.at("--epochs")));
+  return finish(dir, linear, ledger, std::stoll(f.at("--samples")));
+}
+
+// The same job under kindling-run --live_recovery: no checkpoint; a lost or new node changes
+// the world in the same processes (kh::LiveRecovery). Each world prints "WORLD rank=R world=W
+// pid=P" on every rank.
+int train_live(const std::string& dir, const std::map<std::string, std::string>& f) {
+  kh::LiveRecovery live(kh::LiveRecoveryOptions().init_options(kd::InitOptions().timeout(std::chrono::seconds(60))));
+  kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(60)));
+  print_start();
+  at::manual_seed(3);
+  torch::nn::Linear linear(3, 1);
+  Ledger ledger;
+  live.run([&](kh::LiveRecovery& self) {
+    std::printf("WORLD rank=%d world=%d pid=%d\n", kd::get_rank(), kd::get_world_size(), static_cast<int>(::getpid()));
+    std::fflush(stdout);
+    auto loader = make_loader(f);
+    auto model = kd::auto_model(linear);
+    torch::optim::SGD optimizer(model->parameters(), 0.2);
+    Engine trainer = make_trainer(model, optimizer, ledger, std::stoll(f.at("--sleep-ms")));
+    self.keep({{"trainer", kh::stateful(trainer)},
+               {"model", kh::stateful(linear)},
+               {"optimizer", kh::stateful(optimizer)},
+               {"ledger", kh::stateful(ledger)}},
+              trainer);
+    trainer.run(loader, std::stoll(f.at("--epochs")));
+  });
+  return finish(dir, linear, ledger, std::stoll(f.at("--samples")));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 3 || (std::string(argv[1]) != "train" && std::string(argv[1]) != "evaluate")) {
-    std::fprintf(stderr, "usage: elastic_train train|evaluate DIR [--flag value]...\n");
+  const std::string command = argc >= 3 ? argv[1] : "";
+  if (command != "train" && command != "train-live" && command != "evaluate") {
+    std::fprintf(stderr, "usage: elastic_train train|train-live|evaluate DIR [--flag value]...\n");
     return 2;
   }
   const auto f = flags(argc, argv);
-  if (std::string(argv[1]) == "train") return train(argv[2], f);
+  if (command == "train") return train(argv[2], f);
+  if (command == "train-live") return train_live(argv[2], f);
   torch::nn::Linear linear(3, 1);
   torch::load(linear, std::string(argv[2]) + "/final.pt");
   evaluate(linear, std::stoll(f.at("--samples")));

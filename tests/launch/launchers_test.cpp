@@ -306,6 +306,7 @@ TEST(KindlingRun, BadFlagsAreRejectedWithExitCodeTwo) {
       {{"--rdzv_conf", "join_timeout=nan", kHello}, "got 'nan'"},
       {{"--rdzv_backend", "etcd-v2", kHello}, "give --rdzv_backend etcd (every node of the job runs kindling-run)"},
       {{"--rdzv_backend", "zookeeper", kHello}, "--rdzv_backend is c10d (elastic), etcd (elastic) or static"},
+      {{"--live_recovery", kHello}, "--live_recovery needs the elastic rendezvous"},
       {{"--rdzv_endpoint", "h1:2379,", "--rdzv_backend", "etcd", "--rdzv_id", "j", kHello},
        "--rdzv_endpoint (etcd members) needs a host, got ''"},
       {{"./no-such-program"}, "cannot execute './no-such-program'"},

@@ -78,6 +78,7 @@ int run_elastic(const Options& o, const kindling::launch::SupervisorOptions& sup
   agent.endpoint_host = o.rdzv_host;
   agent.endpoint_port = o.rdzv_port;
   agent.etcd_endpoints = o.etcd_endpoints;
+  agent.live_recovery = o.live_recovery;
   agent.nproc_per_node = o.nproc_per_node;
   agent.rendezvous.min_nodes = o.min_nodes;
   agent.rendezvous.max_nodes = o.max_nodes;

@@ -37,6 +37,9 @@ const char* const kUsage =
     "                       over when its host is lost: no node must stay up) or static (--master_addr)\n"
     "  --rdzv_conf K=V,...  join_timeout=S (default 600): a round fails with fewer than MIN nodes after S;\n"
     "                       last_call_timeout=S (default 30): a round of MIN or more waits S for more\n"
+    "  --live_recovery      elastic: when a node is lost or arrives, keep the workers running; they make\n"
+    "                       the new world in the same processes (kindling::dist::rejoin, the Engine's\n"
+    "                       LiveRecovery) instead of being restarted; see docs/fault-tolerance.md\n"
     "  --no_prefix          relay output lines without the \"[rank<r>]: \" prefix\n"
     "  --no_python          accepted for torchrun compatibility (programs always run directly)\n"
     "  -h, --help           this text\n"
@@ -185,6 +188,9 @@ void set_option(Options& o, const std::string& arg, const std::string& name, con
   } else if (name == "--standalone") {
     flag_only();
     o.standalone = true;
+  } else if (name == "--live_recovery") {
+    flag_only();
+    o.live_recovery = true;
   } else if (name == "--no_prefix") {
     flag_only();
     o.prefix = false;
@@ -229,6 +235,11 @@ void check(const Options& o) {
                      std::to_string(kMaxProcPerNode) + " processes on one node; use at most one per core or GPU"};
   }
   if (o.elastic) return check_elastic(o);
+  if (o.live_recovery) {
+    throw UsageError{
+        "kindling-run: --live_recovery needs the elastic rendezvous (--nnodes MIN:MAX or --rdzv_endpoint), "
+        "which forms the new world when a node is lost or arrives"};
+  }
   const int nnodes = o.max_nodes;
   if (nnodes < 1) throw UsageError{"kindling-run: --nnodes must be at least 1"};
   if (o.node_rank >= nnodes) {

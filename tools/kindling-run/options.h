@@ -34,6 +34,8 @@ struct Options {
   int rdzv_port = 29400;
   /// --rdzv_backend etcd: the members of the etcd cluster, "host:port" (rdzv_host: the first).
   std::vector<std::string> etcd_endpoints;
+  /// --live_recovery: rounds are joined with the workers running (elastic only).
+  bool live_recovery = false;
   double join_timeout = 600;
   double last_call_timeout = 30;
   bool addr_given = false, port_given = false, node_rank_given = false;

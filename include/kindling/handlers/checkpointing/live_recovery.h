@@ -1,0 +1,86 @@
+#pragma once
+/// \file
+/// Live recovery: training that survives a lost host, and takes in a new one, without
+/// restarting any process or reading a checkpoint from disk (kindling-run --live_recovery).
+/// The training state is committed in memory after every iteration; when a rank or host is lost
+/// (a collective fails) or a node arrives (the launcher announces a new round, which the ranks
+/// agree to leave at the same iteration), every surviving process makes the new world itself
+/// (kindling/dist/live.h), the state of the lowest rank is sent to every rank, new ones
+/// included, and training goes on from there at the new world size (the data position
+/// converted as for a resume at another world size).
+///
+/// \code
+///   kh::LiveRecovery live(kh::LiveRecoveryOptions().init_options(kd::InitOptions().timeout(60s)));
+///   torch::nn::Linear net(3, 1);                          // lives across worlds
+///   live.run([&](kh::LiveRecovery& self) {                // once per world
+///     auto model = kd::auto_model(net);                   // what depends on the world
+///     auto loader = kd::auto_dataloader(dataset, options);
+///     torch::optim::SGD optimizer(model->parameters(), 0.1);
+///     auto trainer = ke::create_supervised_trainer(model, optimizer, loss);
+///     self.keep({{"model", kh::stateful(net)}, {"optimizer", kh::stateful(optimizer)},
+///                {"trainer", kh::stateful(trainer)}}, trainer);
+///     trainer.run(loader, epochs);
+///   });
+/// \endcode
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kindling/dist/dist.h"
+#include "kindling/engine/engine.h"
+#include "kindling/export.h"
+#include "kindling/handlers/checkpointing/stateful.h"
+#include "kindling/options.h"
+
+namespace kindling {
+namespace handlers {
+
+struct KINDLING_API LiveRecoveryOptions {
+  /// The backend of every world run() makes. Default: gloo.
+  KINDLING_ARG(std::string, backend) = "gloo";
+  /// Its options (a short timeout makes a lost host found sooner). Default: initialize()'s.
+  KINDLING_ARG(dist::InitOptions, init_options);
+  /// Whether a new round was announced is agreed every this many iterations (one all_reduce of
+  /// one number). Default: 1.
+  KINDLING_ARG(int64_t, check_every) = 1;
+  /// How long a rank waits for the launcher's next round. Default: 10 minutes.
+  KINDLING_ARG(std::chrono::milliseconds, rejoin_timeout) = std::chrono::minutes(10);
+};
+
+class KINDLING_API LiveRecovery {
+ public:
+  explicit LiveRecovery(LiveRecoveryOptions options = LiveRecoveryOptions());
+
+  /// Initializes the world (unless it is), then runs `train` until it returns. When it throws
+  /// kindling::CommunicationError or kindling::TimeoutError (a rank or host was lost) or the
+  /// launcher announces a new round, the next world is made in this process
+  /// (kindling::dist::rejoin) and `train` runs again; it builds what depends on the world (DDP,
+  /// loaders, engines) and calls keep(). Other exceptions leave run(). Without
+  /// `kindling-run --live_recovery` `train` runs once and its errors leave run(). Every rank
+  /// calls it. Throws what `train` and rejoin() throw.
+  void run(const std::function<void(LiveRecovery&)>& train);
+
+  /// Inside `train`, after the engine's own handlers are attached: loads the last committed
+  /// state into `objects` on every rank (sent by rank 0; nothing on the job's first world),
+  /// then commits `objects` after each of `engine`'s iterations and agrees there every
+  /// check_every iterations whether a new round was announced. A metric among `objects` makes
+  /// every commit a collective (its state gathers every rank's). Every rank calls it.
+  void keep(const Objects& objects, engine::Engine& engine);
+
+  /// Worlds made in this process after the first (recoveries and joins seen by this rank).
+  int recoveries() const { return recoveries_; }
+  /// The iteration of the last commit (-1 before the first).
+  int64_t committed_iteration() const { return committed_iteration_; }
+
+ private:
+  void commit(const Objects& objects, int64_t iteration);
+  LiveRecoveryOptions options_;
+  std::vector<char> commit_;
+  int64_t committed_iteration_ = -1;
+  int recoveries_ = 0;
+};
+
+}  // namespace handlers
+}  // namespace kindling

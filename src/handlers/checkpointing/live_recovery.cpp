@@ -1,0 +1,91 @@
+// Live recovery, the training state's side (see kindling/handlers/checkpointing/live_recovery.h).
+#include "kindling/handlers/checkpointing/live_recovery.h"
+
+#include <torch/serialize.h>
+
+#include <cstring>
+
+#include "kindling/dist/live.h"
+#include "kindling/error.h"
+#include "kindling/handlers/checkpointing/checkpoint.h"
+#include "kindling/log.h"
+
+namespace kindling {
+namespace handlers {
+
+namespace {
+
+constexpr char kLiveWho[] = "kindling::handlers::LiveRecovery";
+
+// Thrown out of the engine at an iteration every rank agreed on: the launcher forms a new round.
+struct NewRound : Error {
+  NewRound() : Error(std::string(kLiveWho) + ": the launcher forms a new round") {}
+};
+
+}  // namespace
+
+LiveRecovery::LiveRecovery(LiveRecoveryOptions options) : options_(std::move(options)) {
+  KINDLING_CHECK(options_.check_every() >= 1, kLiveWho, ": check_every must be at least 1, got ",
+                 options_.check_every());
+}
+
+void LiveRecovery::run(const std::function<void(LiveRecovery&)>& train) {
+  if (!dist::is_initialized()) dist::initialize(options_.backend(), options_.init_options());
+  while (true) {
+    std::string why;
+    try {
+      train(*this);
+      return;
+    } catch (const NewRound&) {
+      why = "a new round was announced";
+    } catch (const CommunicationError& e) {
+      if (!dist::live_recovery_enabled()) throw;
+      why = e.what();
+    } catch (const TimeoutError& e) {
+      if (!dist::live_recovery_enabled()) throw;
+      why = e.what();
+    }
+    log(LogLevel::kWarning, std::string(kLiveWho) + ": rank " + std::to_string(dist::get_rank()) +
+                                " leaves its world (" + why.substr(0, 200) + "); the last commit is of iteration " +
+                                std::to_string(committed_iteration_));
+    dist::rejoin(options_.backend(), options_.init_options(), why, options_.rejoin_timeout());
+    ++recoveries_;
+  }
+}
+
+void LiveRecovery::commit(const Objects& objects, int64_t iteration) {
+  StateDict all = new_state_dict();
+  for (const auto& [name, object] : objects) all.insert(name, object->state_dict());
+  commit_ = torch::pickle_save(c10::IValue(all));
+  committed_iteration_ = iteration;
+}
+
+void LiveRecovery::keep(const Objects& objects, engine::Engine& engine) {
+  // Rank 0's commit (a survivor's: the rendezvous keeps the last round's members first) is every
+  // rank's state: it includes every gradient of its iteration, as every rank sent its part.
+  std::optional<at::Tensor> mine;
+  if (dist::get_rank() == 0) {
+    mine = at::empty({static_cast<int64_t>(commit_.size())}, at::kByte);
+    std::memcpy(mine->data_ptr(), commit_.data(), commit_.size());
+  }
+  const at::Tensor sent = dist::get_world_size() > 1 ? dist::broadcast(mine, 0) : *mine;
+  if (sent.numel() > 0) {
+    const std::vector<char> bytes(static_cast<const char*>(sent.data_ptr()),
+                                  static_cast<const char*>(sent.data_ptr()) + sent.numel());
+    const c10::IValue state = torch::pickle_load(bytes);
+    KINDLING_CHECK(state.isGenericDict(), kLiveWho, ": the committed state is not a dict (", state.tagKind(), ")");
+    Checkpoint::load_objects(objects, state.toGenericDict());
+    commit_ = bytes;
+  }
+  const int64_t every = options_.check_every();
+  engine.add_event_handler(engine::Events::ITERATION_COMPLETED, [this, objects, every](engine::Engine& e) {
+    commit(objects, e.state().iteration);
+    if (!dist::live_recovery_enabled() || e.state().iteration % every != 0) return;
+    at::Tensor announced = at::full({1}, dist::new_round_announced() ? 1 : 0, at::kInt);
+    dist::all_reduce(announced, dist::ReduceOp::kMax);
+    if (announced.item<int>() != 0) throw NewRound();
+  });
+}
+
+}  // namespace handlers
+}  // namespace kindling

@@ -1,0 +1,52 @@
+#pragma once
+// The files between an elastic agent in live-recovery mode (kindling-run --live_recovery) and
+// its workers, in a private folder named to the workers by KINDLING_LIVE_DIR: the agent writes
+// "announce" (the number of the round being formed: the workers leave their step) and "round"
+// (the round's layout, key=value lines: the workers make their new world from it); a worker
+// whose collective failed before the agent heard of anything writes "request" (why). Each file
+// is written whole (a temporary file renamed over it). The worker's side is
+// src/dist/live.cpp. Internal to src/supervisor/; plain POSIX.
+#include <optional>
+#include <string>
+
+namespace kindling {
+namespace launch {
+
+struct RoundLayout;
+
+/// The variable that names the folder to the workers, and the one that holds the round their
+/// world was made in.
+inline constexpr char kLiveDirVariable[] = "KINDLING_LIVE_DIR";
+inline constexpr char kLiveRoundVariable[] = "KINDLING_LIVE_ROUND";
+/// The files in that folder.
+inline constexpr char kLiveAnnounceFile[] = "announce";
+inline constexpr char kLiveRoundFile[] = "round";
+inline constexpr char kLiveRequestFile[] = "request";
+
+class LiveChannel {
+ public:
+  /// Makes the folder. Throws std::runtime_error when it cannot be made.
+  LiveChannel();
+  /// Removes the folder and its files.
+  ~LiveChannel();
+  LiveChannel(const LiveChannel&) = delete;
+  LiveChannel& operator=(const LiveChannel&) = delete;
+
+  const std::string& folder() const { return folder_; }
+  /// Tells the workers that round `round` is being formed. Never throws (a failed write is
+  /// said on stderr: the workers then notice at their next failed collective).
+  void announce(int round);
+  /// Gives the workers the layout of the round that closed. Never throws (as announce).
+  void publish(const RoundLayout& layout);
+  /// A worker's request for a new round (its reason), taken away; unset when there is none or
+  /// when it was made in a round before `round` (a round already formed since answers it).
+  /// The request file's first line is the round the worker's world was made in.
+  std::optional<std::string> take_request(int round);
+
+ private:
+  void write(const std::string& name, const std::string& text);
+  std::string folder_;
+};
+
+}  // namespace launch
+}  // namespace kindling

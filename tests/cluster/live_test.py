@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Live recovery across the namespace cluster (tests/cluster/cluster.py): kindling-run
+--live_recovery on every host, tests/cluster/elastic_train.cpp's train-live (kh::LiveRecovery,
+no checkpoint on disk) as the job (tests/cluster/elastic_job.py).
+
+  lose_and_rejoin_live  3 hosts, --nnodes 2:3; host 2 is killed (every process at once)
+                        mid-epoch; hosts 0 and 1 go on at 2 ranks in the same processes from
+                        the last iteration committed in memory; host 2 starts again and joins
+                        (2 -> 3), receiving the state from rank 0; the job completes. Checked:
+                        no process of hosts 0 and 1 started again (one START and the same pid in
+                        each WORLD line), every sample of every epoch once (the ledger), each
+                        iteration's global batch and the final weights as in an uninterrupted
+                        2-host run, at most 1 iteration redone.
+
+  tests/cluster/live_test.py --build build -k lose_and_rejoin_live [--trials 10]
+"""
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import cluster  # noqa: E402
+import elastic_job  # noqa: E402
+from checks import case, expect  # noqa: E402
+from elastic_job import Host, check_ledger, close, launcher, reference_run, starts, weights  # noqa: E402
+
+
+def live_launcher(args, run_id, folder):
+    return launcher(args, run_id, folder, command="train-live", flags=("--live_recovery",))
+
+
+def worlds(host):
+    """(rank, world, pid) of each WORLD line of a host's output."""
+    return [tuple(int(v) for v in m) for m in re.findall(r"WORLD rank=(\d+) world=(\d+) pid=(\d+)", host.text())]
+
+
+def trial(args, c, folder, ref_text, ref_iterations):
+    hosts = [Host(c, k, live_launcher(args, "live", folder)) for k in range(3)]
+    try:
+        i = hosts[0].wait_line(r"PROGRESS world=3 iteration=(2[3-9]|3\d)\b", 120)
+        last_before = int(re.search(r"iteration=(\d+)", hosts[0].lines[i]).group(1))
+        killed_at = time.monotonic()
+        c.kill_host(2)
+        j = hosts[0].wait_line(r"PROGRESS world=2 ", 120, i)
+        resumed = hosts[0].times[j] - killed_at
+        first_after = int(re.search(r"iteration=(\d+)", hosts[0].lines[j]).group(1))
+        k = hosts[0].wait_line(r"PROGRESS world=2 iteration=(6\d|7\d)\b", 120, j)
+        hosts[2] = Host(c, 2, live_launcher(args, "live", folder))
+        joined_at = time.monotonic()
+        m = hosts[0].wait_line(r"PROGRESS world=3 ", 120, k)
+        joined = hosts[0].times[m] - joined_at
+        for h in hosts:
+            expect(h.finish(180) == 0, "host %d's launcher failed:\n%s" % (h.k, h.text()))
+    finally:
+        Host.kill_left(hosts)
+    for h in hosts[:2]:
+        expect(len(starts(h)) == 1, "host %d's worker started %d times (a restart):\n%s" % (
+            h.k, len(starts(h)), h.text()))
+        pid = int(starts(h)[0]["pid"])
+        seen = worlds(h)
+        expect([w for _, w, _ in seen] == [3, 2, 3] and all(p == pid for _, _, p in seen),
+               "host %d's worlds (rank, world, pid) %s, expected worlds 3, 2, 3 in process %d" % (h.k, seen, pid))
+    check_ledger(folder, ref_iterations)
+    for n, (a, b) in enumerate(zip(weights(hosts[0].text()), weights(ref_text))):
+        close(a, b, 1e-5, "weight %d against the uninterrupted run" % n)
+    redone = last_before - first_after + 1
+    expect(redone <= 1, "%d iterations redone after the loss (last before %d, first after %d)" % (
+        redone, last_before, first_after))
+    return resumed, joined, redone
+
+
+@case
+def lose_and_rejoin_live(args):
+    work = tempfile.mkdtemp(prefix="kindling-live-")
+    try:
+        with cluster.Cluster(hosts=3) as c:
+            ref_text, ref_iterations = reference_run(c, work, lambda k, f: live_launcher(args, "reference", f))
+            figures = []
+            for n in range(args.trials):
+                folder = os.path.join(work, "trial%d" % n)
+                os.makedirs(folder)
+                figures.append(trial(args, c, folder, ref_text, ref_iterations))
+                print("trial %d: the 2-rank world trained %.1f s after the kill (%d iteration(s) redone); the "
+                      "3-rank world %.1f s after host 2 started again" % (n, figures[-1][0], figures[-1][2],
+                                                                          figures[-1][1]))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main():
+    return elastic_job.main(__doc__)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
