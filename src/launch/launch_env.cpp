@@ -268,7 +268,10 @@ LaunchEnvironment from_open_mpi(const EnvMap& env) {
     if (!job) job = lookup(env, "PMIX_NAMESPACE");
     if (job && !job->empty() && job->size() < 19 &&
         std::all_of(job->begin(), job->end(), [](unsigned char c) { return std::isdigit(c); })) {
-      e.master_port = 20000 + static_cast<int>((std::stoll(*job) >> 16) % 30000);
+      // Below 32768, where Linux's ephemeral ports begin (net.ipv4.ip_local_port_range's default):
+      // a port in that range can be any outgoing connection's source port on this host when rank
+      // 0 binds it (seen: EADDRINUSE under ctest -j2).
+      e.master_port = 20000 + static_cast<int>((std::stoll(*job) >> 16) % 12768);
     }
   }
   check_rank(e, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE");

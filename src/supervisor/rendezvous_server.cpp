@@ -165,7 +165,14 @@ void RendezvousServer::on_line(Agent& agent, const std::string& line) {
     if (!member_waits && members >= settings_.max_nodes) waiting = 0;
     // Stop the workers: after a failure the join gets it; after a lost member, the next round.
     if (failed_ || stop_running_) waiting = std::max(waiting, 1);
-    agent.socket.send("WAITING " + std::to_string(waiting) + (stop_running_ ? " lost: " + first_failure_ : ""));
+    std::string why = stop_running_ ? first_failure_ : "";
+    // An agent whose workers run but which is no member: its round went on without it (it did
+    // not answer in time, e.g. its host was stopped). Its workers wait on peers that left.
+    if (agent.node_rank < 0 && round_ >= 0 && !failed_) {
+      waiting = std::max(waiting, 1);
+      why = agent.label() + ": this node was left out of round " + std::to_string(round_);
+    }
+    agent.socket.send("WAITING " + std::to_string(waiting) + (why.empty() ? "" : " lost: " + why));
   } else if (line.rfind("MEMBER ", 0) == 0) {
     on_member(agent, line);
   } else if (line == "DONE") {

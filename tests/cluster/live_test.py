@@ -12,11 +12,19 @@ no checkpoint on disk) as the job (tests/cluster/elastic_job.py).
                         iteration's global batch and the final weights as in an uninterrupted
                         2-host run, at most 1 iteration redone.
 
+  stopped_host_live     3 hosts, --nnodes 2:3; every process of host 2 is stopped (SIGSTOP:
+                        its agent too, so nothing tells the others) mid-epoch; the stall period
+                        (5 s here) ends the waits of hosts 0 and 1, which form a 2-rank world in
+                        the same processes; host 2, continued (SIGCONT) once they train, hears
+                        that it was left out and rejoins in its own processes (2 -> 3). Checked as lose_and_rejoin_live, and
+                        host 2's worker not started again either.
+
   tests/cluster/live_test.py --build build -k lose_and_rejoin_live [--trials 10]
 """
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -29,13 +37,31 @@ from checks import case, expect  # noqa: E402
 from elastic_job import Host, check_ledger, close, launcher, reference_run, starts, weights  # noqa: E402
 
 
-def live_launcher(args, run_id, folder):
-    return launcher(args, run_id, folder, command="train-live", flags=("--live_recovery",))
+def live_launcher(args, run_id, folder, stall_seconds=None, sleep_ms=None):
+    extra = () if sleep_ms is None else ("--sleep-ms", str(sleep_ms))
+    argv = launcher(args, run_id, folder, command="train-live", flags=("--live_recovery",), extra=extra)
+    return argv if stall_seconds is None else ["env", "KINDLING_STALL_TIMEOUT=%d" % stall_seconds] + argv
 
 
 def worlds(host):
     """(rank, world, pid) of each WORLD line of a host's output."""
     return [tuple(int(v) for v in m) for m in re.findall(r"WORLD rank=(\d+) world=(\d+) pid=(\d+)", host.text())]
+
+
+def check_kept(hosts, expected_worlds, folder, ref_text, ref_iterations, rank0):
+    """No process of `hosts` started twice; their worlds, in one process each; the ledger and the
+    final weights (printed by `rank0`'s host) against the uninterrupted run."""
+    for h in hosts:
+        expect(len(starts(h)) == 1, "host %d's worker started %d times (a restart):\n%s" % (
+            h.k, len(starts(h)), h.text()))
+        pid = int(starts(h)[0]["pid"])
+        seen = worlds(h)
+        expect([w for _, w, _ in seen] == expected_worlds and all(p == pid for _, _, p in seen),
+               "host %d's worlds (rank, world, pid) %s, expected worlds %s in process %d" % (
+                   h.k, seen, expected_worlds, pid))
+    check_ledger(folder, ref_iterations)
+    for n, (a, b) in enumerate(zip(weights(rank0.text()), weights(ref_text))):
+        close(a, b, 1e-5, "weight %d against the uninterrupted run" % n)
 
 
 def trial(args, c, folder, ref_text, ref_iterations):
@@ -57,16 +83,7 @@ def trial(args, c, folder, ref_text, ref_iterations):
             expect(h.finish(180) == 0, "host %d's launcher failed:\n%s" % (h.k, h.text()))
     finally:
         Host.kill_left(hosts)
-    for h in hosts[:2]:
-        expect(len(starts(h)) == 1, "host %d's worker started %d times (a restart):\n%s" % (
-            h.k, len(starts(h)), h.text()))
-        pid = int(starts(h)[0]["pid"])
-        seen = worlds(h)
-        expect([w for _, w, _ in seen] == [3, 2, 3] and all(p == pid for _, _, p in seen),
-               "host %d's worlds (rank, world, pid) %s, expected worlds 3, 2, 3 in process %d" % (h.k, seen, pid))
-    check_ledger(folder, ref_iterations)
-    for n, (a, b) in enumerate(zip(weights(hosts[0].text()), weights(ref_text))):
-        close(a, b, 1e-5, "weight %d against the uninterrupted run" % n)
+    check_kept(hosts[:2], [3, 2, 3], folder, ref_text, ref_iterations, hosts[0])
     redone = last_before - first_after + 1
     expect(redone <= 1, "%d iterations redone after the loss (last before %d, first after %d)" % (
         redone, last_before, first_after))
@@ -87,6 +104,39 @@ def lose_and_rejoin_live(args):
                 print("trial %d: the 2-rank world trained %.1f s after the kill (%d iteration(s) redone); the "
                       "3-rank world %.1f s after host 2 started again" % (n, figures[-1][0], figures[-1][2],
                                                                           figures[-1][1]))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+@case
+def stopped_host_live(args):
+    work = tempfile.mkdtemp(prefix="kindling-live-")
+    try:
+        with cluster.Cluster(hosts=3) as c:
+            ref_text, ref_iterations = reference_run(c, work, lambda k, f: live_launcher(args, "reference", f))
+            folder = os.path.join(work, "stopped")
+            os.makedirs(folder)
+            # A slower pace (80 ms an iteration): host 2 continued must find the job still running.
+            hosts = [Host(c, k, live_launcher(args, "stopped", folder, stall_seconds=5, sleep_ms=80)) for k in range(3)]
+            try:
+                i = hosts[0].wait_line(r"PROGRESS world=3 iteration=(2[3-9]|3\d)\b", 120)
+                stopped = c.pids_on(2)
+                for pid in stopped:
+                    os.kill(pid, signal.SIGSTOP)
+                stopped_at = time.monotonic()
+                j = hosts[0].wait_line(r"PROGRESS world=2 ", 120, i)
+                resumed = hosts[0].times[j] - stopped_at
+                for pid in stopped:
+                    os.kill(pid, signal.SIGCONT)
+                k = j
+                hosts[0].wait_line(r"PROGRESS world=3 ", 120, k)
+                for h in hosts:
+                    expect(h.finish(180) == 0, "host %d's launcher failed:\n%s" % (h.k, h.text()))
+            finally:
+                Host.kill_left(hosts)
+            check_kept(hosts[:2], [3, 2, 3], folder, ref_text, ref_iterations, hosts[0])
+            check_kept(hosts[2:], [3, 3], folder, ref_text, ref_iterations, hosts[0])
+            print("host 2 stopped: the 2-rank world trained %.1f s after the stop (stall period 5 s)" % resumed)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
