@@ -10,6 +10,10 @@ host, tests/cluster/elastic_train.cpp as the job (tests/cluster/elastic_job.py).
                     Checked: every sample of every epoch once and every iteration (the
                     ledger), the rounds and the takeover. (That each iteration's global batch
                     is an uninterrupted run's is checked by elastic_test.py and live_test.py.)
+  loses_first_host_live
+                    the same with --live_recovery (elastic_train's train-live): hosts 1 and 2
+                    go on at 2 ranks in the same processes, rank 0's state sent from the
+                    survivor that becomes rank 0; every sample once.
   member_lost       3 hosts, --nnodes 3; the etcd member of the serving host (the first one in
                     that agent's list) is killed mid-epoch: the job completes in its first round,
                     no restart, no other agent takes over.
@@ -32,20 +36,21 @@ from elastic_job import EPOCHS, ITERATIONS, SAMPLES, Host, launcher, lost_and_re
 from etcd_cluster import EtcdCluster  # noqa: E402
 
 
-def etcd_launcher(args, etcd, k, run_id, folder, nnodes):
+def etcd_launcher(args, etcd, k, run_id, folder, nnodes, live=False):
     """kindling-run on host k through the etcd rendezvous; its own member first in its list."""
     members = etcd.endpoints().split(",")
     mine = [m for m in members if m.startswith("node%d:" % k)]
     ordered = mine + [m for m in members if m not in mine]
     return launcher(args, run_id, folder, nnodes=nnodes,
-                    rdzv=("--rdzv_backend", "etcd", "--rdzv_endpoint", ",".join(ordered)))
+                    rdzv=("--rdzv_backend", "etcd", "--rdzv_endpoint", ",".join(ordered)),
+                    command="train-live" if live else "train", flags=("--live_recovery",) if live else ())
 
 
-def start_job(args, c, etcd, run_id, folder, nnodes, hosts):
+def start_job(args, c, etcd, run_id, folder, nnodes, hosts, live=False):
     """The job's launchers on `hosts`, the first one started (and serving) before the others."""
-    first = Host(c, hosts[0], etcd_launcher(args, etcd, hosts[0], run_id, folder, nnodes))
+    first = Host(c, hosts[0], etcd_launcher(args, etcd, hosts[0], run_id, folder, nnodes, live))
     first.wait_line(r"serving the rendezvous at", 60)
-    return [first] + [Host(c, k, etcd_launcher(args, etcd, k, run_id, folder, nnodes)) for k in hosts[1:]]
+    return [first] + [Host(c, k, etcd_launcher(args, etcd, k, run_id, folder, nnodes, live)) for k in hosts[1:]]
 
 
 def finish_all(hosts, timeout):
@@ -58,14 +63,14 @@ def rounds_of(host):
     return [line for line in host.lines if re.search(r"rendezvous round \d+ \(", line)]
 
 
-@case
-def loses_first_host(args):
+def lose_first_host(args, live):
+    """Kills host 0 (serving the rendezvous, rank 0, an etcd member) mid-epoch and checks what
+    hosts 1 and 2 did: every sample once, the takeover, the rounds, and their workers' starts
+    (again at restart 1, or once when `live`)."""
     work = tempfile.mkdtemp(prefix="kindling-etcd-")
     try:
         with cluster.Cluster(hosts=3) as c, EtcdCluster(c, range(3)) as etcd:
-            folder = os.path.join(work, "trial")
-            os.makedirs(folder)
-            hosts = start_job(args, c, etcd, "lose-first", folder, "2:3", [0, 1, 2])
+            hosts = start_job(args, c, etcd, "lose-first", work, "2:3", [0, 1, 2], live)
             try:
                 hosts[0].wait_line(r"PROGRESS world=3 iteration=(2[3-9]|3\d)\b", 120)
                 # Rank 0 goes to the survivor that was node 1 (hosts 1 and 2 join in either order).
@@ -79,7 +84,7 @@ def loses_first_host(args):
                 finish_all(hosts[1:], 180)
             finally:
                 Host.kill_left(hosts)
-            by_iteration, count = read_ledger(folder)
+            by_iteration, count = read_ledger(work)
             lost, repeated = lost_and_repeated(count)
             expect(lost == 0 and repeated == 0, "samples lost %d, repeated %d" % (lost, repeated))
             expect(len(by_iteration) == ITERATIONS, "the ledger holds %d iterations, not %d" % (
@@ -95,11 +100,25 @@ def loses_first_host(args):
                        "node0 (" in rounds[1],
                        "round 1 should run node1 and node2 and name node0 as left out: " + rounds[1])
                 seen = [(s["world"], s["restart"]) for s in starts(h)]
-                expect(seen == [("3", "0"), ("2", "1")], "host %d's worker started with (world, restart) %s" % (
-                    h.k, seen))
-            print("host 0 lost: the 2-host round trained %.1f s after the kill" % resumed)
+                want = [("3", "0")] if live else [("3", "0"), ("2", "1")]
+                expect(seen == want, "host %d's worker started with (world, restart) %s, not %s" % (h.k, seen, want))
+                if live:
+                    worlds = re.findall(r"WORLD rank=\d+ world=(\d+) pid=(\d+)", h.text())
+                    expect([w for w, _ in worlds] == ["3", "2"] and len({p for _, p in worlds}) == 1,
+                           "host %d's worlds (world, pid): %s" % (h.k, worlds))
+            print("host 0 lost: the 2-host %s trained %.1f s after the kill" % ("world" if live else "round", resumed))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+@case
+def loses_first_host(args):
+    lose_first_host(args, live=False)
+
+
+@case
+def loses_first_host_live(args):
+    lose_first_host(args, live=True)
 
 
 @case
