@@ -3,9 +3,12 @@ tests/cluster/elastic_train.cpp as the job, its output lines read as they come, 
 its lines parsed."""
 import argparse
 import collections
+import contextlib
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -78,8 +81,12 @@ class Host:
 def launcher(args, run_id, folder, nnodes="2:3", join_timeout=60, extra=(), rdzv=("--rdzv_endpoint", "node0:29400"),
              command="train", flags=()):
     """kindling-run's command line for the job on one host; `rdzv`: how it finds the rendezvous,
-    `flags`: more of kindling-run's options, `command`: elastic_train's (train, train-live)."""
-    return [args.kindling_run, "--nnodes", nnodes, "--nproc_per_node", "1", *rdzv,
+    `flags`: more of kindling-run's options, `command`: elastic_train's (train, train-live). Its
+    temporary files (error files, live-recovery files) go to folder/tmp, so that what a killed
+    launcher leaves goes with the case's folder."""
+    tmp = os.path.join(folder, "tmp")
+    os.makedirs(tmp, exist_ok=True)
+    return ["env", "TMPDIR=" + tmp, args.kindling_run, "--nnodes", nnodes, "--nproc_per_node", "1", *rdzv,
             "--rdzv_id", run_id, "--max_restarts", "3", "--grace_period", "2",
             "--rdzv_conf", "join_timeout=%d,last_call_timeout=3" % join_timeout, *flags,
             args.elastic_train, command, folder, "--samples", str(SAMPLES), "--batch", str(BATCH), "--epochs",
@@ -102,6 +109,16 @@ def lost_and_repeated(count):
     """Samples of the epochs that the ledger's counts miss, and extra trainings of samples."""
     lost = sum(1 for e in range(1, EPOCHS + 1) for s in range(SAMPLES) if count[(e, s)] == 0)
     return lost, sum(n - 1 for n in count.values() if n > 1)
+
+
+@contextlib.contextmanager
+def workspace(prefix):
+    """A temporary folder for a case's runs, removed however the case ends."""
+    work = tempfile.mkdtemp(prefix=prefix)
+    try:
+        yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def reference_run(c, work, command_of):

@@ -34,7 +34,7 @@ sys.path.insert(0, HERE)
 import cluster  # noqa: E402
 import elastic_job  # noqa: E402
 from checks import case, expect  # noqa: E402
-from elastic_job import SAMPLES, Host, check_ledger, close, eval_line, launcher, lost_and_repeated, read_ledger, reference_run, starts, weights  # noqa: E402,E501
+from elastic_job import SAMPLES, Host, check_ledger, close, eval_line, launcher, lost_and_repeated, read_ledger, reference_run, starts, weights, workspace  # noqa: E402,E501
 
 
 def lose_and_rejoin_trial(args, c, folder):
@@ -65,8 +65,7 @@ def lose_and_rejoin_trial(args, c, folder):
 
 @case
 def lose_and_rejoin(args):
-    work = tempfile.mkdtemp(prefix="kindling-elastic-")
-    try:
+    with workspace("kindling-elastic-") as work:
         with cluster.Cluster(hosts=3) as c:
             ref_text, ref_iterations = reference_run(c, work, lambda k, f: launcher(args, "reference", f))
             figures = []
@@ -80,8 +79,6 @@ def lose_and_rejoin(args):
                     trial, result["lost"], result["repeated"], result["resume_seconds"], result["iterations_redone"]))
             if args.trials > 1:
                 report(figures)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def check_trial(args, c, result, folder, reference_text, ref_iterations):
@@ -164,8 +161,7 @@ def cifar10_loses_a_host(args):
 
 @case
 def below_min(args):
-    work = tempfile.mkdtemp(prefix="kindling-elastic-")
-    try:
+    with workspace("kindling-elastic-") as work:
         with cluster.Cluster(hosts=2) as c:
             hosts = [Host(c, k, launcher(args, "below", work, join_timeout=8)) for k in range(2)]
             try:
@@ -182,8 +178,6 @@ def below_min(args):
                    "host 0 should say the round has fewer than MIN nodes and name node1:\n" + text)
             expect(took < 8 + 3 + 30, "host 0 ended %.0f s after the loss, beyond the join timeout" % took)
             expect(not c.pids_on(0), "processes left on host 0: %s" % c.pids_on(0))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def main():

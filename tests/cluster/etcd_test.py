@@ -22,9 +22,7 @@ host, tests/cluster/elastic_train.cpp as the job (tests/cluster/elastic_job.py).
 """
 import os
 import re
-import shutil
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -32,7 +30,7 @@ sys.path.insert(0, HERE)
 import cluster  # noqa: E402
 import elastic_job  # noqa: E402
 from checks import case, expect  # noqa: E402
-from elastic_job import EPOCHS, ITERATIONS, SAMPLES, Host, launcher, lost_and_repeated, read_ledger, starts  # noqa: E402
+from elastic_job import EPOCHS, ITERATIONS, SAMPLES, Host, launcher, lost_and_repeated, read_ledger, starts, workspace  # noqa: E402
 from etcd_cluster import EtcdCluster  # noqa: E402
 
 
@@ -67,8 +65,7 @@ def lose_first_host(args, live):
     """Kills host 0 (serving the rendezvous, rank 0, an etcd member) mid-epoch and checks what
     hosts 1 and 2 did: every sample once, the takeover, the rounds, and their workers' starts
     (again at restart 1, or once when `live`)."""
-    work = tempfile.mkdtemp(prefix="kindling-etcd-")
-    try:
+    with workspace("kindling-etcd-") as work:
         with cluster.Cluster(hosts=3) as c, EtcdCluster(c, range(3)) as etcd:
             hosts = start_job(args, c, etcd, "lose-first", work, "2:3", [0, 1, 2], live)
             try:
@@ -107,8 +104,6 @@ def lose_first_host(args, live):
                     expect([w for w, _ in worlds] == ["3", "2"] and len({p for _, p in worlds}) == 1,
                            "host %d's worlds (world, pid): %s" % (h.k, worlds))
             print("host 0 lost: the 2-host %s trained %.1f s after the kill" % ("world" if live else "round", resumed))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 @case
@@ -123,8 +118,7 @@ def loses_first_host_live(args):
 
 @case
 def member_lost(args):
-    work = tempfile.mkdtemp(prefix="kindling-etcd-")
-    try:
+    with workspace("kindling-etcd-") as work:
         with cluster.Cluster(hosts=3) as c, EtcdCluster(c, range(3)) as etcd:
             hosts = start_job(args, c, etcd, "member-lost", work, "3", [0, 1, 2])
             try:
@@ -140,8 +134,6 @@ def member_lost(args):
             expect(every.count("serving the rendezvous at") == 1, "another agent took over:\n" + every)
             for h in hosts:
                 expect(len(rounds_of(h)) == 1, "host %d saw more than one round:\n%s" % (h.k, h.text()))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def main():

@@ -23,10 +23,8 @@ no checkpoint on disk) as the job (tests/cluster/elastic_job.py).
 """
 import os
 import re
-import shutil
 import signal
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -34,7 +32,7 @@ sys.path.insert(0, HERE)
 import cluster  # noqa: E402
 import elastic_job  # noqa: E402
 from checks import case, expect  # noqa: E402
-from elastic_job import Host, check_ledger, close, launcher, lost_and_repeated, read_ledger, reference_run, starts, weights  # noqa: E402,E501
+from elastic_job import Host, check_ledger, close, launcher, lost_and_repeated, read_ledger, reference_run, starts, weights, workspace  # noqa: E402,E501
 
 
 def live_launcher(args, run_id, folder, stall_seconds=None, sleep_ms=None):
@@ -96,8 +94,7 @@ def trial(args, c, folder, ref_text, ref_iterations):
 
 @case
 def lose_and_rejoin_live(args):
-    work = tempfile.mkdtemp(prefix="kindling-live-")
-    try:
+    with workspace("kindling-live-") as work:
         with cluster.Cluster(hosts=3) as c:
             ref_text, ref_iterations = reference_run(c, work, lambda k, f: live_launcher(args, "reference", f))
             figures = []
@@ -108,14 +105,11 @@ def lose_and_rejoin_live(args):
                 print("trial %d: the 2-rank world trained %.1f s after the kill (%d iteration(s) redone); the "
                       "3-rank world %.1f s after host 2 started again" % (n, figures[-1][0], figures[-1][2],
                                                                           figures[-1][1]))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 @case
 def stopped_host_live(args):
-    work = tempfile.mkdtemp(prefix="kindling-live-")
-    try:
+    with workspace("kindling-live-") as work:
         with cluster.Cluster(hosts=3) as c:
             # A slower pace (80 ms an iteration): host 2 continued must find the job still running.
             hosts = [Host(c, k, live_launcher(args, "stopped", work, stall_seconds=5, sleep_ms=80)) for k in range(3)]
@@ -138,8 +132,6 @@ def stopped_host_live(args):
             check_kept(hosts[:2], [3, 2, 3], work, None, None, hosts[0])
             check_kept(hosts[2:], [3, 3], work, None, None, hosts[0])
             print("host 2 stopped: the 2-rank world trained %.1f s after the stop (stall period 5 s)" % resumed)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def main():
