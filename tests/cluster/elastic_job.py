@@ -105,9 +105,9 @@ def read_ledger(folder):
     return {k: sorted(v) for k, v in by_iteration.items()}, count
 
 
-def lost_and_repeated(count):
+def lost_and_repeated(count, epochs=EPOCHS):
     """Samples of the epochs that the ledger's counts miss, and extra trainings of samples."""
-    lost = sum(1 for e in range(1, EPOCHS + 1) for s in range(SAMPLES) if count[(e, s)] == 0)
+    lost = sum(1 for e in range(1, epochs + 1) for s in range(SAMPLES) if count[(e, s)] == 0)
     return lost, sum(n - 1 for n in count.values() if n > 1)
 
 
@@ -181,6 +181,7 @@ def main(doc):
     p.add_argument("-k", default="", help="run only this case")
     p.add_argument("--trials", type=int, default=1)
     p.add_argument("--sleep-ms", type=int, default=40, help="pause per iteration (the job's pace)")
+    p.add_argument("--soak-minutes", type=float, default=10, help="live_test.py's soak: how long hosts come and go")
     args = p.parse_args()
     skip = prepare(args)
     if skip:

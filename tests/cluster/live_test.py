@@ -19,9 +19,16 @@ no checkpoint on disk) as the job (tests/cluster/elastic_job.py).
                         that it was left out and rejoins in its own processes (2 -> 3). Checked: no
                         process started again on any host, the worlds, every sample once.
 
+  soak                  (by hand, not in CTest) 3 hosts, --nnodes 2:3: for --soak-minutes (10),
+                        every 20-30 s host 1 or 2 (in turn) is killed and started again 10 s
+                        later; the job runs on until its epochs are done. Checked: every
+                        launcher of the last hosts exits 0, every sample of every epoch once.
+
   tests/cluster/live_test.py --build build -k lose_and_rejoin_live [--trials 10]
+  tests/cluster/live_test.py --build build -k soak [--soak-minutes 10]
 """
 import os
+import random
 import re
 import signal
 import sys
@@ -132,6 +139,46 @@ def stopped_host_live(args):
             check_kept(hosts[:2], [3, 2, 3], work, None, None, hosts[0])
             check_kept(hosts[2:], [3, 3], work, None, None, hosts[0])
             print("host 2 stopped: the 2-rank world trained %.1f s after the stop (stall period 5 s)" % resumed)
+
+
+@case
+def soak(args):
+    if args.k != "soak":
+        return  # by hand only
+    epochs = max(3, int(args.soak_minutes * 60 / 2.3) + 20)  # about 2.3 s an epoch at 3 ranks
+    with workspace("kindling-live-soak-") as work:
+        with cluster.Cluster(hosts=3) as c:
+            def start(k):
+                return Host(c, k, launcher(args, "soak", work, command="train-live", extra=("--epochs", str(epochs)),
+                                           flags=("--live_recovery", "--max_restarts", "10000")))
+            hosts = [start(k) for k in range(3)]
+            events = []
+            try:
+                hosts[0].wait_line(r"PROGRESS world=3 ", 120)
+                end = time.monotonic() + args.soak_minutes * 60
+                victim = 1
+                while time.monotonic() < end and hosts[0].proc.poll() is None:
+                    time.sleep(random.uniform(20, 30))
+                    c.kill_host(victim)
+                    hosts[victim].finish(30)
+                    events.append("killed host %d at %.0f s" % (victim, time.monotonic() - end + args.soak_minutes * 60))
+                    time.sleep(10)
+                    # A node that arrives after the job has ended is refused: stop the chaos near the end.
+                    last = re.findall(r"PROGRESS world=\d+ iteration=\d+ epoch=(\d+)", "\n".join(hosts[0].lines[-5:]))
+                    if hosts[0].proc.poll() is not None or (last and int(last[-1]) >= epochs - 5):
+                        hosts = hosts[:victim] + hosts[victim + 1:]
+                        break
+                    hosts[victim] = start(victim)
+                    victim = 3 - victim
+                for h in hosts:
+                    expect(h.finish(1800) == 0, "host %d's launcher failed:\n%s" % (h.k, h.text()[-6000:]))
+            finally:
+                Host.kill_left(hosts)
+            lost, repeated = lost_and_repeated(read_ledger(work)[1], epochs)
+            expect(lost == 0 and repeated == 0, "samples lost %d, repeated %d" % (lost, repeated))
+            worlds_seen = worlds(hosts[0])
+            print("soak: %d kills and joins in %.0f min, %d epochs, host 0's worker in one process through %d worlds; "
+                  "every sample once" % (len(events), args.soak_minutes, epochs, len(worlds_seen)))
 
 
 def main():
