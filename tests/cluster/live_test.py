@@ -144,7 +144,8 @@ def stopped_host_live(args):
 @case
 def soak(args):
     if args.k != "soak":
-        return  # by hand only
+        print("soak: not run (by hand only: -k soak)")
+        return
     epochs = max(3, int(args.soak_minutes * 60 / 2.3) + 20)  # about 2.3 s an epoch at 3 ranks
     with workspace("kindling-live-soak-") as work:
         with cluster.Cluster(hosts=3) as c:
