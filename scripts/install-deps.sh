@@ -11,7 +11,7 @@ packages=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   dataset-fashion-mnist zlib1g-dev libspdlog-dev libcli11-dev
   python3-torchvision python3-protobuf python3-venv tmux chromium
-  nlohmann-json3-dev libcurl4-openssl-dev
+  nlohmann-json3-dev libcurl4-openssl-dev libssl-dev
   etcd-server
 )
 

@@ -153,5 +153,27 @@ void ValueMap::missing(const std::string& key) const {
                    "epoch (run the evaluator first), a user attribute once a handler has set it.");
 }
 
+Value apply_to_tensor(const Value& value, const std::function<at::Tensor(const at::Tensor&)>& fn) {
+  switch (value.kind()) {
+    case Value::Kind::kTensor: return fn(value.tensor());
+    case Value::Kind::kTuple: {
+      std::vector<at::Tensor> out;
+      for (const at::Tensor& t : value.tuple_elements()) out.push_back(fn(t));
+      return Value::tuple(std::move(out));
+    }
+    case Value::Kind::kNamed: {
+      std::map<std::string, at::Tensor> out;
+      for (const auto& [name, t] : value.named_elements()) out.emplace(name, fn(t));
+      return Value::named(std::move(out));
+    }
+    default: return value;
+  }
+}
+
+Value convert_tensor(const Value& value, std::optional<c10::Device> device, bool non_blocking) {
+  if (!device) return value;
+  return apply_to_tensor(value, [&](const at::Tensor& t) { return t.to(*device, non_blocking); });
+}
+
 }  // namespace engine
 }  // namespace kindling

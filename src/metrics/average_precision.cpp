@@ -28,8 +28,8 @@ double ap_step_sum(const RankingCounts& c) {
   return ((c.tps - before) * precision).sum().item<double>() / c.positives;
 }
 
-Value average_precision_of(const at::Tensor& y_pred, const at::Tensor& y, RankingMetric::Average average) {
-  const std::string who = "kindling::metrics::AveragePrecision";
+Value average_precision_of(const at::Tensor& y_pred, const at::Tensor& y, RankingMetric::Average average,
+                           const std::string& who) {
   const auto task = ::kindling::detail::ranking_task(y_pred, y, who, false, /*check_values=*/true);
   std::vector<double> values, positives;
   std::string without;  // the problems without a positive sample, for one warning
@@ -50,8 +50,7 @@ Value average_precision_of(const at::Tensor& y_pred, const at::Tensor& y, Rankin
 
 // (precision, recall, thresholds) over every distinct score, increasing, then (1, 0), as
 // scikit-learn's precision_recall_curve (>= 1.1).
-Value precision_recall_curve_of(const at::Tensor& y_pred, const at::Tensor& y) {
-  const std::string who = "kindling::metrics::PrecisionRecallCurve";
+Value precision_recall_curve_of(const at::Tensor& y_pred, const at::Tensor& y, const std::string& who) {
   const auto task = ::kindling::detail::ranking_task(y_pred, y, who, true, /*check_values=*/true);
   const RankingColumn column = ::kindling::detail::ranking_columns(y_pred, y, task, false).at(0);
   const RankingCounts c = ::kindling::detail::ranking_counts(column.scores, column.positive);
@@ -73,13 +72,28 @@ Value precision_recall_curve_of(const at::Tensor& y_pred, const at::Tensor& y) {
 
 AveragePrecision::AveragePrecision(OutputTransform output_transform, Average average, bool check_compute_fn,
                                    c10::Device device)
-    : RankingMetric([average](const at::Tensor& p, const at::Tensor& y) { return average_precision_of(p, y, average); },
-                    /*binary_only=*/false, std::move(output_transform), check_compute_fn, device),
+    : RankingMetric(
+          [average](const at::Tensor& p, const at::Tensor& y) {
+            return average_precision_of(p, y, average, "kindling::metrics::AveragePrecision");
+          },
+          /*binary_only=*/false, std::move(output_transform), check_compute_fn, device),
       average_(average) {}
 
 PrecisionRecallCurve::PrecisionRecallCurve(OutputTransform output_transform, bool check_compute_fn, c10::Device device)
-    : RankingMetric(precision_recall_curve_of, /*binary_only=*/true, std::move(output_transform), check_compute_fn,
-                    device) {}
+    : RankingMetric(
+          [](const at::Tensor& p, const at::Tensor& y) {
+            return precision_recall_curve_of(p, y, "kindling::metrics::PrecisionRecallCurve");
+          },
+          /*binary_only=*/true, std::move(output_transform), check_compute_fn, device) {}
+
+Value average_precision_compute_fn(const at::Tensor& y_preds, const at::Tensor& y_targets) {
+  return average_precision_of(y_preds, y_targets, RankingMetric::Average::kMacro,
+                              "kindling::metrics::average_precision_compute_fn");
+}
+
+Value precision_recall_curve_compute_fn(const at::Tensor& y_preds, const at::Tensor& y_targets) {
+  return precision_recall_curve_of(y_preds, y_targets, "kindling::metrics::precision_recall_curve_compute_fn");
+}
 
 }  // namespace metrics
 }  // namespace kindling

@@ -7,6 +7,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -250,6 +251,36 @@ TEST(SupervisedTrainerTest, AmpOnOneRankOnlyIsRefusedOnEveryRank) {
   opts.world_size = 2;
   auto results = kindling::testing::run_workers("trainer_amp_on_one_rank", opts);
   for (const auto& res : results) EXPECT_TRUE(res.ok()) << kindling::testing::describe(results);
+}
+
+}  // namespace
+
+namespace {
+
+// ignite.utils.apply_to_tensor and convert_tensor (kindling/engine/value.h): every tensor of
+// each kind of Value, names and order kept; nothing and numbers untouched.
+TEST(ValueToolsTest, ApplyToTensorAndConvertTensorReachEveryTensor) {
+  auto twice = [](const at::Tensor& t) { return t * 2; };
+  const at::Tensor a = at::arange(3), b = at::ones({2});
+  EXPECT_TRUE(at::equal(kindling::engine::apply_to_tensor(Value(a), twice).tensor(), a * 2));
+  const Value tuple = kindling::engine::apply_to_tensor(Value{a, b}, twice);
+  ASSERT_TRUE(tuple.is_tuple());
+  EXPECT_TRUE(at::equal(tuple[0], a * 2));
+  EXPECT_TRUE(at::equal(tuple[1], b * 2));
+  const Value named = kindling::engine::apply_to_tensor(Value::named({{"y", a}, {"loss", b}}), twice);
+  ASSERT_TRUE(named.is_named());
+  EXPECT_TRUE(at::equal(named["y"], a * 2));
+  EXPECT_TRUE(at::equal(named["loss"], b * 2));
+  EXPECT_EQ(kindling::engine::apply_to_tensor(Value(1.5), twice).number(), 1.5);
+  EXPECT_TRUE(kindling::engine::apply_to_tensor(Value(), twice).is_none());
+
+  const Value moved = kindling::engine::convert_tensor(Value{a, b}, c10::Device(c10::kCPU));
+  EXPECT_TRUE(moved.is_tuple() && at::equal(moved[0], a) && moved[1].device().is_cpu());
+  const Value same = kindling::engine::convert_tensor(Value{a, b});
+  EXPECT_TRUE(same[0].is_same(a)) << "no device: the same tensors, as ignite's device=None";
+  EXPECT_THROW(kindling::engine::apply_to_tensor(
+                   Value{a}, [](const at::Tensor&) -> at::Tensor { throw std::runtime_error("from fn"); }),
+               std::runtime_error);
 }
 
 }  // namespace

@@ -13,7 +13,7 @@ case's metric (an ignite.metrics class by name, e.g. CohenKappa, PSNR, or a subp
 "clustering.SilhouetteScore") is
 made with args (keyword arguments as ignite spells them), updated with every batch and
 computed (a dict's values in key order, a nested dict's keys joined by "/", a JSON text read
-first); prints "<name> <values, comma-separated, 17 significant digits>" per case and
+first, a tuple's tensors one after the other); prints "<name> <values, comma-separated, 17 significant digits>" per case and
 "IGNITE <version>".
 
 Exits 77 (skipped) where ignite 0.5.5 (with the scikit-learn its MatthewsCorrCoef calls) cannot
@@ -80,6 +80,8 @@ def main():
             for key, value in result.items():
                 flat.update({f"{key}/{k}": v for k, v in value.items()} if isinstance(value, dict) else {key: value})
             result = [flat[k] for k in sorted(flat)]
+        if isinstance(result, tuple):  # a curve's (x, y, thresholds): their values one after the other
+            result = torch.cat([torch.as_tensor(part, dtype=torch.float64).reshape(-1) for part in result])
         value = torch.as_tensor(result, dtype=torch.float64).reshape(-1)
         print(case["name"], ",".join(f"{v:.17g}" for v in value.tolist()))
 

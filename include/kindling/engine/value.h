@@ -16,9 +16,11 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstddef>
+#include <functional>
 #include <initializer_list>
 #include <iosfwd>
 #include <map>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -92,6 +94,19 @@ class KINDLING_API Value {
 
 /// Writes value.to_string() (so that a Value prints with `<<`, e.g. in logs and tests).
 KINDLING_API std::ostream& operator<<(std::ostream& out, const Value& value);
+
+/// ignite.utils.apply_to_tensor: a Value of the same kind with `fn` applied to each tensor
+/// `value` holds (the tensor; each of a tuple's, in order; each named one, under its name).
+/// Nothing and numbers come back as they are. Local; throws what `fn` throws.
+KINDLING_API Value apply_to_tensor(const Value& value, const std::function<at::Tensor(const at::Tensor&)>& fn);
+
+/// ignite.utils.convert_tensor: each tensor of `value` moved with `tensor.to(device,
+/// non_blocking)` (apply_to_tensor); `value` as it is when `device` is nullopt (ignite's
+/// device=None). Local; throws what LibTorch's `to` throws (c10::Error for a CUDA device
+/// where LibTorch has none). A batch of the loaders (kindling::data::Example) is moved by
+/// kindling::engine::prepare_batch instead.
+KINDLING_API Value convert_tensor(const Value& value, std::optional<c10::Device> device = std::nullopt,
+                                  bool non_blocking = false);
 
 /// Values by name: State::metrics and State::attributes. A std::map whose at() says what
 /// is wrong when the name is missing: kindling::UsageError naming the key, the names

@@ -73,5 +73,19 @@ class KINDLING_API PrecisionRecallCurve : public RankingMetric {
   std::string name() const override { return "PrecisionRecallCurve"; }
 };
 
+/// ignite's average_precision_compute_fn (scikit-learn's average_precision_score with its
+/// defaults): the average precision of these samples, computed as AveragePrecision computes it
+/// (Average::kMacro), in this process only: for a kindling::metrics::EpochMetric of your own or
+/// on its own. A number for binary input. Local (no communication). Throws
+/// kindling::UsageError for inputs that fit no kind of ranking.h or hold values that do not
+/// fit; without any positive, 0 and a warning (as scikit-learn).
+KINDLING_API Value average_precision_compute_fn(const at::Tensor& y_preds, const at::Tensor& y_targets);
+
+/// ignite's precision_recall_curve_compute_fn (scikit-learn's precision_recall_curve with its
+/// defaults): the tuple (precision, recall, thresholds) of binary input, exactly as
+/// PrecisionRecallCurve::compute() gives it, in this process only. Local; throws as that
+/// compute() does.
+KINDLING_API Value precision_recall_curve_compute_fn(const at::Tensor& y_preds, const at::Tensor& y_targets);
+
 }  // namespace metrics
 }  // namespace kindling

@@ -77,5 +77,25 @@ class KINDLING_API RocCurve : public RankingMetric {
   std::string name() const override { return "RocCurve"; }
 };
 
+/// ignite's roc_auc_compute_fn (scikit-learn's roc_auc_score with its defaults): the area
+/// under the ROC curve of these samples, computed as ROC_AUC computes it (Average::kMacro), in
+/// this process only: for a kindling::metrics::EpochMetric of your own
+/// (`std::make_shared<EpochMetric>(roc_auc_compute_fn)`) or on its own. Binary input gives a
+/// number, as ignite's; (N, C) multiclass scores are taken one-vs-rest (where scikit-learn
+/// refuses them unless told multi_class='ovr'). Local (no communication). Throws
+/// NotComputableError when y holds one class only (or a class has no positive or no negative
+/// sample), kindling::UsageError for inputs that fit no kind of ranking.h or hold values that
+/// do not fit (a non-finite score, a target other than 0 and 1, a class index outside [0, C)).
+KINDLING_API Value roc_auc_compute_fn(const at::Tensor& y_preds, const at::Tensor& y_targets);
+
+/// ignite's roc_auc_curve_compute_fn (scikit-learn's roc_curve with its defaults, so
+/// drop_intermediate=True): the tuple (fpr, tpr, thresholds) of float64 tensors of binary
+/// input, as RocCurve::compute() gives it but without the thresholds whose point lies on the
+/// straight line between its neighbours' (the first and the last are kept; the area is the
+/// same). This is what ignite's RocCurve returns. Local; throws as RocCurve::compute() does
+/// (kindling::UsageError for (N, C) input or values that do not fit; fpr or tpr NaN with a
+/// warning when y has no negative or no positive).
+KINDLING_API Value roc_auc_curve_compute_fn(const at::Tensor& y_preds, const at::Tensor& y_targets);
+
 }  // namespace metrics
 }  // namespace kindling

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "kindling/error.h"
+#include "kindling/log.h"
 #include "kindling/metrics/metric.h"
 #include "kindling/nn/optimizer_state.h"
 
@@ -202,6 +203,18 @@ std::shared_ptr<Stateful> stateful(std::shared_ptr<nn::CommHook> hook) {
   return std::make_shared<HookState>(std::move(hook));
 }
 std::shared_ptr<Stateful> rng_states() { return std::make_shared<RngStates>(); }
+
+RandomStateKeeper::RandomStateKeeper() : saved_(RngStates().state_dict()) {}
+
+RandomStateKeeper::~RandomStateKeeper() {
+  try {
+    RngStates().load_state_dict(saved_, true);
+  } catch (const std::exception& e) {
+    kindling::log(
+        LogLevel::kError,
+        std::string("kindling::handlers::keep_random_state: the random states could not be restored: ") + e.what());
+  }
+}
 
 }  // namespace handlers
 }  // namespace kindling

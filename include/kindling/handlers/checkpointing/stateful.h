@@ -80,6 +80,38 @@ KINDLING_API std::shared_ptr<Stateful> stateful(std::shared_ptr<metrics::Metric>
 /// GPU's ("torch_cuda_<i>"): what dropout and random initialisation draw from.
 KINDLING_API std::shared_ptr<Stateful> rng_states();
 
+/// Keeps the random states of rng_states() across a scope: reads them when made, puts them
+/// back when destroyed (also when the scope is left by an exception). Local. The constructor
+/// throws what reading a generator throws; the destructor never throws (a failure to restore
+/// is written to kindling's log as an error).
+class KINDLING_API RandomStateKeeper {
+ public:
+  RandomStateKeeper();
+  ~RandomStateKeeper();
+  RandomStateKeeper(const RandomStateKeeper&) = delete;
+  RandomStateKeeper& operator=(const RandomStateKeeper&) = delete;
+
+ private:
+  StateDict saved_;
+};
+
+/// ignite's engine.deterministic.keep_random_state (a decorator there): `fn` wrapped so that
+/// each call leaves the random states of rng_states() as they were before it, whatever `fn`
+/// draws (e.g. a validation run inside training that must not shift the training's dropout
+/// masks). The wrapper takes `fn`'s arguments and returns what `fn` returns (ignite's returns
+/// nothing). Local; throws what `fn` throws, the states restored all the same.
+/// \code
+///   auto validate = kindling::handlers::keep_random_state([&] { evaluator.run(val_loader); });
+///   trainer.add_event_handler(Events::EPOCH_COMPLETED, [&](Engine&) { validate(); });
+/// \endcode
+template <typename F>
+auto keep_random_state(F fn) {
+  return [fn = std::move(fn)](auto&&... args) mutable -> decltype(auto) {
+    RandomStateKeeper keep;
+    return fn(std::forward<decltype(args)>(args)...);
+  };
+}
+
 /// Any object with `StateDict state_dict() const` and `void load_state_dict(const StateDict&)`.
 template <typename T, typename = decltype(std::declval<const T&>().state_dict()),
           typename = decltype(std::declval<T&>().load_state_dict(std::declval<const StateDict&>()))>
