@@ -21,6 +21,7 @@
 #include "kindling/error.h"
 #include "kindling/log.h"
 #include "parallel/spawn.h"
+#include "supervisor/elastic_agent.h"
 
 namespace kindling {
 namespace dist {
@@ -58,6 +59,14 @@ void check_elastic_options(const ParallelOptions& o) {
   KINDLING_CHECK(o.nproc_per_node(), kWhere,
                  "rdzv_endpoint starts this node's processes itself: give nproc_per_node too");
   KINDLING_CHECK(o.last_call_timeout().count() >= 0, kWhere, "last_call_timeout must not be negative");
+  KINDLING_CHECK(o.rdzv_backend() == "c10d" || o.rdzv_backend() == "etcd", kWhere,
+                 "rdzv_backend is 'c10d' (a node serves the rounds) or 'etcd' (an etcd cluster keeps them), got '",
+                 o.rdzv_backend(), "'");
+  if (o.rdzv_backend() == "etcd") {
+    std::vector<std::string> members;
+    const std::string problem = launch::parse_etcd_members(*o.rdzv_endpoint(), members);
+    KINDLING_CHECK(problem.empty(), kWhere, "rdzv_endpoint (etcd members) ", problem);
+  }
 }
 
 // Checks the options on their own (not against a launcher) and returns the backend's traits.
@@ -78,6 +87,10 @@ const detail::BackendTraits& check_parallel_options(const ParallelOptions& o) {
   forbid_serial("master_port", text_of(o.master_port()), o.master_port().has_value());
   forbid_serial("init_method", text_of(o.init_method()), o.init_method().has_value());
   forbid_serial("rdzv_endpoint", text_of(o.rdzv_endpoint()), o.rdzv_endpoint().has_value());
+  KINDLING_CHECK(o.rdzv_endpoint() || (!o.live_recovery() && o.rdzv_backend() == "c10d"), kWhere,
+                 o.live_recovery() ? "live_recovery" : "rdzv_backend '" + o.rdzv_backend() + "'",
+                 " needs rdzv_endpoint (the elastic rendezvous between the nodes, which forms the new world when a "
+                 "node is lost or arrives)");
 
   KINDLING_CHECK(!o.nproc_per_node() || *o.nproc_per_node() >= 1, kWhere, "nproc_per_node must be positive, got ",
                  *o.nproc_per_node());

@@ -118,8 +118,14 @@ void spawn_fixed(const ParallelOptions& o, int index, const std::function<void(i
 // Elastic rounds (rdzv_endpoint): the layout of each round comes from the rendezvous.
 void spawn_elastic(const ParallelOptions& o, int index, const std::function<void(int)>& fn) {
   launch::ElasticAgentOptions agent;
-  const std::string problem = launch::parse_endpoint(*o.rdzv_endpoint(), agent.endpoint_host, agent.endpoint_port);
-  KINDLING_CHECK(problem.empty(), "kindling::dist::Parallel: rdzv_endpoint ", problem);
+  if (o.rdzv_backend() == "etcd") {
+    const std::string problem = launch::parse_etcd_members(*o.rdzv_endpoint(), agent.etcd_endpoints);
+    KINDLING_CHECK(problem.empty(), "kindling::dist::Parallel: rdzv_endpoint (etcd members) ", problem);
+  } else {
+    const std::string problem = launch::parse_endpoint(*o.rdzv_endpoint(), agent.endpoint_host, agent.endpoint_port);
+    KINDLING_CHECK(problem.empty(), "kindling::dist::Parallel: rdzv_endpoint ", problem);
+  }
+  agent.live_recovery = o.live_recovery();
   agent.nproc_per_node = *o.nproc_per_node();
   agent.rendezvous.max_nodes = o.nnodes().value_or(1);
   agent.rendezvous.min_nodes = o.min_nnodes().value_or(agent.rendezvous.max_nodes);

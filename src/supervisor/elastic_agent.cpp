@@ -141,6 +141,20 @@ std::string parse_endpoint(const std::string& text, std::string& host, int& port
   return {};
 }
 
+std::string parse_etcd_members(const std::string& text, std::vector<std::string>& members) {
+  for (std::size_t start = 0; start <= text.size();) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    std::string host;
+    int port = 2379;
+    const std::string problem = parse_endpoint(text.substr(start, comma - start), host, port);
+    if (!problem.empty()) return problem;
+    const bool v6 = host.find(':') != std::string::npos;
+    members.push_back((v6 ? "[" + host + "]" : host) + ":" + std::to_string(port));
+    start = comma + 1;
+  }
+  return {};
+}
+
 namespace {
 
 // One node's agent through its rounds (see elastic_agent.h).
@@ -240,6 +254,7 @@ class ElasticAgent {
     if (!request) {
       const auto answer = link_.ask([] { return std::string("POLL"); }, std::chrono::seconds(10));
       if (!answer || answer->rfind("WAITING ", 0) != 0) {
+        if (live_) return !reach_again();
         linked_ = false;
         say(name_, "lost the rendezvous while the workers run; they go on, but this node cannot rejoin a next round");
         return false;
@@ -258,6 +273,27 @@ class ElasticAgent {
     if (!join(request ? "failed" : "live", request ? *request : "")) return true;
     live_->publish(layout_);
     return false;
+  }
+
+  // Live recovery, the rendezvous silent while the workers run (this host cut off, or the
+  // serving one): connects again, trying until the join timeout, and joins the next round as
+  // a node that arrives, with the workers kept (the others went on without this node if it was
+  // cut off, and take it back). False, the workers to be stopped, when it cannot be reached.
+  bool reach_again() {
+    say(name_, "the rendezvous at " + link_.where() +
+                   " did not answer for 10 s while the workers run (this host or the serving one cut off?); "
+                   "connecting again for up to the join timeout, the workers kept (live recovery)");
+    std::string error;
+    if (!link_.open(error)) {
+      rendezvous_failure_ =
+          "lost the rendezvous at " + link_.where() + " while the workers ran and could not reach it again: " + error;
+      say(name_, rendezvous_failure_);
+      return false;
+    }
+    live_->announce(layout_.round + 1);
+    if (!join("live", "")) return false;
+    live_->publish(layout_);
+    return true;
   }
 
   const ElasticAgentOptions& o_;
@@ -280,7 +316,10 @@ class ElasticAgent {
 int run_elastic_agent(const ElasticAgentOptions& o,
                       const std::function<std::vector<WorkerSpec>(const RoundLayout&)>& make_workers,
                       const SupervisorOptions& supervisor) {
-  return ElasticAgent(o, make_workers, supervisor).run();
+  ElasticAgentOptions options = o;
+  // Live recovery: a round need not wait its last call once the lost members are known gone.
+  options.rendezvous.close_when_members_known = o.live_recovery;
+  return ElasticAgent(options, make_workers, supervisor).run();
 }
 
 }  // namespace launch

@@ -45,6 +45,7 @@ struct RendezvousServer::Agent {
   int node_rank = -1;  // in the last round; -1: not a member
   int serving = 0;     // 1: the agent that runs this server (node 0 when it is new)
   bool done = false;
+  Clock::time_point heard = Clock::now();  // its last line
   std::string label() const { return host + " (" + address + ")"; }
 };
 
@@ -148,6 +149,7 @@ void RendezvousServer::accept_agent() {
 }
 
 void RendezvousServer::on_line(Agent& agent, const std::string& line) {
+  agent.heard = Clock::now();
   if (line.rfind("JOIN ", 0) == 0) {
     on_join(agent, line);
   } else if (line == "POLL") {
@@ -242,7 +244,9 @@ void RendezvousServer::on_member(Agent& agent, const std::string& line) {
 // members stop their workers and join the next one (rather than wait for their workers to
 // notice, which a collective with a host cut off can take its whole timeout to do).
 void RendezvousServer::member_lost(const std::string& label) {
-  if (round_ < 0 || cause_ != Cause::kNone) return;
+  if (round_ < 0) return;
+  ++members_gone_;
+  if (cause_ != Cause::kNone) return;
   cause_ = Cause::kFailure;
   first_failure_ = label + ": its agent was lost (its connection to the rendezvous ended)";
   refusal_.clear();
@@ -285,7 +289,8 @@ void RendezvousServer::check_round() {
     min_reached_ = true;
     min_since_ = now;
   }
-  if (count >= settings_.max_nodes || (min_reached_ && now - min_since_ >= settings_.last_call)) {
+  if (count >= settings_.max_nodes || (min_reached_ && now - min_since_ >= settings_.last_call) ||
+      (min_reached_ && settings_.close_when_members_known && last_round_accounted_for())) {
     close_round(joined);
     return;
   }
@@ -301,6 +306,22 @@ void RendezvousServer::check_round() {
     message += ". Start the missing nodes, or lower the minimum of --nnodes";
     fail(joined, message);
   }
+}
+
+// Live recovery's early close (RendezvousSettings::close_when_members_known): some member of
+// the running round is known to be gone (its connection ended, or its agent has not asked for
+// `silent_after`: stopped or cut off), and every other member has joined. Not while a server
+// that took over still waits for the members to reconnect.
+bool RendezvousServer::last_round_accounted_for() const {
+  if (round_ < 0 || awaiting_members_) return false;
+  const auto now = Clock::now();
+  int gone = members_gone_;
+  for (const auto& a : agents_) {
+    if (a->node_rank < 0 || a->joined || a->done) continue;
+    if (now - a->heard < settings_.silent_after) return false;  // running and answering: it may join
+    ++gone;
+  }
+  return gone > 0;
 }
 
 std::string RendezvousServer::lost_since_last_round(const std::vector<Agent*>& joined) const {
@@ -337,6 +358,7 @@ void RendezvousServer::close_round(std::vector<Agent*> joined) {
   const bool restart = round_ >= 0 && cause_ == Cause::kFailure;
   cause_ = Cause::kNone;
   stop_running_ = false;
+  members_gone_ = 0;
   const std::string lost = lost_since_last_round(joined);
   if (restart) {
     if (restarts_ >= settings_.max_restarts) return fail(joined, restarts_used_up());

@@ -49,6 +49,14 @@ struct RendezvousSettings {
   /// A server that took over (from a RendezvousState of a running round) counts a member that
   /// has not connected within this long as lost, as it does a member whose connection ends.
   std::chrono::milliseconds rejoin_grace = std::chrono::seconds(5);
+  /// Live recovery: a round closes as soon as it has MIN nodes and every member of the last
+  /// round has joined it or is gone (its connection ended, or its agent, which asks every
+  /// second while its workers run, has been silent for `silent_after`), instead of waiting
+  /// the last call: a node that arrives later joins at the next step boundary without
+  /// stopping anyone, so waiting for it only delays the survivors. Off: the last call, as
+  /// torchrun, since a node that misses a round under restarts costs every worker a restart.
+  bool close_when_members_known = false;
+  std::chrono::milliseconds silent_after = std::chrono::seconds(3);
 };
 
 /// What a rendezvous keeps from one round to the next: what a server that takes over from a lost
@@ -103,6 +111,7 @@ class RendezvousServer {
   void fail(const std::vector<Agent*>& agents, const std::string& message);
   std::string restarts_used_up() const;
   std::string lost_since_last_round(const std::vector<Agent*>& joined) const;
+  bool last_round_accounted_for() const;
   bool running_agents_left() const;
   /// The agents waiting for the next round, in the order they connected.
   std::vector<Agent*> joined_agents() const;
@@ -125,6 +134,7 @@ class RendezvousServer {
   std::chrono::steady_clock::time_point started_;
   bool awaiting_members_;      // took over a running round: see check_members_back
   bool stop_running_ = false;  // a member was lost: the running round's agents stop their workers
+  int members_gone_ = 0;       // members of the running round whose connection ended
   std::chrono::steady_clock::time_point open_since_{}, min_since_{};
   bool open_ = false, min_reached_ = false;
   std::atomic<bool> stop_{false};

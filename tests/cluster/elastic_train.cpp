@@ -5,6 +5,8 @@
 //
 //   elastic_train train DIR [--samples 600] [--batch 12] [--epochs 3] [--save-every 5] [--sleep-ms 40]
 //   elastic_train train-live DIR [...]  # under kindling-run --live_recovery: kh::LiveRecovery, no checkpoint
+//   elastic_train parallel-live DIR --endpoint E --nodes MIN:MAX --rdzv-id ID [--rdzv-backend c10d|etcd] [...]
+//                                  # train-live started by kd::Parallel (elastic, live_recovery) on this node
 //   elastic_train evaluate DIR     # one process, no launcher: the final checkpoint's metrics
 //
 // --batch is the global batch (each rank takes batch / world size, auto_dataloader's rule).
@@ -24,6 +26,7 @@
 
 #include <kindling/dist/auto.h>
 #include <kindling/dist/dist.h>
+#include <kindling/dist/parallel.h>
 #include <kindling/engine/engine.h>
 #include <kindling/engine/supervised.h>
 #include <kindling/handlers/checkpointing/checkpoint.h>
@@ -174,7 +177,7 @@ int train(const std::string& dir, const std::map<std::string, std::string>& f) {
 // pid=P" on every rank.
 int train_live(const std::string& dir, const std::map<std::string, std::string>& f) {
   kh::LiveRecovery live(kh::LiveRecoveryOptions().init_options(kd::InitOptions().timeout(std::chrono::seconds(60))));
-  kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(60)));
+  if (!kd::is_initialized()) kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(60)));
   print_start();
   at::manual_seed(3);
   torch::nn::Linear linear(3, 1);
@@ -196,17 +199,39 @@ int train_live(const std::string& dir, const std::map<std::string, std::string>&
   return finish(dir, linear, ledger, std::stoll(f.at("--samples")));
 }
 
+// train-live in the children of kd::Parallel's elastic spawn mode, one per node: Parallel's
+// own rendezvous agent (in this process) takes the place of kindling-run --live_recovery.
+int parallel_live(const std::string& dir, const std::map<std::string, std::string>& f) {
+  const std::string nodes = f.at("--nodes");
+  const std::size_t colon = nodes.find(':');
+  kd::Parallel parallel(kd::ParallelOptions("gloo")
+                            .nproc_per_node(1)
+                            .min_nnodes(std::stoi(nodes.substr(0, colon)))
+                            .nnodes(std::stoi(nodes.substr(colon + 1)))
+                            .rdzv_endpoint(f.at("--endpoint"))
+                            .rdzv_id(f.at("--rdzv-id"))
+                            .rdzv_backend(f.count("--rdzv-backend") ? f.at("--rdzv-backend") : "c10d")
+                            .live_recovery(true)
+                            .max_restarts(3)
+                            .last_call_timeout(std::chrono::seconds(3))
+                            .grace_period(std::chrono::seconds(2)));
+  int code = 0;
+  parallel.run([&](int) { code = train_live(dir, f); });
+  return code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string command = argc >= 3 ? argv[1] : "";
-  if (command != "train" && command != "train-live" && command != "evaluate") {
-    std::fprintf(stderr, "usage: elastic_train train|train-live|evaluate DIR [--flag value]...\n");
+  if (command != "train" && command != "train-live" && command != "parallel-live" && command != "evaluate") {
+    std::fprintf(stderr, "usage: elastic_train train|train-live|parallel-live|evaluate DIR [--flag value]...\n");
     return 2;
   }
   const auto f = flags(argc, argv);
   if (command == "train") return train(argv[2], f);
   if (command == "train-live") return train_live(argv[2], f);
+  if (command == "parallel-live") return parallel_live(argv[2], f);
   torch::nn::Linear linear(3, 1);
   torch::load(linear, std::string(argv[2]) + "/final.pt");
   evaluate(linear, std::stoll(f.at("--samples")));

@@ -19,6 +19,20 @@ no checkpoint on disk) as the job (tests/cluster/elastic_job.py).
                         that it was left out and rejoins in its own processes (2 -> 3). Checked: no
                         process started again on any host, the worlds, every sample once.
 
+  cut_host_live         3 hosts, --nnodes 2:3; host 2's link is cut mid-epoch (its processes keep
+                        running and hear nothing); hosts 0 and 1 go on at 2 ranks once the stall
+                        period (5 s) ends their waits and host 2's agent has been silent for 3 s;
+                        the link healed, host 2's agent reaches the rendezvous again and its
+                        workers rejoin in their own processes (2 -> 3). Checked: no process
+                        started again on any host, the worlds, every sample once.
+
+  parallel_lose_and_rejoin_live
+                        lose_and_rejoin_live's kill and join with the job started by
+                        kd::Parallel's elastic spawn mode with live_recovery (elastic_train
+                        parallel-live: Parallel's agent in the program, no kindling-run). Checked:
+                        no process of hosts 0 and 1 started again, every sample once, at most 1
+                        iteration redone.
+
   soak                  (by hand, not in CTest) 3 hosts, --nnodes 2:3: for --soak-minutes (10),
                         every 20-30 s host 1 or 2 (in turn) is killed and started again 10 s
                         later; the job runs on until its epochs are done. Checked: every
@@ -48,6 +62,16 @@ def live_launcher(args, run_id, folder, stall_seconds=None, sleep_ms=None):
     return argv if stall_seconds is None else ["env", "KINDLING_STALL_TIMEOUT=%d" % stall_seconds] + argv
 
 
+def parallel_launcher(args, run_id, folder):
+    """The job on one host started by kd::Parallel (elastic, live_recovery): elastic_train
+    parallel-live, whose Parallel serves or joins the rendezvous at node0:29400 itself."""
+    tmp = os.path.join(folder, "tmp")
+    os.makedirs(tmp, exist_ok=True)
+    return ["env", "TMPDIR=" + tmp, args.elastic_train, "parallel-live", folder, "--endpoint", "node0:29400",
+            "--nodes", "2:3", "--rdzv-id", run_id, "--samples", str(elastic_job.SAMPLES), "--batch",
+            str(elastic_job.BATCH), "--epochs", str(elastic_job.EPOCHS), "--sleep-ms", str(args.sleep_ms)]
+
+
 def worlds(host):
     """(rank, world, pid) of each WORLD line of a host's output."""
     return [tuple(int(v) for v in m) for m in re.findall(r"WORLD rank=(\d+) world=(\d+) pid=(\d+)", host.text())]
@@ -73,8 +97,10 @@ def check_kept(hosts, expected_worlds, folder, ref_text, ref_iterations, rank0):
         close(a, b, 1e-5, "weight %d against the uninterrupted run" % n)
 
 
-def trial(args, c, folder, ref_text, ref_iterations):
-    hosts = [Host(c, k, live_launcher(args, "live", folder)) for k in range(3)]
+def trial(args, c, folder, ref_text, ref_iterations, start=None):
+    """Host 2 killed at 3 ranks and started again; `start(k)`: host k's command (kindling-run's)."""
+    start = start or (lambda k: live_launcher(args, "live", folder))
+    hosts = [Host(c, k, start(k)) for k in range(3)]
     try:
         i = hosts[0].wait_line(r"PROGRESS world=3 iteration=(2[3-9]|3\d)\b", 120)
         last_before = int(re.search(r"iteration=(\d+)", hosts[0].lines[i]).group(1))
@@ -84,7 +110,7 @@ def trial(args, c, folder, ref_text, ref_iterations):
         resumed = hosts[0].times[j] - killed_at
         first_after = int(re.search(r"iteration=(\d+)", hosts[0].lines[j]).group(1))
         k = hosts[0].wait_line(r"PROGRESS world=2 iteration=(6\d|7\d)\b", 120, j)
-        hosts[2] = Host(c, 2, live_launcher(args, "live", folder))
+        hosts[2] = Host(c, 2, start(2))
         joined_at = time.monotonic()
         m = hosts[0].wait_line(r"PROGRESS world=3 ", 120, k)
         joined = hosts[0].times[m] - joined_at
@@ -112,6 +138,45 @@ def lose_and_rejoin_live(args):
                 print("trial %d: the 2-rank world trained %.1f s after the kill (%d iteration(s) redone); the "
                       "3-rank world %.1f s after host 2 started again" % (n, figures[-1][0], figures[-1][2],
                                                                           figures[-1][1]))
+
+
+@case
+def cut_host_live(args):
+    with workspace("kindling-live-cut-") as work:
+        with cluster.Cluster(hosts=3) as c:
+            hosts = [Host(c, k, live_launcher(args, "cut", work, stall_seconds=5, sleep_ms=80)) for k in range(3)]
+            cut = False
+            try:
+                i = hosts[0].wait_line(r"PROGRESS world=3 iteration=(2[3-9]|3\d)\b", 120)
+                c.cut(2)
+                cut, cut_at = True, time.monotonic()
+                j = hosts[0].wait_line(r"PROGRESS world=2 ", 120, i)
+                resumed = hosts[0].times[j] - cut_at
+                k = hosts[0].wait_line(r"PROGRESS world=2 ", 60, j + 1)
+                c.heal(2)
+                cut, healed_at = False, time.monotonic()
+                m = hosts[0].wait_line(r"PROGRESS world=3 ", 120, k)
+                back = hosts[0].times[m] - healed_at
+                for h in hosts:
+                    expect(h.finish(180) == 0, "host %d's launcher failed:\n%s" % (h.k, h.text()))
+            finally:
+                if cut:
+                    c.heal(2)
+                Host.kill_left(hosts)
+            check_kept(hosts[:2], [3, 2, 3], work, None, None, hosts[0])
+            check_kept(hosts[2:], [3, 3], work, None, None, hosts[0])
+            print("host 2 cut off: the 2-rank world trained %.1f s after the cut (stall period 5 s); healed, the "
+                  "3-rank world %.1f s later" % (resumed, back))
+
+
+@case
+def parallel_lose_and_rejoin_live(args):
+    with workspace("kindling-live-parallel-") as work:
+        with cluster.Cluster(hosts=3) as c:
+            resumed, joined, redone = trial(args, c, work, None, None,
+                                            start=lambda k: parallel_launcher(args, "parallel", work))
+            print("Parallel: the 2-rank world trained %.1f s after the kill (%d iteration(s) redone); the 3-rank "
+                  "world %.1f s after host 2 started again" % (resumed, redone, joined))
 
 
 @case

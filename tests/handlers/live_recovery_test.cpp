@@ -5,6 +5,7 @@
 
 #include <torch/nn/modules/linear.h>
 
+#include <string>
 #include <vector>
 
 #include "kindling/dist/live.h"
@@ -63,6 +64,23 @@ TEST(LiveRecoveryTest, RejoinWithoutTheLauncherIsRefused) {
     EXPECT_NE(std::string(e.what()).find("was not started by `kindling-run --live_recovery`"), std::string::npos)
         << e.what();
   }
+}
+
+TEST(LiveRecoveryTest, MpiUnderLiveRecoveryIsRefusedBeforeAnyWorld) {
+  kindling::testing::ScopedEnv live_dir;
+  live_dir.set("KINDLING_LIVE_DIR", "/nonexistent-live-dir");
+  kh::LiveRecovery live(kh::LiveRecoveryOptions().backend("mpi"));
+  int calls = 0;
+  try {
+    live.run([&](kh::LiveRecovery&) { ++calls; });
+    FAIL() << "run() with backend mpi under live recovery returned";
+  } catch (const kindling::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("backend 'mpi' cannot make a new world in the same process"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(calls, 0);
+  EXPECT_FALSE(kd::is_initialized());
 }
 
 TEST(LiveRecoveryTest, CheckEveryBelowOneIsRefused) {

@@ -59,8 +59,15 @@ TEST(ParallelOptionsCheck, EveryInvalidCombinationIsRejected) {
     {O("gloo").nproc_per_node(2).nnodes(2).rdzv_endpoint("node0").rdzv_id("j").node_rank(1),
      "the rendezvous assigns node ranks"},
     {O("serial").rdzv_endpoint("node0"), "argument 'rdzv_endpoint' should not be given either"},
+    {O("gloo").nproc_per_node(2).live_recovery(true), "live_recovery needs rdzv_endpoint"},
+    {O("gloo").nproc_per_node(2).rdzv_backend("etcd"), "rdzv_backend 'etcd' needs rdzv_endpoint"},
+    {O("gloo").nproc_per_node(2).nnodes(2).rdzv_endpoint("node0").rdzv_id("j").rdzv_backend("etcd-v2"),
+     "rdzv_backend is 'c10d' (a node serves the rounds) or 'etcd' (an etcd cluster keeps them), got 'etcd-v2'"},
+    {O("gloo").nproc_per_node(2).nnodes(2).rdzv_endpoint("e1:2379,:5").rdzv_id("j").rdzv_backend("etcd"),
+     "rdzv_endpoint (etcd members) needs a host, got ':5'"},
 #if KINDLING_HAS_MPI
-    {O("mpi").nproc_per_node(2), "started and connected by MPI's launcher (mpirun, srun --mpi=pmix). Run `mpirun -np 2"},
+    {O("mpi").nproc_per_node(2),
+     "started and connected by MPI's launcher (mpirun, srun --mpi=pmix). Run `mpirun -np 2"},
 #endif
   };
   for (const auto& c : cases) {

@@ -128,18 +128,10 @@ void set_endpoint(Options& o, const std::string& text, bool etcd) {
     if (!problem.empty()) throw UsageError{"kindling-run: --rdzv_endpoint " + problem};
     return;
   }
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const std::size_t comma = std::min(text.find(',', start), text.size());
-    std::string host;
-    int port = 2379;
-    const std::string problem = kindling::launch::parse_endpoint(text.substr(start, comma - start), host, port);
-    if (!problem.empty()) throw UsageError{"kindling-run: --rdzv_endpoint (etcd members) " + problem};
-    const bool v6 = host.find(':') != std::string::npos;
-    o.etcd_endpoints.push_back((v6 ? "[" + host + "]" : host) + ":" + std::to_string(port));
-    if (o.rdzv_host.empty()) o.rdzv_host = host;
-    start = comma + 1;
-  }
+  const std::string problem = kindling::launch::parse_etcd_members(text, o.etcd_endpoints);
+  if (!problem.empty()) throw UsageError{"kindling-run: --rdzv_endpoint (etcd members) " + problem};
+  int port = 0;  // the first member's host marks the job elastic (rdzv_host); its port is etcd's
+  if (o.rdzv_host.empty()) kindling::launch::parse_endpoint(o.etcd_endpoints.front(), o.rdzv_host, port);
 }
 
 // One option of the command line: `take()` gives its value (from "=value" or the next

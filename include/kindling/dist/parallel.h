@@ -109,6 +109,17 @@ class KINDLING_API ParallelOptions {
   KINDLING_ARG(std::optional<std::string>, rdzv_id);
   /// Elastic: how long a round of min_nnodes or more waits for more nodes (default 30 s).
   KINDLING_ARG(std::chrono::milliseconds, last_call_timeout) = std::chrono::seconds(30);
+  /// Elastic: where the rounds are kept (kindling-run's --rdzv_backend): "c10d" (the default:
+  /// the node that owns rdzv_endpoint serves them and must stay up) or "etcd" (rdzv_endpoint
+  /// lists the members of an etcd cluster, "h1[:2379],h2,...": the nodes elect the one that
+  /// serves the rounds there, and another takes over when it is lost; no node must stay up).
+  KINDLING_ARG(std::string, rdzv_backend) = "c10d";
+  /// Elastic: when a node is lost or arrives, keep the children running; they make the next
+  /// world in the same processes (kindling-run's --live_recovery; the function uses
+  /// kindling::handlers::LiveRecovery, kindling/handlers/checkpointing/live_recovery.h). A
+  /// round then closes as soon as the lost nodes are known gone. Default false: every child
+  /// is stopped and started again.
+  KINDLING_ARG(bool, live_recovery) = false;
 
   /// Spawn mode: how children start (default kExec; see StartMethod).
   KINDLING_ARG(StartMethod, start_method) = StartMethod::kExec;

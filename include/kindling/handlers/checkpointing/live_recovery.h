@@ -59,7 +59,8 @@ class KINDLING_API LiveRecovery {
   /// (kindling::dist::rejoin) and `train` runs again; it builds what depends on the world (DDP,
   /// loaders, engines) and calls keep(). Other exceptions leave run(). Without
   /// `kindling-run --live_recovery` `train` runs once and its errors leave run(). Every rank
-  /// calls it. Throws what `train` and rejoin() throw.
+  /// calls it. Throws what `train` and rejoin() throw; kindling::UsageError for backend "mpi"
+  /// under live recovery (MPI cannot make a second world in one process).
   void run(const std::function<void(LiveRecovery&)>& train);
 
   /// Inside `train`, after the engine's own handlers are attached: loads the last committed
