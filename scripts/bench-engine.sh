@@ -2,7 +2,7 @@
 # kindling::engine's costs with Google Benchmark (bench/engine/main.cpp): event dispatch with
 # 0/10/100 handlers, Accuracy update/compute, and one MLP epoch through
 # create_supervised_trainer against the same loop written by hand, in the same run
-# (interleaved repetitions, medians). Usage: scripts/bench-engine.sh [repetitions] (default 9).
+# (interleaved repetitions, medians), and live recovery's commit of an MLP and a ResNet-18. Usage: scripts/bench-engine.sh [repetitions] (default 9).
 # Needs a build with benchmarks (scripts/build.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,4 +32,10 @@ print(f"a timeline span: {med['TimelineSpan/0']['real_time']:.1f} ns while none 
       f"{med['TimelineSpan/1']['real_time']:.1f} ns while one records")
 print(f"engine epoch with a timeline recording / engine epoch = {timeline / eng:.4f} "
       f"({(timeline - eng) / 20 * 1e3:.1f} us per step; {med['Epoch/2'].get('label', '')})")
+step = eng / 20  # ms: one step of the MLP epoch (20 batches)
+for arg, model in ((0, "the MLP above"), (1, "a ResNet-18")):
+    commit = med[f"LiveCommit/{arg}"]
+    print(f"a live-recovery commit of {model} with its SGD momentum: {commit['real_time']:.2f} ms "
+          f"({commit['bytes_per_second'] / 1e9:.2f} GB/s of parameters and buffers)"
+          + (f", {commit['real_time'] / step:.2f} of an MLP step" if arg == 0 else ""))
 PY

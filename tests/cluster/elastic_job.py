@@ -93,6 +93,19 @@ def launcher(args, run_id, folder, nnodes="2:3", join_timeout=60, extra=(), rdzv
             str(EPOCHS), "--save-every", str(SAVE_EVERY), "--sleep-ms", str(args.sleep_ms), *extra]
 
 
+def kill_mid_epoch(c, host0, k=2):
+    """Kills host k once host 0's rank trains iteration 23-39 of a 3-rank world, and waits for
+    the 2-rank world's first iteration. Returns (the last iteration before the kill, the index
+    of host 0's line of that first iteration, that iteration, seconds from the kill to it)."""
+    i = host0.wait_line(r"PROGRESS world=3 iteration=(2[3-9]|3\d)\b", 120)
+    last_before = int(re.search(r"iteration=(\d+)", host0.lines[i]).group(1))
+    killed_at = time.monotonic()
+    c.kill_host(k)
+    j = host0.wait_line(r"PROGRESS world=2 ", 120, i)
+    first_after = int(re.search(r"iteration=(\d+)", host0.lines[j]).group(1))
+    return last_before, j, first_after, host0.times[j] - killed_at
+
+
 def read_ledger(folder):
     """{(epoch, iteration): sorted ids} and {(epoch, id): count} from the job's ledger."""
     by_iteration = collections.defaultdict(list)

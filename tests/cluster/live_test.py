@@ -53,7 +53,7 @@ sys.path.insert(0, HERE)
 import cluster  # noqa: E402
 import elastic_job  # noqa: E402
 from checks import case, expect  # noqa: E402
-from elastic_job import Host, check_ledger, close, launcher, lost_and_repeated, read_ledger, reference_run, starts, weights, workspace  # noqa: E402,E501
+from elastic_job import Host, check_ledger, close, kill_mid_epoch, launcher, lost_and_repeated, read_ledger, reference_run, starts, weights, workspace  # noqa: E402,E501
 
 
 def live_launcher(args, run_id, folder, stall_seconds=None, sleep_ms=None):
@@ -102,13 +102,7 @@ def trial(args, c, folder, ref_text, ref_iterations, start=None):
     start = start or (lambda k: live_launcher(args, "live", folder))
     hosts = [Host(c, k, start(k)) for k in range(3)]
     try:
-        i = hosts[0].wait_line(r"PROGRESS world=3 iteration=(2[3-9]|3\d)\b", 120)
-        last_before = int(re.search(r"iteration=(\d+)", hosts[0].lines[i]).group(1))
-        killed_at = time.monotonic()
-        c.kill_host(2)
-        j = hosts[0].wait_line(r"PROGRESS world=2 ", 120, i)
-        resumed = hosts[0].times[j] - killed_at
-        first_after = int(re.search(r"iteration=(\d+)", hosts[0].lines[j]).group(1))
+        last_before, j, first_after, resumed = kill_mid_epoch(c, hosts[0])
         k = hosts[0].wait_line(r"PROGRESS world=2 iteration=(6\d|7\d)\b", 120, j)
         hosts[2] = Host(c, 2, start(2))
         joined_at = time.monotonic()

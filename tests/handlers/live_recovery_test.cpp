@@ -85,6 +85,24 @@ TEST(LiveRecoveryTest, MpiUnderLiveRecoveryIsRefusedBeforeAnyWorld) {
 
 TEST(LiveRecoveryTest, CheckEveryBelowOneIsRefused) {
   EXPECT_THROW(kh::LiveRecovery(kh::LiveRecoveryOptions().check_every(0)), kindling::UsageError);
+  EXPECT_THROW(kh::LiveRecovery(kh::LiveRecoveryOptions().commit_every(0)), kindling::UsageError);
+}
+
+TEST(LiveRecoveryTest, CommitEveryCommitsEveryNthIteration) {
+  kindling::testing::ScopedEnv no_live;
+  no_live.set("KINDLING_LIVE_DIR", std::nullopt);
+  kh::LiveRecovery live(kh::LiveRecoveryOptions().backend("serial").commit_every(4));
+  std::vector<int> data(5, 0);
+  std::vector<int64_t> seen;
+  live.run([&](kh::LiveRecovery& self) {
+    Engine engine([](Engine&, const int&) -> Value { return 0.0; });
+    self.keep({{"engine", kh::stateful(engine)}}, engine);
+    engine.on(kindling::engine::Events::ITERATION_COMPLETED,
+              [&](Engine&) { seen.push_back(self.committed_iteration()); });
+    engine.run(data, 2);  // iterations 1..10: commits at 4 and 8
+  });
+  EXPECT_EQ(seen, (std::vector<int64_t>{-1, -1, -1, 4, 4, 4, 4, 8, 8, 8}));
+  kd::finalize();
 }
 
 }  // namespace
