@@ -100,8 +100,10 @@ void LiveRecovery::keep(const Objects& objects, engine::Engine& engine) {
   // rank's state: it includes every gradient of its iteration, as every rank sent its part.
   std::optional<at::Tensor> mine;
   if (dist::get_rank() == 0) {
+    // A state loaded in an earlier world counts too: with commit_every > 1 a joined rank can be
+    // rank 0 of the next world before its own first commit.
     const std::vector<char> bytes =
-        committed_iteration_ >= 0 ? torch::pickle_save(c10::IValue(committed_)) : std::vector<char>();
+        committed_.size() > 0 ? torch::pickle_save(c10::IValue(committed_)) : std::vector<char>();
     mine = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
     std::memcpy(mine->data_ptr(), bytes.data(), bytes.size());
   }
