@@ -264,15 +264,21 @@ class ElasticAgent {
       if (std::atoi(answer->c_str() + 8) == 0) return false;
     }
     if (!live_) return true;
-    live_->announce(layout_.round + 1);
     say(name_, request ? "a worker of this node asked for a new round (" + *request +
                              "); joining it with the workers kept (live recovery)"
                        : (why_stopped_.empty() ? std::string("a node waits for the next round")
                                                : "a node of the running round was lost (" + why_stopped_ + ")") +
                              "; joining the next round with the workers kept (live recovery)");
-    if (!join(request ? "failed" : "live", request ? *request : "")) return true;
+    return !join_live(request ? "failed" : "live", request ? *request : "");
+  }
+
+  // Live recovery: announces the next round to the workers, joins it and hands them its layout.
+  // False (the reason said) when the rendezvous failed.
+  bool join_live(const std::string& reason, const std::string& detail) {
+    live_->announce(layout_.round + 1);
+    if (!join(reason, detail)) return false;
     live_->publish(layout_);
-    return false;
+    return true;
   }
 
   // Live recovery, the rendezvous silent while the workers run (this host cut off, or the
@@ -290,10 +296,7 @@ class ElasticAgent {
       say(name_, rendezvous_failure_);
       return false;
     }
-    live_->announce(layout_.round + 1);
-    if (!join("live", "")) return false;
-    live_->publish(layout_);
-    return true;
+    return join_live("live", "");
   }
 
   const ElasticAgentOptions& o_;
