@@ -1,11 +1,13 @@
 // One node's elastic agent (see elastic_agent.h): rounds of join, run, rejoin.
 #include "supervisor/elastic_agent.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "common/host.h"
 #include "supervisor/elastic.h"
@@ -108,14 +110,23 @@ std::string describe(const RoundLayout& r, int nproc, const std::string& lost) {
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> worker_environment(const RoundLayout& layout, int local, int nproc) {
-  return {{"RANK", std::to_string(layout.rank_offset + local)},
-          {"LOCAL_RANK", std::to_string(local)},
-          {"WORLD_SIZE", std::to_string(layout.world_size)},
-          {"LOCAL_WORLD_SIZE", std::to_string(nproc)},
-          {"GROUP_RANK", std::to_string(layout.node_rank)},
-          {"GROUP_WORLD_SIZE", std::to_string(layout.nnodes)},
-          {"MASTER_ADDR", layout.master_addr},
-          {"MASTER_PORT", std::to_string(layout.master_port)}};
+  std::vector<std::pair<std::string, std::string>> env{{"RANK", std::to_string(layout.rank_offset + local)},
+                                                       {"LOCAL_RANK", std::to_string(local)},
+                                                       {"WORLD_SIZE", std::to_string(layout.world_size)},
+                                                       {"LOCAL_WORLD_SIZE", std::to_string(nproc)},
+                                                       {"GROUP_RANK", std::to_string(layout.node_rank)},
+                                                       {"GROUP_WORLD_SIZE", std::to_string(layout.nnodes)},
+                                                       {"MASTER_ADDR", layout.master_addr},
+                                                       {"MASTER_PORT", std::to_string(layout.master_port)}};
+  // The node's cores shared between its workers unless the user decided (torchrun sets 1):
+  // LibTorch's OpenMP threads of several workers on the same cores otherwise spin against
+  // each other (a 3-rank gloo test on 2 cores ran 4.4 times slower, docs/launching.md).
+  if (!std::getenv("OMP_NUM_THREADS")) {
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    env.emplace_back("OMP_NUM_THREADS",
+                     std::to_string(std::max(1u, cores / static_cast<unsigned>(std::max(1, nproc)))));
+  }
+  return env;
 }
 
 std::string parse_endpoint(const std::string& text, std::string& host, int& port) {

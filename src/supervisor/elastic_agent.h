@@ -57,7 +57,8 @@ struct ElasticAgentOptions {
 
 /// torchrun's variables of local rank `local` of a node of `nproc` workers in `layout`:
 /// RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, MASTER_ADDR
-/// and MASTER_PORT (kindling-run and Parallel's spawn mode add their own). Never throws.
+/// and MASTER_PORT, and OMP_NUM_THREADS = the machine's cores / `nproc` (at least 1) unless this
+/// process's environment sets it (kindling-run and Parallel's spawn mode add their own). Never throws.
 std::vector<std::pair<std::string, std::string>> worker_environment(const RoundLayout& layout, int local, int nproc);
 
 /// Reads a rendezvous endpoint: "host", "host:port" or "[IPv6 address]:port" (the port

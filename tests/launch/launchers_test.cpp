@@ -78,31 +78,6 @@ void expect_three_lines(const RankResult& r) {
 
 // ---- kindling-run ------------------------------------------------------------------
 
-// KINDLING_LOG_LEVEL filters what the library says: three ranks with LOCAL_WORLD_SIZE=2 make
-// every rank warn about uneven nodes, tagged with its rank; at level error hello_dist's
-// stderr is empty and its stdout unchanged.
-TEST(Logging, LogLevelErrorLeavesHelloDistStderrEmpty) {
-  kindling::testing::LaunchOptions o;
-  o.world_size = 3;
-  for (int r = 0; r < 3; ++r) o.commands[r] = {kHello};
-  o.env = {{"LOCAL_WORLD_SIZE", "2"}};
-  o.rank_env[2] = {{"LOCAL_RANK", "0"}};
-  auto loud = kindling::testing::run_workers("", o);
-  for (const auto& r : loud) ASSERT_TRUE(r.ok()) << describe(loud);
-  for (int rank = 0; rank < 3; ++rank) {
-    const std::string line =
-        "[rank " + std::to_string(rank) + "/3] kindling::dist: warning: world size 3 is not a multiple of 2";
-    EXPECT_NE(loud[static_cast<std::size_t>(rank)].err.find(line), std::string::npos) << describe(loud);
-  }
-  o.env["KINDLING_LOG_LEVEL"] = "error";
-  auto quiet = kindling::testing::run_workers("", o);
-  for (std::size_t i = 0; i < quiet.size(); ++i) {
-    EXPECT_TRUE(quiet[i].ok()) << describe(quiet);
-    EXPECT_EQ(quiet[i].err, "") << describe(quiet);
-    EXPECT_EQ(quiet[i].out, loud[i].out);
-  }
-}
-
 TEST(KindlingRun, RunsHelloDistOnThreeRanksWithPrefixedOutput) {
   auto r = run_command({kRun, "--nproc_per_node", "3", kHello});
   expect_three_lines(r);
@@ -118,13 +93,22 @@ TEST(KindlingRun, StandaloneAndUnprefixedOutput) {
   EXPECT_EQ(r.out.find("[rank"), std::string::npos) << show(r);
 }
 
+// Also OMP_NUM_THREADS: the cores shared between the node's workers, unless the user set it.
 TEST(KindlingRun, GivesWorkersTheTorchrunEnvironment) {
-  auto r = run_command({kRun, "--nproc_per_node", "2", "--master_port", "29533", "/bin/sh", "-c",
+  auto run = [](const std::string& threads) {
+    return run_command({kRun, "--nproc_per_node", "2", "--master_port", "29533", "/bin/sh", "-c",
                         "echo env $RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $GROUP_RANK $GROUP_WORLD_SIZE "
-                        "$ROLE_RANK $ROLE_NAME $MASTER_ADDR $MASTER_PORT $KINDLING_RUN"});
-  ASSERT_TRUE(r.ok()) << show(r);
-  EXPECT_NE(r.out.find("[rank0]: env 0 0 2 2 0 1 0 default 127.0.0.1 29533 1"), std::string::npos) << show(r);
-  EXPECT_NE(r.out.find("[rank1]: env 1 1 2 2 0 1 1 default 127.0.0.1 29533 1"), std::string::npos) << show(r);
+                        "$ROLE_RANK $ROLE_NAME $MASTER_ADDR $MASTER_PORT $KINDLING_RUN threads=$OMP_NUM_THREADS"},
+                       {{"OMP_NUM_THREADS", threads}});
+  };
+  const std::string shared = std::to_string(std::max(1u, std::thread::hardware_concurrency() / 2));
+  for (const auto& [threads, expected] : {std::pair{std::string(), shared}, {"3", "3"}}) {
+    const auto r = run(threads);
+    for (const std::string i : {"0", "1"}) {
+      const std::string line = "[rank" + i + "]: env " + i + " " + i + " 2 2 0 1 " + i + " default 127.0.0.1 29533 1 ";
+      EXPECT_TRUE(r.ok() && r.out.find(line + "threads=" + expected) != std::string::npos) << line << show(r);
+    }
+  }
 }
 
 // Two kindling-run invocations, node ranks 0 and 1, form one job of 4 ranks.

@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 #include <kindling/kindling.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "support/multiprocess.h"
 #include "support/summary.h"
@@ -144,7 +146,8 @@ void record(int local_rank, const std::string& dir) {
   const auto sum = kd::all_reduce(static_cast<int64_t>(kd::get_rank() + 1));
   std::ofstream out(dir + "/child." + std::to_string(kd::get_rank()));
   out << kd::get_rank() << " " << local_rank << " " << kd::get_world_size() << " " << sum << " "
-      << kd::get_nproc_per_node() << " " << kd::backend() << "\n";
+      << kd::get_nproc_per_node() << " " << kd::backend() << " threads=" << std::getenv("OMP_NUM_THREADS") << "/"
+      << at::get_num_threads() << "\n";
 }
 
 void spawn_and_check(kd::StartMethod method) {
@@ -161,7 +164,13 @@ void spawn_and_check(kd::StartMethod method) {
     std::ifstream in(dir + "/child." + std::to_string(r));
     std::string line;
     std::getline(in, line);
-    const std::string expected = std::to_string(r) + " " + std::to_string(r) + " 3 6 3 gloo";
+    // The cores shared between the 3 children unless this process's environment chose; a
+    // re-executed child's LibTorch takes it, a forked one keeps the parent's thread count.
+    const char* chosen = std::getenv("OMP_NUM_THREADS");
+    const std::string threads = chosen ? chosen : std::to_string(std::max(1u, std::thread::hardware_concurrency() / 3));
+    const std::string effective = method == kd::StartMethod::kExec ? threads : std::to_string(at::get_num_threads());
+    const std::string expected =
+        std::to_string(r) + " " + std::to_string(r) + " 3 6 3 gloo threads=" + threads + "/" + effective;
     WCHECK(line == expected, << "child " << r << " wrote '" << line << "', expected '" << expected << "'");
   }
   WCHECK(!kd::is_initialized());

@@ -35,7 +35,8 @@ struct LaunchOptions {
   int world_size = 2;
   std::chrono::milliseconds deadline = std::chrono::seconds(60);
   /// Extra environment for every rank ("" value: unset the variable). Without one of its own,
-/// KINDLING_FLIGHT_RECORD_DIR is a folder removed with the run's other files.
+  /// KINDLING_FLIGHT_RECORD_DIR is a folder removed with the run's other files, and (unless this
+  /// process has it, or set_dist_env is off) OMP_NUM_THREADS is the cores / world_size, at least 1.
   std::map<std::string, std::string> env;
   /// Per-rank extra environment.
   std::map<int, std::map<std::string, std::string>> rank_env;

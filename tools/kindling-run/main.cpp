@@ -6,7 +6,8 @@
 //
 // Each worker gets torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
 // GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME, MASTER_ADDR,
-// MASTER_PORT) plus KINDLING_RUN=1 and the job's identity KINDLING_RUN_ID. Output lines are prefixed with "[rank<r>]:
+// MASTER_PORT, OMP_NUM_THREADS unless set) plus KINDLING_RUN=1 and the job's identity KINDLING_RUN_ID. Output lines are
+// prefixed with "[rank<r>]:
 // ". SIGINT / SIGTERM are forwarded. When a worker fails, the others are stopped (SIGTERM, then SIGKILL after the grace
 // period) and a summary names each failed rank. The options: options.h; the elastic agent:
 // src/supervisor/elastic_agent.h.
@@ -17,7 +18,6 @@
 #include <iostream>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "options.h"
@@ -52,9 +52,6 @@ std::optional<std::string> resolve(const std::string& program) {
 
 // This node's workers with torchrun's variables for the layout.
 std::vector<WorkerSpec> make_workers(const Options& o, const RoundLayout& layout) {
-  const bool omp_set = std::getenv("OMP_NUM_THREADS") != nullptr;
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const std::string omp_threads = std::to_string(std::max(1u, cores / static_cast<unsigned>(o.nproc_per_node)));
   std::vector<WorkerSpec> workers;
   for (int local = 0; local < o.nproc_per_node; ++local) {
     WorkerSpec w;
@@ -66,8 +63,6 @@ std::vector<WorkerSpec> make_workers(const Options& o, const RoundLayout& layout
                                {"ROLE_WORLD_SIZE", std::to_string(layout.world_size)},
                                {"ROLE_NAME", "default"},
                                {"KINDLING_RUN", "1"}});
-    // Share the cores between the workers unless the user decided (torchrun sets 1).
-    if (!omp_set) w.env.emplace_back("OMP_NUM_THREADS", omp_threads);
     workers.push_back(std::move(w));
   }
   return workers;
