@@ -114,9 +114,13 @@ void Engine::fire(const Event& event) {
       }
       const auto start = std::chrono::steady_clock::now();
       call(*this, exception_);
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const auto end = std::chrono::steady_clock::now();
+      const double seconds = std::chrono::duration<double>(end - start).count();
       const Registry::Entry& entry = (*entries)[i];  // index i stays valid: lists only grow at the end
-      const HandlerInfo info{entry.id, i + 1, entry.handler.type, &entry.event};
+      const auto ns = [](std::chrono::steady_clock::time_point t) {
+        return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+      };
+      const HandlerInfo info{entry.id, i + 1, entry.handler.type, &entry.event, ns(start), ns(end)};
       for (const auto& o : observers) o->handler_called(*this, event, info, seconds);
     }
   }

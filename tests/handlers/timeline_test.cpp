@@ -89,6 +89,43 @@ TEST(TimelineTest, RecordsTheRangeOnlyWithEveryPartNamed) {
   }
 }
 
+// A handler's span holds what the handler did, however late the timeline's observer hears of
+// it: an observer before it that takes 5 ms made the span start 5 ms late, past the spans
+// inside it (seen on real ranks under load: TimelineRanksTest, 2026-11-29).
+struct SlowObserver : kindling::engine::EventObserver {
+  void before_event(Engine&, const kindling::engine::Event&) override {}
+  void after_event(Engine&, const kindling::engine::Event&) override {}
+  void handler_called(Engine&, const kindling::engine::Event&, const kindling::engine::HandlerInfo&, double) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+};
+
+TEST(TimelineTest, AHandlersSpanHoldsTheSpansInsideItWhateverObserversComeFirst) {
+  kindling::testing::TempDir dir("timeline");
+  Engine trainer = sleeping_engine();
+  trainer.on(Events::ITERATION_COMPLETED, [] {
+    kt::Span inside("inside", kt::Lane::kStep);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  trainer.add_observer(std::make_shared<SlowObserver>());
+  auto timeline =
+      std::make_shared<kh::Timeline>(kh::TimelineOptions().folder(dir.path()).first_iteration(1).last_iteration(2));
+  timeline->attach(trainer);
+  trainer.run(data(2), 1);
+  ASSERT_EQ(timeline->ranks().size(), 1u);
+  std::vector<kt::TimelineEvent> handlers, inside;
+  for (const auto& e : timeline->ranks()[0].events) {
+    if (e.name == "inside") inside.push_back(e);
+    if (e.lane == kt::Lane::kEngine && e.name.find("TestBody") != std::string::npos) handlers.push_back(e);
+  }
+  ASSERT_EQ(inside.size(), 2u);
+  ASSERT_EQ(handlers.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_LE(handlers[i].start_ns, inside[i].start_ns) << "iteration " << i + 1;
+    EXPECT_GE(handlers[i].end_ns, inside[i].end_ns) << "iteration " << i + 1;
+  }
+}
+
 TEST(TimelineTest, ARangePastTheRunEndsWithTheRun) {
   kindling::testing::TempDir dir("timeline");
   Engine trainer = sleeping_engine();

@@ -53,6 +53,11 @@ struct KINDLING_API HandlerInfo {
   /// The event as the handler was attached, with its filter (e.g. ITERATION_COMPLETED(every=10));
   /// valid during the handler_called call only.
   const Event* attached_as = nullptr;
+  /// When the call began and ended: std::chrono::steady_clock's nanoseconds since its epoch
+  /// (the clock of `seconds` and of kindling's timeline), so that a span drawn from them holds
+  /// exactly what the handler did (a span ending at the time an observer reads would come
+  /// later by the time between the two reads, and could cross a span it holds).
+  int64_t started_ns = -1, ended_ns = -1;
 };
 
 /// A printable name for a handler, as ignite names a handler by its function's __qualname__:

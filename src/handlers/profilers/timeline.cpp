@@ -196,11 +196,14 @@ class EngineWatch : public engine::EventObserver {
                       double seconds) override {
     if (!firings_.empty()) firings_.back().handlers_ran = true;
     if (!timeline::recording()) return;
-    const int64_t end = timeline::now_ns();
+    // The engine's own readings (the same steady clock as timeline::now_ns): a span ending
+    // now would come later by the time since the handler returned, and under load it crossed
+    // the spans the handler holds (an evaluator run inside it: TimelineRanksTest, 2026-11-29).
+    const int64_t end = handler.ended_ns >= 0 ? handler.ended_ns : timeline::now_ns();
     timeline::TimelineEvent e;
     e.name = engine::handler_name(handler);
     e.lane = timeline::Lane::kEngine;
-    e.start_ns = end - static_cast<int64_t>(seconds * 1e9);
+    e.start_ns = handler.started_ns >= 0 ? handler.started_ns : end - static_cast<int64_t>(seconds * 1e9);
     e.end_ns = end;
     e.text_args.emplace_back("event", prefix_ + event.name());
     timeline::record(std::move(e));
