@@ -62,6 +62,10 @@ def main():
     p.add_argument("--comm-hook", choices=["none", "fp16", "bf16", "powersgd"], default="none")
     p.add_argument("--powersgd-rank", type=int, default=1)
     p.add_argument("--powersgd-start", type=int, default=2)
+    p.add_argument("--gradient-as-bucket-view", action="store_true", help="DDP(gradient_as_bucket_view=True)")
+    p.add_argument("--static-graph", action="store_true", help="DDP(static_graph=True)")
+    p.add_argument("--zero", action="store_true",
+                   help="torch.distributed.optim.ZeroRedundancyOptimizer around the same SGD (ZeRO-1)")
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
@@ -91,12 +95,7 @@ def main():
         finish(world)
 
     x_all = (images.unsqueeze(1).float() / 255.0 - MEAN) / STD
-    torch.manual_seed(0)
-    net = models.MLP() if a.model == "mlp" else models.resnet18(num_classes=10, in_channels=1)
-    model = torch.nn.parallel.DistributedDataParallel(net, bucket_cap_mb=a.bucket_cap_mb) if world > 1 else net
-    if world > 1 and a.comm_hook != "none":
-        register_hook(model, a)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    model, opt = model_and_optimizer(a, world)
     n = x_all.shape[0]
 
     def step(s):
@@ -126,6 +125,24 @@ def main():
         print(f"RESULT impl=python mode=step model={a.model} ranks={world} batch={a.batch} threads={a.threads} "
               f"steps={a.steps} hook={a.comm_hook} seconds={secs:.4f} samples_per_s={samples / secs:.1f}", flush=True)
     finish(world)
+
+
+def model_and_optimizer(a, world):
+    """The model (in torch's DDP with the options asked for, when world > 1) and its SGD."""
+    torch.manual_seed(0)
+    net = models.MLP() if a.model == "mlp" else models.resnet18(num_classes=10, in_channels=1)
+    if world == 1:
+        return net, torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    model = torch.nn.parallel.DistributedDataParallel(
+        net, bucket_cap_mb=a.bucket_cap_mb, gradient_as_bucket_view=a.gradient_as_bucket_view,
+        static_graph=a.static_graph)
+    if a.comm_hook != "none":
+        register_hook(model, a)
+    if a.zero:
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        return model, ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.SGD, lr=0.01,
+                                              momentum=0.9)
+    return model, torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 
 
 def register_hook(model, a):

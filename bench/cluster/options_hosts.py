@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""kindling's DDP options against torch's, side by side in one run across the namespace hosts
+(bench_hosts.py's fixture, programs and pinning; 1 rank per host): ResNet-18 (or the MLP) on
+links capped by tbf, each variant below run once per repeat, interleaved, medians reported.
+
+  kindling (defaults: gradients as bucket views, buckets rebuilt in readiness order, 25 MiB)
+  kindling with gradients copied (--copy-gradients), with 5 MiB buckets, with the optimizer
+  inside backward, with ZeRO-1 (kindling::nn::ZeroRedundancyOptimizer)
+  torch's DDP: defaults; gradient_as_bucket_view + static_graph; those with 5 MiB buckets;
+  those with torch.distributed.optim.ZeroRedundancyOptimizer
+  the no-comm limit (each rank alone)
+
+Beside each: the fraction of the no-comm limit and of the overlap bound, the step that
+communication could reach at best when it starts in backward: forward and the optimizer, then
+max(backward, the ring's bytes at the link's goodput); the no-comm step split into backward and
+the rest as bench/scaling/readiness.py measured (profiles/), the goodput from
+bench/scaling/link_rate.py (--goodput, MB/s).
+
+  bench/cluster/options_hosts.py --build build-torch2 --python ~/.cache/kindling/torch-2.15.0/bin/python \
+      [--hosts 2] [--rate 1gbit] [--model resnet18] [--goodput 120.2] [--repeats 3]
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_hosts  # noqa: E402
+from bench_hosts import cluster  # noqa: E402
+
+VARIANTS = [("kindling-gloo", "kindling (defaults)", ""),
+            ("kindling-gloo", "kindling, gradients copied", "--copy-gradients"),
+            ("kindling-gloo", "kindling, 5 MiB buckets", "--bucket-cap-mb 5"),
+            ("kindling-gloo", "kindling, optimizer in backward", "--in-backward"),
+            ("kindling-gloo", "kindling, ZeRO-1", "--zero"),
+            ("python-gloo", "torch DDP (defaults)", ""),
+            ("python-gloo", "torch DDP, views + static_graph", "--gradient-as-bucket-view --static-graph"),
+            ("python-gloo", "torch DDP, views + static_graph, 5 MiB",
+             "--gradient-as-bucket-view --static-graph --bucket-cap-mb 5"),
+            ("python-gloo", "torch DDP, views + static_graph + ZeroRedundancyOptimizer",
+             "--gradient-as-bucket-view --static-graph --zero"),
+            ("no-comm", "no-comm limit", "")]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build", default="build-torch2")
+    p.add_argument("--python", default="/usr/bin/python3")
+    p.add_argument("--hosts", type=int, default=2)
+    p.add_argument("--rate", default="1gbit")
+    p.add_argument("--model", default="resnet18")
+    p.add_argument("--goodput", type=float, default=120.2, help="the link's goodput, MB/s (link_rate.py)")
+    p.add_argument("--repeats", type=int, default=3)
+    args = p.parse_args()
+    args.build = os.path.abspath(args.build)
+    args.models, args.impls, args.ranks_per_host, args.bench_args = args.model, "kindling-gloo,python-gloo", 1, ""
+    problem = bench_hosts.missing_prerequisite(args)
+    if problem:
+        print("options_hosts.py: " + problem, file=sys.stderr)
+        return 2
+    reason = cluster.available()
+    if reason:
+        print("skipped: " + reason)
+        return 77
+    args.kindling_run = os.path.join(args.build, "kindling-run")
+    os.environ.update(OMP_NUM_THREADS="1")
+    runs = {label: [] for _, label, _ in VARIANTS}
+    with cluster.Cluster(hosts=args.hosts, rate=args.rate) as c:
+        for r in range(args.repeats):
+            for impl, label, extra in VARIANTS:
+                args.bench_args = extra
+                try:
+                    rate_s, sent, result = bench_hosts.one_run(args, c, impl, args.hosts, args.model, args.rate)
+                    runs[label].append((rate_s, sent, result))
+                    print("repeat %d: %s: %.1f samples/s" % (r, label, rate_s), flush=True)
+                except RuntimeError as e:  # reported; the others still run
+                    print("repeat %d: %s failed: %s" % (r, label, str(e)[-1500:]), flush=True)
+    report(args, runs)
+    return 0
+
+
+def backward_share(model):
+    """Backward's share of a step without communication, from the model's readiness profile
+    (bench/scaling/readiness.py; bench_ddp alone has no DDP to time its backward)."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scaling", "profiles",
+                        model + ".json")
+    with open(path) as f:
+        profile = json.load(f)
+    return profile["backward_s"] / (profile["forward_s"] + profile["backward_s"])
+
+
+def report(args, runs):
+    batch = bench_hosts.SIZES[args.model][0]
+    limit_runs = runs["no-comm limit"]
+    limit = statistics.median(x[0] for x in limit_runs)
+    step = batch * args.hosts / limit  # a rank's step alone
+    backward = step * backward_share(args.model)
+    link = 2 * (args.hosts - 1) / args.hosts * args.gradient_bytes[args.model] / (args.goodput * 1e6)
+    bound = batch * args.hosts / (step - backward + max(backward, link))
+    print("\n%s, %d hosts, %s: no-comm limit %.1f samples/s (a step %.0f ms, backward %.0f ms); the ring's bytes "
+          "take %.0f ms at %.1f MB/s; overlap bound %.1f samples/s (%.2f of the limit)"
+          % (args.model, args.hosts, args.rate, limit, 1e3 * step, 1e3 * backward, 1e3 * link, args.goodput, bound,
+             bound / limit))
+    best_torch = max((statistics.median(x[0] for x in v) for (impl, label, _), v in
+                      ((k, runs[k[1]]) for k in VARIANTS) if impl == "python-gloo" and v), default=None)
+    print("\n| variant | samples/s (runs) | median | / best torch | of the limit | of the bound | "
+          "backward ms | wait ms | MB sent per step |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for impl, label, _ in VARIANTS:
+        v = runs[label]
+        if impl == "no-comm" or not v:
+            if not v:
+                print("| %s | failed | | | | | | | |" % label)
+            continue
+        m = statistics.median(x[0] for x in v)
+        ms = lambda key: ("%.0f" % statistics.median(float(x[2][key]) for x in v)) if key in v[0][2] else "-"  # noqa
+        print("| %s | %s | %.1f | %s | %.2f | %.2f | %s | %s | %.1f |" % (
+            label, " / ".join("%.1f" % x[0] for x in v), m, "%.2f" % (m / best_torch) if best_torch else "-",
+            m / limit, m / bound, ms("backward_ms"), ms("comm_wait_ms"), statistics.median(x[1] for x in v) / 1e6))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
