@@ -38,6 +38,7 @@ def prepare(args):
     args.torchrun = os.path.join(TESTS, "launch", "torchrun_compat.py")
     args.hierarchy_check = os.path.join(build, "tests", "hierarchy_check")
     args.dist_test = os.path.join(build, "tests", "dist_test")
+    args.nn_test = os.path.join(build, "tests", "nn_test")
     args.launchers_test = os.path.join(build, "tests", "launchers_test")
     return None
 
