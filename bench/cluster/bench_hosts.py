@@ -95,6 +95,23 @@ def missing_prerequisite(args):
     return None
 
 
+def ready_to_run(args, who):
+    """Checks what the runs need (exit code 2 after saying what lacks; 77, CTest's skip, where the
+    cluster cannot be made) and sets the runs' paths and environment; None when ready."""
+    args.build = os.path.abspath(args.build)
+    problem = missing_prerequisite(args)
+    if problem:
+        print("%s: %s" % (who, problem), file=sys.stderr)
+        return 2
+    reason = cluster.available()
+    if reason:
+        print("skipped: " + reason)
+        return 77
+    args.kindling_run = os.path.join(args.build, "kindling-run")
+    os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
+    return None
+
+
 def commands(args, impl, hosts, model, rate, hook="none"):
     batch, steps = SIZES[model]
     # The no-comm limit sends nothing: it gets the uncapped link's (largest) step counts.
@@ -189,17 +206,9 @@ def main():
     p.add_argument("--bench-args", default="", help="more flags for bench_ddp and ddp_python.py, e.g. '--bucket-cap-mb 5'")
     p.add_argument("--json", help="also write every run here")
     args = p.parse_args()
-    args.build = os.path.abspath(args.build)
-    problem = missing_prerequisite(args)
-    if problem:
-        print("bench_hosts.py: " + problem, file=sys.stderr)
-        return 2
-    reason = cluster.available()
-    if reason:
-        print("skipped: " + reason)
-        return 77
-    args.kindling_run = os.path.join(args.build, "kindling-run")
-    os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
+    code = ready_to_run(args, "bench_hosts.py")
+    if code is not None:
+        return code
     runs = []
     cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
                          capture_output=True, text=True).stdout.strip()

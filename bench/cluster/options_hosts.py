@@ -53,18 +53,10 @@ def main():
     p.add_argument("--goodput", type=float, default=120.2, help="the link's goodput, MB/s (link_rate.py)")
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args()
-    args.build = os.path.abspath(args.build)
     args.models, args.impls, args.ranks_per_host, args.bench_args = args.model, "kindling-gloo,python-gloo", 1, ""
-    problem = bench_hosts.missing_prerequisite(args)
-    if problem:
-        print("options_hosts.py: " + problem, file=sys.stderr)
-        return 2
-    reason = cluster.available()
-    if reason:
-        print("skipped: " + reason)
-        return 77
-    args.kindling_run = os.path.join(args.build, "kindling-run")
-    os.environ.update(OMP_NUM_THREADS="1")
+    code = bench_hosts.ready_to_run(args, "options_hosts.py")
+    if code is not None:
+        return code
     runs = {label: [] for _, label, _ in VARIANTS}
     with cluster.Cluster(hosts=args.hosts, rate=args.rate) as c:
         for r in range(args.repeats):
