@@ -13,7 +13,6 @@
 // src/supervisor/elastic_agent.h.
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
