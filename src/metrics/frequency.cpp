@@ -38,7 +38,7 @@ Value Frequency::compute() {
   return Value(std::floor(count / elapsed * static_cast<double>(dist::get_world_size())));
 }
 
-void Frequency::attach(engine::Engine& engine, const std::string& name, Usage usage) {
+void Frequency::attach(engine::Engine& engine, const std::string& name, const Usage& usage) {
   Metric::attach(engine, name, usage);
 }
 

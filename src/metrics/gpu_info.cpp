@@ -129,7 +129,7 @@ void GpuInfo::attach_at(engine::Engine& engine, const std::string& name, const e
   });
 }
 
-void GpuInfo::attach(engine::Engine& engine, const std::string& name, Usage) { attach_at(engine, name); }
+void GpuInfo::attach(engine::Engine& engine, const std::string& name, const Usage&) { attach_at(engine, name); }
 
 }  // namespace metrics
 }  // namespace kindling

@@ -6,6 +6,9 @@
 
 #include <limits>
 #include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "kindling/engine/keep_alive.h"
@@ -23,36 +26,90 @@ struct Metric::Attachment {
   std::map<std::string, HandlerHandle> completed;  // by name
 };
 
-const char* to_string(Usage usage) {
-  switch (usage) {
-    case Usage::kEpochWise: return "epoch_wise";
-    case Usage::kRunningEpochWise: return "running_epoch_wise";
-    case Usage::kBatchWise: return "batch_wise";
-    case Usage::kRunningBatchWise: return "running_batch_wise";
-    case Usage::kSingleEpochRunningBatchWise: return "single_epoch_running_batch_wise";
-  }
-  return "?";
+namespace {
+
+struct Builtin {
+  const char* name;
+  UsageEvents events;
+};
+
+// The built-in usages' names and events, by Usage::builtin_ (read at run time, so that the
+// constants need no other static object at initialisation).
+const Builtin& builtin(int index) {
+  static const Builtin table[] = {
+      {"epoch_wise", {Events::EPOCH_STARTED, Events::ITERATION_COMPLETED, Events::EPOCH_COMPLETED}},
+      {"running_epoch_wise", {Events::STARTED, Events::EPOCH_COMPLETED, Events::EPOCH_COMPLETED}},
+      {"batch_wise", {Events::ITERATION_STARTED, Events::ITERATION_COMPLETED, Events::ITERATION_COMPLETED}},
+      {"running_batch_wise", {Events::STARTED, Events::ITERATION_COMPLETED, Events::ITERATION_COMPLETED}},
+      {"single_epoch_running_batch_wise",
+       {Events::EPOCH_STARTED, Events::ITERATION_COMPLETED, Events::ITERATION_COMPLETED}},
+  };
+  return table[index];
 }
 
-UsageEvents events_of(Usage usage) {
-  switch (usage) {
-    case Usage::kEpochWise: return {Events::EPOCH_STARTED, Events::ITERATION_COMPLETED, Events::EPOCH_COMPLETED};
-    case Usage::kRunningEpochWise: return {Events::STARTED, Events::EPOCH_COMPLETED, Events::EPOCH_COMPLETED};
-    case Usage::kBatchWise:
-      return {Events::ITERATION_STARTED, Events::ITERATION_COMPLETED, Events::ITERATION_COMPLETED};
-    case Usage::kRunningBatchWise: return {Events::STARTED, Events::ITERATION_COMPLETED, Events::ITERATION_COMPLETED};
-    case Usage::kSingleEpochRunningBatchWise:
-      return {Events::EPOCH_STARTED, Events::ITERATION_COMPLETED, Events::ITERATION_COMPLETED};
-  }
-  return {Events::EPOCH_STARTED, Events::ITERATION_COMPLETED, Events::EPOCH_COMPLETED};
+// An event's place in Usage's order: its id, then its filter's identity.
+std::pair<int, const void*> order_key(const Event& e) { return {e.id(), e.filter_key()}; }
+
+}  // namespace
+
+struct Usage::Custom {
+  std::string name;
+  UsageEvents events;
+};
+
+const Usage Usage::kEpochWise{0};
+const Usage Usage::kRunningEpochWise{1};
+const Usage Usage::kBatchWise{2};
+const Usage Usage::kRunningBatchWise{3};
+const Usage Usage::kSingleEpochRunningBatchWise{4};
+
+Usage::Usage(std::string name, UsageEvents events) {
+  KINDLING_CHECK(!name.empty(), "kindling::metrics::Usage: the name of a usage must not be empty");
+  custom_ = std::make_shared<const Custom>(Custom{std::move(name), std::move(events)});
 }
+
+const char* Usage::name() const { return custom_ ? custom_->name.c_str() : builtin(builtin_).name; }
+
+UsageEvents Usage::events() const { return custom_ ? custom_->events : builtin(builtin_).events; }
+
+bool Usage::operator==(const Usage& other) const {
+  if (builtin_ != other.builtin_) return false;
+  if (!custom_ || !other.custom_) return custom_ == other.custom_;
+  const UsageEvents &a = custom_->events, &b = other.custom_->events;
+  return custom_->name == other.custom_->name && a.started == b.started && a.updated == b.updated &&
+         a.completed == b.completed;
+}
+
+bool Usage::operator<(const Usage& other) const {
+  if (builtin_ != other.builtin_) {  // the built-in ones first, in their order; then the custom ones (-1)
+    return static_cast<unsigned>(builtin_) < static_cast<unsigned>(other.builtin_);
+  }
+  if (!custom_ || !other.custom_) return false;  // the same built-in usage
+  const UsageEvents &a = custom_->events, &b = other.custom_->events;
+  return std::make_tuple(std::string_view(custom_->name), order_key(a.started), order_key(a.updated),
+                         order_key(a.completed)) < std::make_tuple(std::string_view(other.custom_->name),
+                                                                   order_key(b.started), order_key(b.updated),
+                                                                   order_key(b.completed));
+}
+
+Usage BatchFiltered(const Event& iteration_completed) {
+  KINDLING_CHECK(iteration_completed.same_event(Events::ITERATION_COMPLETED),
+                 "kindling::metrics::BatchFiltered: the update event must be ITERATION_COMPLETED with a filter "
+                 "(e.g. Events::ITERATION_COMPLETED.every(2)), got ",
+                 iteration_completed.to_string());
+  return Usage("batch_filtered", {Events::EPOCH_STARTED, iteration_completed, Events::EPOCH_COMPLETED});
+}
+
+const char* to_string(const Usage& usage) { return usage.name(); }
+
+UsageEvents events_of(const Usage& usage) { return usage.events(); }
 
 Metric::Metric(OutputTransform output_transform, c10::Device device)
     : output_transform_(std::move(output_transform)), device_(device) {}
 
 Metric::~Metric() = default;
 
-void Metric::attach(Engine& engine, const std::string& name, Usage usage) {
+void Metric::attach(Engine& engine, const std::string& name, const Usage& usage) {
   std::shared_ptr<Metric> self = engine::keep_alive(*this, "kindling::metrics::" + this->name());
   KINDLING_CHECK(!name.empty(), "kindling::metrics::", this->name(), "::attach: the name must not be empty");
   const UsageEvents ev = events_of(usage);
@@ -69,7 +126,7 @@ void Metric::attach(Engine& engine, const std::string& name, Usage usage) {
   slot->completed[name] = engine.add_event_handler(ev.completed, [self, name](Engine& e) { self->completed(e, name); });
 }
 
-void Metric::detach(Engine& engine, Usage usage) {
+void Metric::detach(Engine& engine, const Usage& usage) {
   auto e = attachments_.find(engine.id());
   if (e == attachments_.end()) return;
   auto u = e->second.find(usage);
@@ -94,7 +151,7 @@ void Metric::detach(Engine& engine, Usage usage) {
   if (e->second.empty()) attachments_.erase(e);
 }
 
-bool Metric::is_attached(const Engine& engine, Usage usage) const {
+bool Metric::is_attached(const Engine& engine, const Usage& usage) const {
   auto e = attachments_.find(engine.id());
   if (e == attachments_.end()) return false;
   auto u = e->second.find(usage);
@@ -103,6 +160,16 @@ bool Metric::is_attached(const Engine& engine, Usage usage) const {
     if (engine.has_event_handler(kv.second)) return true;
   }
   return false;
+}
+
+std::vector<Usage> Metric::attached_usages(const Engine& engine) const {
+  std::vector<Usage> usages;
+  auto e = attachments_.find(engine.id());
+  if (e == attachments_.end()) return usages;
+  for (const auto& kv : e->second) {
+    if (is_attached(engine, kv.first)) usages.push_back(kv.first);
+  }
+  return usages;
 }
 
 void Metric::started(Engine& engine) {

@@ -83,7 +83,7 @@ Value MetricGroup::compute() {
   return Value::named(std::move(entries));
 }
 
-void MetricGroup::attach(engine::Engine& engine, const std::string& name, Usage usage) {
+void MetricGroup::attach(engine::Engine& engine, const std::string& name, const Usage& usage) {
   for (const auto& member : metrics_) {
     KINDLING_CHECK(member.first != name, "kindling::metrics::MetricGroup::attach: the name '", name,
                    "' is also a member's name, under which that member's value is stored; attach the group under "

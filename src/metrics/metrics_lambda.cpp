@@ -24,21 +24,24 @@ using engine::HandlerHandle;
 
 namespace {
 
-constexpr Usage kUsages[] = {Usage::kEpochWise, Usage::kRunningEpochWise, Usage::kBatchWise, Usage::kRunningBatchWise,
-                             Usage::kSingleEpochRunningBatchWise};
-
-// Whether `dep` is attached on its own (Metric::attach) with a usage whose reset (or update)
-// is on `event`: its own handler then runs, and a lambda's would repeat it.
-bool handled_by_itself(const Metric& dep, const Engine& engine, int event, bool reset) {
-  for (Usage u : kUsages) {
-    const UsageEvents ev = events_of(u);
-    if ((reset ? ev.started : ev.updated).id() == event && dep.is_attached(engine, u)) return true;
+// Whether `dep`, attached on its own (Metric::attach), resets (or updates) on this firing of
+// `event` by its own handler (an event of the same id whose filter lets this firing through):
+// a lambda's handler would repeat it.
+bool handled_by_itself(const Metric& dep, const Engine& engine, const Event& event, bool reset) {
+  const engine::State& s = engine.state();
+  for (const Usage& u : dep.attached_usages(engine)) {
+    const UsageEvents ev = u.events();
+    const Event& own = reset ? ev.started : ev.updated;
+    if (!own.same_event(event)) continue;
+    if (own == event) return true;
+    const int64_t counter = own.counter() == engine::EventCounter::kEpoch ? s.epoch : s.iteration;
+    if (own.counter() == engine::EventCounter::kOwn || own.passes(engine, counter)) return true;
   }
   return false;
 }
 
-// (engine id, event id, reset (1) or update (0), dependency)
-using Key = std::tuple<const void*, int, int, const Metric*>;
+// (engine id, event id, the event's filter, reset (1) or update (0), dependency)
+using Key = std::tuple<const void*, int, const void*, int, const Metric*>;
 
 struct Shared {
   HandlerHandle handle;
@@ -58,17 +61,16 @@ using DepRegistration = std::pair<Key, uint64_t>;
 
 DepRegistration acquire(Engine& engine, const Event& event, bool reset, const std::shared_ptr<Metric>& dep) {
   std::lock_guard<std::mutex> lock(registry_mutex);
-  const Key key{engine.id(), event.id(), reset ? 1 : 0, dep.get()};
+  const Key key{engine.id(), event.id(), event.filter_key(), reset ? 1 : 0, dep.get()};
   Shared& s = registry()[key];
   if (!s.handle.attached()) {  // new, or left over from a dead engine
-    const int id = event.id();
     if (reset) {
-      s.handle = engine.add_event_handler(event, [dep, id](Engine& e) {
-        if (!handled_by_itself(*dep, e, id, true)) dep->started(e);
+      s.handle = engine.add_event_handler(event, [dep, event](Engine& e) {
+        if (!handled_by_itself(*dep, e, event, true)) dep->started(e);
       });
     } else {
-      s.handle = engine.add_event_handler(event, [dep, id](Engine& e) {
-        if (!handled_by_itself(*dep, e, id, false)) dep->iteration_completed(e);
+      s.handle = engine.add_event_handler(event, [dep, event](Engine& e) {
+        if (!handled_by_itself(*dep, e, event, false)) dep->iteration_completed(e);
       });
     }
     s.users = 0;
@@ -147,7 +149,7 @@ Value MetricsLambda::compute() {
   return f_(values);
 }
 
-void MetricsLambda::attach(Engine& engine, const std::string& name, Usage usage) {
+void MetricsLambda::attach(Engine& engine, const std::string& name, const Usage& usage) {
   engine::keep_alive(*this, "kindling::metrics::MetricsLambda");
   KINDLING_CHECK(!name.empty(), "kindling::metrics::MetricsLambda::attach: the name must not be empty");
   auto& by_usage = registrations_[engine.id()];
@@ -169,7 +171,7 @@ void MetricsLambda::attach(Engine& engine, const std::string& name, Usage usage)
   Metric::attach(engine, name, usage);
 }
 
-void MetricsLambda::detach(Engine& engine, Usage usage) {
+void MetricsLambda::detach(Engine& engine, const Usage& usage) {
   auto e = registrations_.find(engine.id());
   if (e != registrations_.end()) {
     auto u = e->second.find(usage);

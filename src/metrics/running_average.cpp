@@ -60,7 +60,7 @@ Value RunningAverage::compute() {
   return value_;
 }
 
-void RunningAverage::attach(engine::Engine& engine, const std::string& name, Usage usage) {
+void RunningAverage::attach(engine::Engine& engine, const std::string& name, const Usage& usage) {
   if (src_) {
     auto& h = src_updates_[engine.id()];
     if (!h.attached()) {
@@ -72,7 +72,7 @@ void RunningAverage::attach(engine::Engine& engine, const std::string& name, Usa
   Metric::attach(engine, name, usage);
 }
 
-void RunningAverage::detach(engine::Engine& engine, Usage usage) {
+void RunningAverage::detach(engine::Engine& engine, const Usage& usage) {
   auto it = src_updates_.find(engine.id());
   if (it != src_updates_.end()) {
     if (it->second.attached()) it->second.remove();

@@ -218,6 +218,52 @@ TEST(MetricAttachTest, UsagesDecideWhenResetUpdateAndComputeRun) {
   EXPECT_THROW(on_stack.attach(engine, "x"), UsageError);  // must be owned by a shared_ptr
 }
 
+TEST(MetricAttachTest, BatchFilteredUpdatesOnTheFilteredIterationsOnly) {
+  std::vector<Value> data{Value(1.0), Value(3.0), Value(5.0), Value(7.0), Value(9.0)};
+  auto every_other = std::make_shared<km::Average>();
+  auto from_lambda_source = std::make_shared<km::Average>();
+  auto lambda = from_lambda_source * 10.0;
+  Engine engine([](Engine&, const Value& b) { return b; });
+  const km::Usage filtered = km::BatchFiltered(Events::ITERATION_COMPLETED.every(2));
+  every_other->attach(engine, "every_other", filtered);
+  lambda->attach(engine, "lambda", filtered);  // its source updated by the lambda's own filtered handler
+  engine.run(data, 2);
+  // Epoch 2 (reset at its start) is iterations 6..10 over 1, 3, 5, 7, 9: the even ones hold 1, 5, 9.
+  EXPECT_DOUBLE_EQ(engine.state().metrics.at("every_other").number(), (1.0 + 5.0 + 9.0) / 3);
+  EXPECT_DOUBLE_EQ(engine.state().metrics.at("lambda").number(), 10.0 * (1.0 + 5.0 + 9.0) / 3);
+  EXPECT_STREQ(filtered.name(), "batch_filtered");
+  EXPECT_TRUE(every_other->is_attached(engine, filtered));
+  EXPECT_FALSE(every_other->is_attached(engine, km::BatchFiltered(Events::ITERATION_COMPLETED.every(2))))
+      << "another filter, though it counts alike, is another usage (as ignite's filtered events)";
+  EXPECT_EQ(every_other->attached_usages(engine), std::vector<km::Usage>{filtered});
+  every_other->detach(engine, filtered);
+  EXPECT_FALSE(every_other->is_attached(engine, filtered));
+  EXPECT_EQ(engine.state().metrics.count("every_other"), 0u);
+
+  Engine one_epoch([](Engine&, const Value& b) { return b; });
+  auto first_three = std::make_shared<km::Average>();
+  first_three->attach(one_epoch, "first_three", km::BatchFiltered(Events::ITERATION_COMPLETED.before(4)));
+  one_epoch.run(data, 1);
+  EXPECT_DOUBLE_EQ(one_epoch.state().metrics.at("first_three").number(), (1.0 + 3.0 + 5.0) / 3);
+
+  EXPECT_NE(error_of([] { km::BatchFiltered(Events::EPOCH_COMPLETED.every(2)); })
+                .find("must be ITERATION_COMPLETED with a filter (e.g. Events::ITERATION_COMPLETED.every(2)), got "
+                      "EPOCH_COMPLETED(every=2)"),
+            std::string::npos);
+  // A usage of one's own (ignite's MetricUsage): reset per epoch, update and compute every 3rd iteration.
+  const km::Usage own("every_third", {Events::EPOCH_STARTED, Events::ITERATION_COMPLETED.every(3),
+                                      Events::ITERATION_COMPLETED.every(3)});
+  auto mine = std::make_shared<km::Average>();
+  Engine third([](Engine&, const Value& b) { return b; });
+  mine->attach(third, "mine", own);
+  std::vector<double> seen;
+  third.on(Events::ITERATION_COMPLETED.every(3),
+           [&](Engine& e) { seen.push_back(e.state().metrics.at("mine").number()); });
+  third.run(data, 2);  // iterations 3, 6, 9: values 5; 1 (epoch 2 reset); 1 and 7
+  EXPECT_EQ(seen, (std::vector<double>{5, 1, 4}));
+  EXPECT_STREQ(km::to_string(own), "every_third");
+}
+
 TEST(RunningAverageTest, OfAMetricAndItsFormula) {
   auto src = std::make_shared<km::Accuracy>();
   auto running = km::RunningAverage::of_metric(src, 0.5);

@@ -72,6 +72,9 @@ class KINDLING_API Event {
   int id() const { return id_; }
   EventCounter counter() const { return counter_; }
   bool has_filter() const { return filter_ != nullptr; }
+  /// The filter's identity (null without one; copies of one filtered event share it), to order
+  /// events in containers consistently with ==.
+  const void* filter_key() const { return filter_.get(); }
   /// Whether the filter lets the event through at this counter value (true without one).
   bool passes(const Engine& engine, int64_t counter) const;
   /// "ITERATION_COMPLETED(every=100)" etc., for logs and errors.

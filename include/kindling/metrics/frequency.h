@@ -38,7 +38,7 @@ class KINDLING_API Frequency : public Metric {
   /// As Metric::attach, with ignite's FrequencyWise as the default usage (through a Metric
   /// pointer the default is Metric's, kEpochWise: the rate over each whole epoch).
   void attach(engine::Engine& engine, const std::string& name,
-              Usage usage = Usage::kSingleEpochRunningBatchWise) override;
+              const Usage& usage = Usage::kSingleEpochRunningBatchWise) override;
 
  private:
   std::chrono::steady_clock::time_point start_;

@@ -48,7 +48,7 @@ class KINDLING_API GpuInfo : public Metric {
                  const engine::Event& event = engine::Events::ITERATION_COMPLETED);
   /// attach_at(engine, name) for the usages' own events is not meaningful (nothing
   /// accumulates): this attaches at ITERATION_COMPLETED whatever `usage` says.
-  void attach(engine::Engine& engine, const std::string& name, Usage usage = Usage::kEpochWise) override;
+  void attach(engine::Engine& engine, const std::string& name, const Usage& usage = Usage::kEpochWise) override;
 
  private:
   struct Library;

@@ -48,24 +48,58 @@ class KINDLING_API NotComputableError : public Error {
   using Error::Error;
 };
 
-/// When an attached metric resets, updates and computes (ignite's MetricUsage classes).
-enum class Usage {
-  kEpochWise,                    // reset EPOCH_STARTED, update ITERATION_COMPLETED, compute EPOCH_COMPLETED
-  kRunningEpochWise,             // reset STARTED, update EPOCH_COMPLETED, compute EPOCH_COMPLETED
-  kBatchWise,                    // reset ITERATION_STARTED, update and compute ITERATION_COMPLETED
-  kRunningBatchWise,             // reset STARTED, update and compute ITERATION_COMPLETED
-  kSingleEpochRunningBatchWise,  // reset EPOCH_STARTED, update and compute ITERATION_COMPLETED
-};
-
-/// ignite's usage_name ("epoch_wise", ...).
-KINDLING_API const char* to_string(Usage usage);
-
 /// The events on which a metric attached with a usage resets, updates and computes.
 struct UsageEvents {
   engine::Event started, updated, completed;
 };
-/// The events of `usage` (see Usage). Does not throw.
-KINDLING_API UsageEvents events_of(Usage usage);
+
+/// When an attached metric resets, updates and computes (ignite's MetricUsage): one of the five
+/// built-in usages, BatchFiltered(event), or a usage of your own. A small value; copies compare
+/// equal. Local, any rank.
+class KINDLING_API Usage {
+ public:
+  static const Usage kEpochWise;         // reset EPOCH_STARTED, update ITERATION_COMPLETED, compute EPOCH_COMPLETED
+  static const Usage kRunningEpochWise;  // reset STARTED, update and compute EPOCH_COMPLETED
+  static const Usage kBatchWise;         // reset ITERATION_STARTED, update and compute ITERATION_COMPLETED
+  static const Usage kRunningBatchWise;  // reset STARTED, update and compute ITERATION_COMPLETED
+  static const Usage kSingleEpochRunningBatchWise;  // reset EPOCH_STARTED, update and compute ITERATION_COMPLETED
+
+  /// A usage of your own (ignite's MetricUsage(started, completed, iteration_completed)), named
+  /// `name` for messages; its events may carry filters. Throws kindling::UsageError for an
+  /// empty name.
+  Usage(std::string name, UsageEvents events);
+
+  /// ignite's usage_name: "epoch_wise", "batch_filtered", your name, ...
+  const char* name() const;
+  /// The three events. Does not throw.
+  UsageEvents events() const;
+
+  /// Equal: the same built-in usage, or the same name and the same three events (a filtered
+  /// event equals its copies only, see Event::operator==).
+  bool operator==(const Usage& other) const;
+  bool operator!=(const Usage& other) const { return !(*this == other); }
+  /// A strict order consistent with ==, so that a Usage can key a std::map.
+  bool operator<(const Usage& other) const;
+
+ private:
+  struct Custom;
+  // The built-in usages are constant-initialized (no static-initialization order to mind).
+  constexpr explicit Usage(int builtin) : builtin_(builtin) {}
+  int builtin_ = -1;  // index of a built-in usage, -1 for a custom one
+  std::shared_ptr<const Custom> custom_;
+};
+
+/// ignite's BatchFiltered(every=..., once=..., before=..., after=..., event_filter=...): reset at
+/// EPOCH_STARTED, update on `iteration_completed` (Events::ITERATION_COMPLETED with a filter,
+/// e.g. `Events::ITERATION_COMPLETED.every(2)`), compute at EPOCH_COMPLETED; named
+/// "batch_filtered". Throws kindling::UsageError naming the event when it is not
+/// ITERATION_COMPLETED. Local, any rank.
+KINDLING_API Usage BatchFiltered(const engine::Event& iteration_completed);
+
+/// ignite's usage_name: usage.name().
+KINDLING_API const char* to_string(const Usage& usage);
+/// The events of `usage`: usage.events(). Does not throw.
+KINDLING_API UsageEvents events_of(const Usage& usage);
 
 /// Maps the engine's output to what update() reads.
 using OutputTransform = std::function<Value(const Value&)>;
@@ -95,11 +129,13 @@ class KINDLING_API Metric : public std::enable_shared_from_this<Metric> {
   /// compute stores its result in engine.state().metrics[name] (see completed()). Attaching
   /// one metric twice (two names) shares the reset and update. The metric must be owned by a
   /// std::shared_ptr (the engine keeps it alive). Throws kindling::UsageError otherwise.
-  virtual void attach(engine::Engine& engine, const std::string& name, Usage usage = Usage::kEpochWise);
+  virtual void attach(engine::Engine& engine, const std::string& name, const Usage& usage = Usage::kEpochWise);
   /// Removes this metric's handlers of `usage` from `engine` (and the names it stored).
-  virtual void detach(engine::Engine& engine, Usage usage = Usage::kEpochWise);
+  virtual void detach(engine::Engine& engine, const Usage& usage = Usage::kEpochWise);
   /// Whether compute is attached to `engine` for `usage`.
-  bool is_attached(const engine::Engine& engine, Usage usage = Usage::kEpochWise) const;
+  bool is_attached(const engine::Engine& engine, const Usage& usage = Usage::kEpochWise) const;
+  /// The usages for which compute is attached to `engine` (is_attached), in Usage's order.
+  std::vector<Usage> attached_usages(const engine::Engine& engine) const;
 
   /// The handlers attach() installs (public so that users can call them as ignite's):
   /// reset (unless resuming a restored state, see load_state_dict); output_transform then

@@ -71,7 +71,7 @@ class KINDLING_API MetricGroup : public Metric {
   std::string name() const override { return "MetricGroup"; }
   /// Metric::attach(), after checking that `name` is no member's name (whose values are
   /// stored under their own names). Throws kindling::UsageError then.
-  void attach(engine::Engine& engine, const std::string& name, Usage usage = Usage::kEpochWise) override;
+  void attach(engine::Engine& engine, const std::string& name, const Usage& usage = Usage::kEpochWise) override;
 
   /// The members, in order (ignite's `metrics`).
   const Members& metrics() const { return metrics_; }

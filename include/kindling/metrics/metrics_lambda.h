@@ -67,10 +67,10 @@ class KINDLING_API MetricsLambda : public Metric {
 
   /// Attaches the dependencies' reset and update handlers on the usage's events, then this
   /// lambda as Metric::attach does (its compute stores under `name`).
-  void attach(engine::Engine& engine, const std::string& name, Usage usage = Usage::kEpochWise) override;
+  void attach(engine::Engine& engine, const std::string& name, const Usage& usage = Usage::kEpochWise) override;
   /// Removes this lambda's handlers and the dependencies' handlers it added (a dependency
   /// still used by another attached lambda keeps them).
-  void detach(engine::Engine& engine, Usage usage = Usage::kEpochWise) override;
+  void detach(engine::Engine& engine, const Usage& usage = Usage::kEpochWise) override;
 
   /// The arguments, as given to the constructor (ignite's `args`).
   const std::vector<std::shared_ptr<Metric>>& args() const { return args_; }

@@ -41,9 +41,9 @@ class KINDLING_API RunningAverage : public Metric {
   std::string name() const override { return "RunningAverage"; }
   /// As Metric::attach, with RunningBatchWise as the default; for of_metric the source
   /// metric is updated on ITERATION_COMPLETED first.
-  void attach(engine::Engine& engine, const std::string& name, Usage usage) override;
+  void attach(engine::Engine& engine, const std::string& name, const Usage& usage) override;
   void attach(engine::Engine& engine, const std::string& name) { attach(engine, name, Usage::kRunningBatchWise); }
-  void detach(engine::Engine& engine, Usage usage) override;
+  void detach(engine::Engine& engine, const Usage& usage) override;
   void detach(engine::Engine& engine) { detach(engine, Usage::kRunningBatchWise); }
   double alpha() const { return alpha_; }
   const std::shared_ptr<Metric>& src() const { return src_; }
