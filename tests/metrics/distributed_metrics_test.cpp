@@ -40,6 +40,7 @@ constexpr int64_t kBatch = 4;
 struct Sample {
   at::Tensor logits, y, bin_pred, bin_y, multilabel_pred, multilabel_y, reg_pred, reg_y;
   at::Tensor tied;  // a binary score in steps of 1/4: many ties across ranks
+  at::Tensor det_pred, det_y;  // one image: 3 detections (x1, y1, x2, y2, score, label), 2 boxes (.., label, crowd)
 };
 
 Sample sample(int64_t i) {
@@ -54,6 +55,10 @@ Sample sample(int64_t i) {
   s.reg_pred = at::randn({}, gen).to(at::kDouble);
   s.reg_y = at::randn({}, gen).to(at::kDouble);
   s.tied = at::floor((at::rand({}, gen) + 0.4 * static_cast<double>(i % 2)) * 4) / 4;
+  const at::Tensor corner = at::rand({3, 2}, gen) * 50, side = 4 + at::rand({3, 2}, gen) * 100;
+  const at::Tensor boxes = at::cat({corner, corner + side}, 1), labels = at::randint(0, 2, {3, 1}, gen).to(at::kFloat);
+  s.det_y = at::cat({boxes.slice(0, 0, 2), labels.slice(0, 0, 2), (at::rand({2, 1}, gen) < 0.2).to(at::kFloat)}, 1);
+  s.det_pred = at::cat({boxes * (1 + (at::rand({3, 4}, gen) - 0.5) * 0.3), at::rand({3, 1}, gen), labels}, 1);
   return s;
 }
 
@@ -110,6 +115,8 @@ std::vector<Value> batches(const std::vector<int64_t>& indices) {
       parts["reg_pred"].push_back(s.reg_pred);
       parts["reg_y"].push_back(s.reg_y);
       parts["tied"].push_back(s.tied);
+      parts["det_pred"].push_back(s.det_pred);
+      parts["det_y"].push_back(s.det_y);
     }
     std::map<std::string, at::Tensor> named;
     for (auto& kv : parts) named[kv.first] = at::stack(kv.second);
@@ -224,6 +231,10 @@ NamedMetrics breadth_metrics() {
        std::make_shared<km::InceptionScore>(
            kShardClasses, [](const at::Tensor& logits) { return at::softmax(logits.to(at::kDouble), 1); },
            pick("logits", "y"))},
+      {"detection", std::make_shared<km::ObjectDetectionAvgPrecisionRecall>(
+                        std::nullopt, std::nullopt, 2, 100, km::ObjectDetectionAvgPrecisionRecall::AreaRange::kAll,
+                        pick("det_pred", "det_y"))},
+      {"coco", std::make_shared<km::CommonObjectDetectionMetrics>(2, pick("det_pred", "det_y"))},
       {"report", std::make_shared<km::ClassificationReport>(2, false, std::vector<std::string>{}, pick("logits", "y"))},
       {"report_multilabel",
        std::make_shared<km::ClassificationReport>(1, true, std::vector<std::string>{}, pick("ml_pred", "ml_y"))},
@@ -355,7 +366,7 @@ class DistributedMetricsTest : public ::testing::TestWithParam<std::tuple<std::s
 TEST_P(DistributedMetricsTest, EqualTheSingleProcessValueOnTheUnion) {
   auto reference = evaluate(shard(0, 1));  // this process is not distributed
   reference.merge(evaluate_batches(0, 1));
-  ASSERT_GE(reference.size(), 62u);
+  ASSERT_GE(reference.size(), 76u);
   LaunchOptions opts;
   opts.backend = std::get<0>(GetParam());
   opts.world_size = std::get<1>(GetParam());

@@ -45,7 +45,8 @@ inline std::string json_of(const at::Tensor& t) {
 /// and kindling's from `make`, both updated with `batches`. `inputs` says what ignite's update
 /// gets: "tensors" (y_pred, y); "y_pred" alone (the accumulations' single output); "tokens"
 /// (lists of token ids from candidates (N, L) and references (N, R, L), negative ids dropped);
-/// "text" (strings of the character codes of (N, L) rows); "groups" (y's last column is each
+/// "text" (strings of the character codes of (N, L) rows); "detection" (a dict per image from
+/// padded (B, N, 6) and (B, M, 5 or 6) rows, object_detection_test.cpp); "groups" (y's last column is each
 /// sample's group: (y_pred, y, group_labels)). kindling's gets the same tensors.
 struct IgniteCase {
   std::string name, metric, args;

@@ -5,7 +5,8 @@ Usage: ignite_cases.py DATA
 DATA: JSON, {"cases": [{"name": ..., "metric": ..., "args": {...}, "batches": [[y_pred, y], ...]}]}
 with y_pred and y as nested lists and "dtypes", one for each ("long", "float" or "double"), and
 "inputs", what each update gets: "tensors" (y_pred, y), "y_pred" alone, "tokens" (lists of
-token ids, negative ids dropped), "text" (strings of character codes) or "groups" (y's last
+token ids, negative ids dropped), "text" (strings of character codes), "detection" (per-image dicts of boxes from padded
+(B, N, 6) and (B, M, 5 or 6) rows) or "groups" (y's last
 column is the group of each sample: (y_pred, y, group_labels)); see ignite_cases.h. An argument
 "base_metric" given as {"metric": name, "args": {...}} is made as that ignite metric, and one
 given as {"float64": [...]} is a float64 tensor. Each
@@ -49,6 +50,19 @@ def ignite_output(inputs, y_pred, y, pred_dtype, y_dtype):
         y = torch.tensor(y, dtype=y_dtype)
         rest = y[:, :-1].squeeze(1) if y.shape[1] == 2 else y[:, :-1]
         return torch.tensor(y_pred, dtype=pred_dtype), rest, y[:, -1]
+    if inputs == "detection":  # (B, N, 6) and (B, M, 5 or 6) padded with label -1: ignite's dicts per image
+        images = []
+        for rows in torch.tensor(y_pred, dtype=pred_dtype):
+            rows = rows[rows[:, 5] >= 0]
+            images.append({"bbox": rows[:, :4], "scores": rows[:, 4], "labels": rows[:, 5].long()})
+        truths = []
+        for rows in torch.tensor(y, dtype=y_dtype):
+            rows = rows[rows[:, 4] >= 0]
+            truth = {"bbox": rows[:, :4], "labels": rows[:, 4].long()}
+            if rows.shape[1] == 6:
+                truth["iscrowd"] = rows[:, 5].bool()
+            truths.append(truth)
+        return images, truths
     if inputs == "text":
         return ["".join(map(chr, tokens(p))) for p in y_pred], ["".join(map(chr, tokens(r))) for r in y]
     return torch.tensor(y_pred, dtype=pred_dtype), torch.tensor(y, dtype=y_dtype)

@@ -48,10 +48,16 @@ constexpr int64_t kStateClasses = 3;
 Value batch(int rank, int64_t b) {
   at::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(100 * rank + b + 1));
   const int64_t n = 3 + b % 3;
-  return Value::named({{"logits", at::randn({n, kStateClasses}, gen)},
-                       {"y", at::randint(kStateClasses, {n}, gen)},
-                       {"reg", at::randn({n}, gen).to(at::kDouble)},
-                       {"reg_y", at::randn({n}, gen).to(at::kDouble)}});
+  const at::Tensor logits = at::randn({n, kStateClasses}, gen), y = at::randint(kStateClasses, {n}, gen);
+  const at::Tensor reg = at::randn({n}, gen).to(at::kDouble), reg_y = at::randn({n}, gen).to(at::kDouble);
+  // n images of 2 boxes of 2 classes and 3 detections: the boxes jittered, and one anywhere
+  const at::Tensor corner = at::rand({n, 3, 2}, gen) * 50, boxes = at::cat({corner, corner + 5 + corner}, 2);
+  const at::Tensor labels = at::randint(0, 2, {n, 3, 1}, gen).to(at::kFloat);
+  const at::Tensor det_y = at::cat({boxes.slice(1, 0, 2), labels.slice(1, 0, 2)}, 2);
+  const at::Tensor det_pred =
+      at::cat({boxes * (1 + 0.2 * at::rand({n, 3, 4}, gen)), at::rand({n, 3, 1}, gen), labels}, 2);
+  return Value::named(
+      {{"logits", logits}, {"y", y}, {"reg", reg}, {"reg_y", reg_y}, {"det_pred", det_pred}, {"det_y", det_y}});
 }
 
 using Named = std::vector<std::pair<std::string, std::shared_ptr<km::Metric>>>;
@@ -82,6 +88,9 @@ Named make_metrics() {
                       return Value((at::argmax(p, 1) == y).to(at::kDouble).mean().item<double>());
                     },
                     pick("logits", "y"))},
+      {"detection", std::make_shared<km::ObjectDetectionAvgPrecisionRecall>(
+                        std::nullopt, std::nullopt, 2, 100, km::ObjectDetectionAvgPrecisionRecall::AreaRange::kAll,
+                        pick("det_pred", "det_y"))},
       {"running", km::RunningAverage::of_output([](const Value& o) { return Value(o["reg"].sum()); }, 0.8)},
   };
 }
@@ -92,8 +101,9 @@ std::string text(const Value& v) {
     char buf[40];
     std::snprintf(buf, sizeof(buf), "%.17g", v.number());
     out << buf;
-  } else {
-    at::Tensor t = v.tensor().to(at::kDouble).reshape(-1);
+  } else {  // a tensor, or a tuple's (ObjectDetectionAvgPrecisionRecall's) one after the other
+    at::Tensor t =
+        (v.is_tuple() ? at::cat({v[0].reshape(-1), v[1].reshape(-1)}) : v.tensor()).to(at::kDouble).reshape(-1);
     for (int64_t i = 0; i < t.numel(); ++i) {
       char buf[40];
       std::snprintf(buf, sizeof(buf), "%.17g", t[i].item<double>());

@@ -39,6 +39,7 @@
 /// - roc_auc.h           ROC_AUC, RocCurve
 /// - average_precision.h AveragePrecision, PrecisionRecallCurve
 /// - mean_average_precision.h  MeanAveragePrecision (classification, exact or at recall thresholds)
+/// - object_detection.h  ObjectDetectionAvgPrecisionRecall, CommonObjectDetectionMetrics (COCO's AP and AR)
 /// - metric_group.h      MetricGroup (named metrics updated and attached together)
 #include "kindling/metrics/metric.h"
 #include "kindling/metrics/classification.h"
@@ -64,6 +65,7 @@
 #include "kindling/metrics/metric_group.h"
 #include "kindling/metrics/metrics_lambda.h"
 #include "kindling/metrics/multilabel_confusion_matrix.h"
+#include "kindling/metrics/object_detection.h"
 #include "kindling/metrics/perplexity.h"
 #include "kindling/metrics/precision_recall.h"
 #include "kindling/metrics/ranking.h"
