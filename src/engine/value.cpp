@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <ostream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "kindling/error.h"
 
@@ -173,6 +175,24 @@ Value apply_to_tensor(const Value& value, const std::function<at::Tensor(const a
 Value convert_tensor(const Value& value, std::optional<c10::Device> device, bool non_blocking) {
   if (!device) return value;
   return apply_to_tensor(value, [&](const at::Tensor& t) { return t.to(*device, non_blocking); });
+}
+
+at::Tensor to_onehot(const at::Tensor& indices, int64_t num_classes) {
+  const char* who = "kindling::engine::to_onehot";
+  KINDLING_CHECK(indices.defined() && indices.dim() >= 1 && !at::isFloatingType(indices.scalar_type()) &&
+                     !at::isComplexType(indices.scalar_type()) && indices.scalar_type() != at::kBool,
+                 who, ": indices must be an integer tensor of shape (N, ...), got ",
+                 indices.defined() ? Value(indices).to_string() : std::string("an undefined tensor"));
+  KINDLING_CHECK(num_classes >= 1, who, ": num_classes must be at least 1, got ", num_classes);
+  if (indices.numel() > 0) {
+    const int64_t low = indices.min().item<int64_t>(), high = indices.max().item<int64_t>();
+    KINDLING_CHECK(low >= 0 && high < num_classes, who, ": indices must lie in [0, ", num_classes, "), got values in [",
+                   low, ", ", high, "]");
+  }
+  std::vector<int64_t> shape = indices.sizes().vec();
+  shape.insert(shape.begin() + 1, num_classes);
+  at::Tensor onehot = at::zeros(shape, indices.options().dtype(at::kByte));
+  return onehot.scatter_(1, indices.to(at::kLong).unsqueeze(1), 1);
 }
 
 }  // namespace engine

@@ -2,9 +2,20 @@
 // training handlers.
 #include "kindling/handlers/common.h"
 
+#include <torch/cuda.h>
+
+#include <cctype>
+#include <string>
+#include <utility>
+
 #include "kindling/error.h"
 #include "kindling/handlers/stopping.h"
 #include "kindling/metrics/running_average.h"
+
+#if __has_include(<c10/core/CachingDeviceAllocator.h>)  // LibTorch 2.x: the device-generic allocator
+#include <c10/core/CachingDeviceAllocator.h>
+#define KINDLING_DEVICE_ALLOCATOR 1
+#endif
 
 namespace kindling {
 namespace handlers {
@@ -12,6 +23,52 @@ namespace handlers {
 using engine::Engine;
 using engine::Events;
 using engine::Value;
+
+std::shared_ptr<Checkpoint> gen_save_best_models_by_val_score(std::shared_ptr<DiskSaver> save_handler,
+                                                              Engine& evaluator, const Objects& models,
+                                                              const std::string& metric_name, int n_saved,
+                                                              Engine* trainer, const std::string& tag,
+                                                              double score_sign, CheckpointOptions options) {
+  std::string lowered = metric_name;
+  for (char& c : lowered) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  options.filename_prefix("best")
+      .n_saved(n_saved)
+      .score_name(tag + "_" + lowered)
+      .score_function(Checkpoint::get_default_score_fn(metric_name, score_sign));
+  if (trainer) options.global_step_transform(global_step_from_engine(*trainer));
+  auto best = std::make_shared<Checkpoint>(models, std::move(save_handler), std::move(options));
+  best->attach(evaluator, Events::COMPLETED);
+  return best;
+}
+
+std::shared_ptr<Checkpoint> save_best_model_by_val_score(const std::string& output_path, Engine& evaluator,
+                                                         std::shared_ptr<Stateful> model,
+                                                         const std::string& metric_name, int n_saved, Engine* trainer,
+                                                         const std::string& tag, double score_sign,
+                                                         CheckpointOptions options) {
+  auto saver = std::make_shared<DiskSaver>(output_path, DiskSaverOptions().require_empty(false));
+  return gen_save_best_models_by_val_score(std::move(saver), evaluator, {{"model", std::move(model)}}, metric_name,
+                                           n_saved, trainer, tag, score_sign, std::move(options));
+}
+
+std::shared_ptr<EarlyStopping> add_early_stopping_by_val_score(int patience, Engine& evaluator, Engine& trainer,
+                                                               const std::string& metric_name, double score_sign) {
+  auto stopping =
+      std::make_shared<EarlyStopping>(patience, Checkpoint::get_default_score_fn(metric_name, score_sign), trainer);
+  evaluator.on(Events::COMPLETED, [stopping](Engine& e) { (*stopping)(e); });
+  return stopping;
+}
+
+void empty_cuda_cache(Engine&) {
+  if (!torch::cuda::is_available()) return;
+#ifdef KINDLING_DEVICE_ALLOCATOR
+  c10::getDeviceAllocator(c10::kCUDA)->emptyCache();
+#else
+  throw UsageError(
+      "kindling::handlers::empty_cuda_cache: this LibTorch (1.x) has no device-generic allocator to empty; call "
+      "c10::cuda::CUDACachingAllocator::emptyCache() in a handler of your own, or build with LibTorch 2.x");
+#endif
+}
 
 std::shared_ptr<CommonHandlers> setup_common_training_handlers(Engine& trainer, const CommonTrainingOptions& o) {
   const char* where = "kindling::handlers::setup_common_training_handlers";

@@ -23,6 +23,10 @@
 
 #include <cmath>
 
+#if __has_include(<c10/core/CachingDeviceAllocator.h>)  // LibTorch 2.x
+#include <c10/core/CachingDeviceAllocator.h>
+#endif
+
 #include "kindling/handlers/checkpointing/checkpoint.h"
 
 #include "cuda/cuda_support.h"
@@ -400,6 +404,25 @@ TEST(CheckpointOnCudaTest, RoundTripsACudaModel_CUDA) {
   for (const auto& item : fresh->named_parameters()) {
     EXPECT_TRUE(same(item.value(), want[item.key()])) << item.key() << " after one more step";
   }
+}
+
+// common.empty_cuda_cache: the blocks the caching allocator kept after a tensor died go back to
+// the driver (LibTorch 2.x); LibTorch 1.x refuses with what to call instead.
+TEST(HandlersOnCudaTest, EmptyCudaCacheReturnsTheCachedBlocks_CUDA) {
+  SKIP_WITHOUT_CUDA();
+  ke::Engine engine([](ke::Engine&, const int& b) -> ke::Value { return b; });
+#if __has_include(<c10/core/CachingDeviceAllocator.h>)
+  auto reserved = [] {
+    const auto stats = c10::getDeviceAllocator(c10::kCUDA)->getDeviceStats(0);
+    return stats.reserved_bytes[static_cast<std::size_t>(c10::CachingDeviceAllocator::StatType::AGGREGATE)].current;
+  };
+  { const at::Tensor big = at::empty({64 << 20}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA)); }
+  ASSERT_GE(reserved(), int64_t{64} << 20) << "the allocator keeps the freed block cached";
+  kh::empty_cuda_cache(engine);
+  EXPECT_LT(reserved(), int64_t{64} << 20);
+#else
+  EXPECT_THROW(kh::empty_cuda_cache(engine), kindling::UsageError);
+#endif
 }
 
 }  // namespace

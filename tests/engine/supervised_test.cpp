@@ -283,4 +283,29 @@ TEST(ValueToolsTest, ApplyToTensorAndConvertTensorReachEveryTensor) {
                std::runtime_error);
 }
 
+// ignite.utils.to_onehot: the class dimension second, uint8, on the indices' device; worked by
+// hand, and refused input named.
+TEST(ValueToolsTest, ToOnehotPutsTheClassesSecond) {
+  const at::Tensor hot = kindling::engine::to_onehot(at::tensor({2L, 0L, 1L}), 4);
+  EXPECT_EQ(hot.scalar_type(), at::kByte);
+  EXPECT_TRUE(at::equal(hot, at::tensor({0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 0}, at::kByte).reshape({3, 4})));
+  const at::Tensor image = at::tensor({0, 1, 1, 2}, at::kInt).reshape({1, 2, 2});  // (N, H, W) labels
+  const at::Tensor maps = kindling::engine::to_onehot(image, 3);
+  ASSERT_EQ(maps.sizes(), (std::vector<int64_t>{1, 3, 2, 2}));
+  EXPECT_TRUE(at::equal(maps.argmax(1), image.to(at::kLong)));
+  EXPECT_TRUE(at::equal(maps.sum(1), at::ones({1, 2, 2}, at::kLong)));
+  using kindling::testing::error_of;
+  EXPECT_NE(error_of([] {
+              kindling::engine::to_onehot(at::tensor({0L, 4L}), 4);
+            }).find("indices must lie in [0, 4), got values in [0, 4]"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              kindling::engine::to_onehot(at::tensor({0.5, 1.5}), 2);
+            }).find("indices must be an integer tensor of shape (N, ...), got tensor[2] Double"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of([] { kindling::engine::to_onehot(at::tensor({0L}), 0); }).find("num_classes must be at least 1, got 0"),
+      std::string::npos);
+}
+
 }  // namespace

@@ -121,6 +121,12 @@ KINDLING_API std::string backend();
 KINDLING_API std::string model_name();
 /// The backends this build of kindling supports, "serial" first.
 KINDLING_API std::vector<std::string> available_backends();
+/// idist.has_xla_support: false. XLA (TPU) is not a kindling backend; the constant lets ported
+/// `if (has_xla_support)` branches compile and take the other path.
+inline constexpr bool has_xla_support = false;
+/// idist.has_hvd_support: false. Horovod's library is not a kindling backend (under horovodrun,
+/// kindling reads its environment and runs gloo or nccl: kindling/dist/launch_env.h).
+inline constexpr bool has_hvd_support = false;
 /// Global rank of this process (0 in the serial model).
 KINDLING_API int get_rank();
 /// Rank of this process on its node.

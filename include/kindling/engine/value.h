@@ -108,6 +108,13 @@ KINDLING_API Value apply_to_tensor(const Value& value, const std::function<at::T
 KINDLING_API Value convert_tensor(const Value& value, std::optional<c10::Device> device = std::nullopt,
                                   bool non_blocking = false);
 
+/// ignite.utils.to_onehot: class indices (N, ...) of an integer type as a uint8 tensor
+/// (N, num_classes, ...) on their device, with a 1 at each index along dimension 1 (the class
+/// dimension second, as ignite's; LibTorch's one_hot puts it last and gives int64). Local;
+/// throws kindling::UsageError for a non-integer or 0-dim tensor, num_classes < 1 or an index
+/// outside [0, num_classes), naming the value.
+KINDLING_API at::Tensor to_onehot(const at::Tensor& indices, int64_t num_classes);
+
 /// Values by name: State::metrics and State::attributes. A std::map whose at() says what
 /// is wrong when the name is missing: kindling::UsageError naming the key, the names
 /// present and what usually causes it (std::map's at() says only "map::at").

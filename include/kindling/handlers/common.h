@@ -35,6 +35,7 @@
 #include "kindling/handlers/loggers/mlflow.h"
 #include "kindling/handlers/loggers/progress_bar.h"
 #include "kindling/handlers/loggers/tensorboard.h"
+#include "kindling/handlers/stopping.h"
 
 namespace kindling {
 namespace handlers {
@@ -94,6 +95,47 @@ struct KINDLING_API CommonHandlers {
 /// Every rank calls it.
 KINDLING_API std::shared_ptr<CommonHandlers> setup_common_training_handlers(engine::Engine& trainer,
                                                                             const CommonTrainingOptions& options);
+
+/// ignite's common.gen_save_best_models_by_val_score: a Checkpoint of `models` through
+/// `save_handler` that keeps the `n_saved` best by the evaluator's metric `metric_name` times
+/// `score_sign` (-1 where lower is better, such as a loss), attached at the evaluator's COMPLETED;
+/// files "best_<name>_<step>_<tag>_<metric_name lowercased>=<score>.pt", the step being the
+/// trainer's epoch when `trainer` is given (it must outlive the checkpoint), else the evaluator's.
+/// `options` carries other Checkpoint options (filename_pattern, greater_or_equal,
+/// include_self); its filename_prefix, n_saved, score_name, score_function and
+/// global_step_transform are set here, as ignite's. Throws kindling::UsageError as Checkpoint's
+/// constructor and get_default_score_fn do; the score function throws, at the evaluator's
+/// COMPLETED, naming the metrics it has when `metric_name` is missing. Every rank calls it.
+KINDLING_API std::shared_ptr<Checkpoint> gen_save_best_models_by_val_score(
+    std::shared_ptr<DiskSaver> save_handler, engine::Engine& evaluator, const Objects& models,
+    const std::string& metric_name, int n_saved = 3, engine::Engine* trainer = nullptr, const std::string& tag = "val",
+    double score_sign = 1.0, CheckpointOptions options = CheckpointOptions());
+
+/// ignite's common.save_best_model_by_val_score: gen_save_best_models_by_val_score of one
+/// model (`stateful(model)`), saved as "model", into the folder `output_path` (a DiskSaver with
+/// require_empty(false), made if missing). Throws as gen_save_best_models_by_val_score and
+/// DiskSaver do. Every rank calls it.
+KINDLING_API std::shared_ptr<Checkpoint> save_best_model_by_val_score(
+    const std::string& output_path, engine::Engine& evaluator, std::shared_ptr<Stateful> model,
+    const std::string& metric_name, int n_saved = 3, engine::Engine* trainer = nullptr, const std::string& tag = "val",
+    double score_sign = 1.0, CheckpointOptions options = CheckpointOptions());
+
+/// ignite's common.add_early_stopping_by_val_score: an EarlyStopping of `trainer` (which must
+/// outlive it) on the evaluator's metric `metric_name` times `score_sign`, called at the
+/// evaluator's COMPLETED (the evaluator keeps it alive). Throws kindling::UsageError for
+/// patience < 1 or a score_sign other than 1 or -1. Every rank calls it (each rank decides on
+/// the evaluator's metrics, which are the same on every rank).
+KINDLING_API std::shared_ptr<EarlyStopping> add_early_stopping_by_val_score(int patience, engine::Engine& evaluator,
+                                                                            engine::Engine& trainer,
+                                                                            const std::string& metric_name,
+                                                                            double score_sign = 1.0);
+
+/// ignite's common.empty_cuda_cache, a handler (`trainer.on(Events::EPOCH_COMPLETED,
+/// empty_cuda_cache)`): returns the CUDA caching allocator's unused blocks to the driver, on the
+/// current device. Does nothing where LibTorch has no CUDA or no GPU is present (as
+/// torch.cuda.empty_cache()). Local. Throws kindling::UsageError on a LibTorch 1.x with CUDA
+/// (no device-generic allocator there: call c10::cuda::CUDACachingAllocator::emptyCache()).
+KINDLING_API void empty_cuda_cache(engine::Engine& engine);
 
 /// ignite's common.setup_tb_logging: a TensorboardLogger writing in `output_path` with
 /// - the trainer's metrics (e.g. setup_common_training_handlers' running averages) as
