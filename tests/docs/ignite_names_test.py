@@ -6,7 +6,8 @@ Usage: ignite_names_test.py PAGE     (PAGE: docs/coming-from-ignite.md)
 Run it with a Python that imports the ignite pinned in scripts/requirements-torch2.txt (the
 LibTorch 2.x venv of scripts/torch2-env.sh). Exit 0: every name is on the page; 1: names are
 missing (each printed as `module.Name`), the enumeration found too few names, a module failed
-to import, or the page does not say which ignite it covers; 77 (CTest's skip): this Python
+to import, the page does not say which ignite it covers, or its stated count ("of its N distinct
+public names, M have a kindling spelling on this page") differs from the enumeration's; 77 (CTest's skip): this Python
 does not import ignite, or imports another version than the pinned one.
 
 The public names, enumerated in the modules ignite.distributed, ignite.engine, ignite.metrics,
@@ -104,13 +105,16 @@ def mentioned_names(page_text):
     return names
 
 
-ABSENT = re.compile(r"\s*(not yet|not there|Python-only|deprecated)")
+ABSENT = re.compile(r"\s*(not yet|not there|not in kindling|no helper|Python-only|deprecated)")
+# The page's own count, checked against the enumeration (so that the figure cannot go stale).
+COUNT = re.compile(r"of\s+its\s+(\d+)\s+distinct\s+public\s+names,\s+(\d+)\s+have\s+a\s+kindling\s+spelling\s+on\s+this\s+page")
 
 
 def spelled_names(page_text):
     """The names that a table row of the page maps to a kindling spelling: those in the row's
-    first cell whose second cell does not start with "not yet", "not there", "Python-only" or
-    "deprecated" (the page's words for a name kindling does not have)."""
+    first cell whose second cell does not start with "not yet", "not there", "not in kindling",
+    "no helper", "Python-only" or "deprecated" (the page's words for a name kindling does not
+    have)."""
     names = set()
     for line in page_text.splitlines():
         cells = line.split(" | ")
@@ -156,12 +160,20 @@ def main(argv):
     if missing:
         failures.append(f"{len(missing)} names are not on the page (in a `code span`, alone or qualified):")
         failures += [f"  {name}" for name in missing]
+    spelled = len(distinct & spelled_names(text))
+    stated = COUNT.search(text)
+    if not stated:
+        failures.append(f"{page} does not state its count as 'of its N distinct public names, M have a kindling "
+                        "spelling on this page'")
+    elif (int(stated.group(1)), int(stated.group(2))) != (len(distinct), spelled):
+        failures.append(f"{page} states {stated.group(1)} distinct names of which {stated.group(2)} have a kindling "
+                        f"spelling; the enumeration finds {len(distinct)} and {spelled}: correct the page")
     for line in failures:
         print(f"ignite_names_test: {line}" if not line.startswith("  ") else line)
     if failures:
         return 1
     print(f"ignite_names_test: all {len(distinct)} distinct names are on the page; "
-          f"{len(distinct & spelled_names(text))} of them with a kindling spelling, the others listed with the reason")
+          f"{spelled} of them with a kindling spelling, the others listed with the reason")
     return 0
 
 
