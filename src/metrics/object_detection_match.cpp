@@ -45,12 +45,12 @@ std::vector<S> greedy_match(const at::Tensor& iou, const std::vector<int64_t>& p
   const at::Tensor values = iou.contiguous();
   const S* v = values.data_ptr<S>();
   std::vector<S> w(static_cast<std::size_t>(D * M * T));
-  auto at = [&](int64_t d, int64_t j, int64_t t) -> S& { return w[static_cast<std::size_t>((d * M + j) * T + t)]; };
+  auto w_at = [&](int64_t d, int64_t j, int64_t t) -> S& { return w[static_cast<std::size_t>((d * M + j) * T + t)]; };
   for (int64_t d = 0; d < D; ++d) {
     for (int64_t j = 0; j < M; ++j) {
       for (int64_t t = 0; t < T; ++t) {
         const S x = v[d * M + j];
-        S& cell = at(d, j, t);
+        S& cell = w_at(d, j, t);
         cell = (pred_labels[d] != gt_labels[j] || static_cast<double>(x) < thresholds[t]) ? S(kNoMatch) : x;
         if (ignore[j]) cell = cell + S(kIgnored);
       }
@@ -60,20 +60,20 @@ std::vector<S> greedy_match(const at::Tensor& iou, const std::vector<int64_t>& p
     for (int64_t t = 0; t < T; ++t) {
       int64_t best = M - 1;  // ties go to the last box, as ignite's flipped max
       for (int64_t j = M - 2; j >= 0; --j) {
-        if (at(d, j, t) > at(d, best, t)) best = j;
+        if (w_at(d, j, t) > w_at(d, best, t)) best = j;
       }
-      const S value = at(d, best, t);
+      const S value = w_at(d, best, t);
       if (value > S(kNoMatch) && !crowd[best]) {
-        for (int64_t other = 0; other < D; ++other) at(other, best, t) = S(kNoMatch);
-        at(d, best, t) = value;
+        for (int64_t other = 0; other < D; ++other) w_at(other, best, t) = S(kNoMatch);
+        w_at(d, best, t) = value;
       }
     }
   }
   std::vector<S> best_left(static_cast<std::size_t>(D * T));
   for (int64_t d = 0; d < D; ++d) {
     for (int64_t t = 0; t < T; ++t) {
-      S m = at(d, 0, t);
-      for (int64_t j = 1; j < M; ++j) m = std::max(m, at(d, j, t));
+      S m = w_at(d, 0, t);
+      for (int64_t j = 1; j < M; ++j) m = std::max(m, w_at(d, j, t));
       best_left[static_cast<std::size_t>(d * T + t)] = m;
     }
   }
@@ -166,9 +166,9 @@ at::Tensor class_precision_recall(const at::Tensor& rows, double count, const at
   // where recall first reaches each threshold, 0 past the last recall reached.
   const at::Tensor envelope = std::get<0>(precision.flip(-1).cummax(-1)).flip(-1);
   const int64_t K = recall.size(1);
-  const at::Tensor where = at::searchsorted(recall.contiguous(), rec_thresholds.repeat({thresholds, 1}));
-  const at::Tensor inside = where != K;
-  const at::Tensor read = envelope.take_along_dim(at::where(inside, where, at::zeros_like(where)), -1);
+  const at::Tensor first_reach = at::searchsorted(recall.contiguous(), rec_thresholds.repeat({thresholds, 1}));
+  const at::Tensor inside = first_reach != K;
+  const at::Tensor read = envelope.take_along_dim(at::where(inside, first_reach, at::zeros_like(first_reach)), -1);
   const at::Tensor ap = at::where(inside, read, at::zeros_like(read)).sum(-1) / rec_thresholds.size(0);
   return at::stack({ap, recall.select(1, K - 1)});
 }
