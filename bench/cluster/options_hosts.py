@@ -5,9 +5,12 @@ links capped by tbf, each variant below run once per repeat, interleaved, median
 
   kindling (defaults: gradients as bucket views, buckets rebuilt in readiness order, 25 MiB)
   kindling with gradients copied (--copy-gradients), with 5 MiB buckets, with the optimizer
-  inside backward, with ZeRO-1 (kindling::nn::ZeroRedundancyOptimizer)
+  inside backward, with ZeRO-1 (kindling::nn::ZeroRedundancyOptimizer), and ZeRO-1 with
+  ZeroOptions::overlap_with_ddp
   torch's DDP: defaults; gradient_as_bucket_view + static_graph; those with 5 MiB buckets;
-  those with torch.distributed.optim.ZeroRedundancyOptimizer
+  those with torch.distributed.optim.ZeroRedundancyOptimizer (its overlap_with_ddp=True cannot
+  run here: torch 2.15's hook_with_zero_step raises "Gloo backend using Overlapping DDP with ZeRO
+  may meet hangs")
   the no-comm limit (each rank alone)
 
 Beside each: the fraction of the no-comm limit and of the overlap bound, the step that
@@ -17,7 +20,7 @@ the rest as bench/scaling/readiness.py measured (profiles/), the goodput from
 bench/scaling/link_rate.py (--goodput, MB/s).
 
   bench/cluster/options_hosts.py --build build-torch2 --python ~/.cache/kindling/torch-2.15.0/bin/python \
-      [--hosts 2] [--rate 1gbit] [--model resnet18] [--goodput 120.2] [--repeats 3]
+      [--hosts 2] [--rate 1gbit] [--model resnet18] [--goodput 120.2] [--repeats 3] [--only ZeRO]
 """
 import argparse
 import json
@@ -34,6 +37,7 @@ VARIANTS = [("kindling-gloo", "kindling (defaults)", ""),
             ("kindling-gloo", "kindling, 5 MiB buckets", "--bucket-cap-mb 5"),
             ("kindling-gloo", "kindling, optimizer in backward", "--in-backward"),
             ("kindling-gloo", "kindling, ZeRO-1", "--zero"),
+            ("kindling-gloo", "kindling, ZeRO-1 overlapped with DDP", "--zero-overlap"),
             ("python-gloo", "torch DDP (defaults)", ""),
             ("python-gloo", "torch DDP, views + static_graph", "--gradient-as-bucket-view --static-graph"),
             ("python-gloo", "torch DDP, views + static_graph, 5 MiB",
@@ -52,15 +56,20 @@ def main():
     p.add_argument("--model", default="resnet18")
     p.add_argument("--goodput", type=float, default=120.2, help="the link's goodput, MB/s (link_rate.py)")
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--only", default="",
+                   help="comma-separated words: run only the variants whose label contains one of them "
+                        "(the no-comm limit always runs)")
     args = p.parse_args()
+    words = [w for w in args.only.split(",") if w]
+    variants = [v for v in VARIANTS if v[0] == "no-comm" or not words or any(w in v[1] for w in words)]
     args.models, args.impls, args.ranks_per_host, args.bench_args = args.model, "kindling-gloo,python-gloo", 1, ""
     code = bench_hosts.ready_to_run(args, "options_hosts.py")
     if code is not None:
         return code
-    runs = {label: [] for _, label, _ in VARIANTS}
+    runs = {label: [] for _, label, _ in variants}
     with cluster.Cluster(hosts=args.hosts, rate=args.rate) as c:
         for r in range(args.repeats):
-            for impl, label, extra in VARIANTS:
+            for impl, label, extra in variants:
                 args.bench_args = extra
                 try:
                     rate_s, sent, result = bench_hosts.one_run(args, c, impl, args.hosts, args.model, args.rate)
@@ -68,7 +77,7 @@ def main():
                     print("repeat %d: %s: %.1f samples/s" % (r, label, rate_s), flush=True)
                 except RuntimeError as e:  # reported; the others still run
                     print("repeat %d: %s failed: %s" % (r, label, str(e)[-1500:]), flush=True)
-    report(args, runs)
+    report(args, runs, variants)
     return 0
 
 
@@ -82,7 +91,7 @@ def backward_share(model):
     return profile["backward_s"] / (profile["forward_s"] + profile["backward_s"])
 
 
-def report(args, runs):
+def report(args, runs, variants):
     batch = bench_hosts.SIZES[args.model][0]
     limit_runs = runs["no-comm limit"]
     limit = statistics.median(x[0] for x in limit_runs)
@@ -95,11 +104,11 @@ def report(args, runs):
           % (args.model, args.hosts, args.rate, limit, 1e3 * step, 1e3 * backward, 1e3 * link, args.goodput, bound,
              bound / limit))
     best_torch = max((statistics.median(x[0] for x in v) for (impl, label, _), v in
-                      ((k, runs[k[1]]) for k in VARIANTS) if impl == "python-gloo" and v), default=None)
+                      ((k, runs[k[1]]) for k in variants) if impl == "python-gloo" and v), default=None)
     print("\n| variant | samples/s (runs) | median | / best torch | of the limit | of the bound | "
           "backward ms | wait ms | MB sent per step |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for impl, label, _ in VARIANTS:
+    for impl, label, _ in variants:
         v = runs[label]
         if impl == "no-comm" or not v:
             if not v:

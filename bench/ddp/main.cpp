@@ -62,6 +62,7 @@ struct Options {
   bool flat = false;
   bool copy_gradients = false;
   bool zero = false;
+  bool zero_overlap = false;
   bool timeline = false;
   bool in_backward = false;
   std::vector<double> autotune_mb;
@@ -117,6 +118,8 @@ void describe_options(CLI::App& app, Options& o) {
                "Record the timed steps on the timeline (kindling/timeline.h: the step's parts, DDP's, each collective)");
   app.add_flag("--zero", o.zero,
                "The optimizer as kindling::nn::ZeroRedundancyOptimizer (ZeRO-1: its comm hook, 1/N of the state)");
+  app.add_flag("--zero-overlap", o.zero_overlap,
+               "With --zero: ZeroOptions::overlap_with_ddp (each bucket's chunk stepped and sent inside backward)");
   app.add_option("--workers", o.workers, "loader: worker threads")->check(CLI::Range(0, 1024))->capture_default_str();
   app.add_option("--epochs", o.epochs, "loader: epochs")->check(CLI::Range(1, 100000))->capture_default_str();
 }
@@ -156,7 +159,9 @@ template <class Module>
 Measured train(Module net, const Options& o, const std::pair<at::Tensor, at::Tensor>& data) {
   const auto sgd = torch::optim::SGDOptions(0.01).momentum(0.9);
   std::unique_ptr<torch::optim::Optimizer> optimizer;
-  if (o.zero) optimizer = std::make_unique<kindling::nn::ZeroRedundancyOptimizer>(net->parameters(), sgd);
+  if (o.zero || o.zero_overlap)
+    optimizer = std::make_unique<kindling::nn::ZeroRedundancyOptimizer>(
+        net->parameters(), sgd, kindling::nn::ZeroOptions().overlap_with_ddp(o.zero_overlap));
   if (o.in_backward) optimizer = std::make_unique<kindling::nn::OptimizerInBackward>(net->parameters(), sgd);
   auto* zero = dynamic_cast<kindling::nn::ZeroRedundancyOptimizer*>(optimizer.get());
   auto* in_backward = dynamic_cast<kindling::nn::OptimizerInBackward*>(optimizer.get());

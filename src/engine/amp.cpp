@@ -105,6 +105,12 @@ void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
                  "kindling::engine::GradScaler: the optimizer is a kindling::nn::OptimizerInBackward, which steps "
                  "inside backward, before gradients could be unscaled or checked for inf/NaN; use the ordinary "
                  "optimizer with AMP's loss scaling");
+  // ZeRO: only this rank's parts hold the group's average, and every rank must decide alike.
+  auto* zero = dynamic_cast<nn::ZeroRedundancyOptimizer*>(&optimizer);
+  KINDLING_CHECK(zero == nullptr || !zero->zero_options().overlap_with_ddp(),
+                 "kindling::engine::GradScaler: the optimizer is a kindling::nn::ZeroRedundancyOptimizer made with "
+                 "ZeroOptions::overlap_with_ddp, which steps inside backward, before gradients could be unscaled "
+                 "or checked for inf/NaN; make it without overlap_with_ddp to use AMP's loss scaling");
   const double inverse = 1.0 / scale_;
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> gradients;
@@ -115,8 +121,6 @@ void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
       gradients.push_back(p.grad());
     }
   }
-  // ZeRO: only this rank's parts hold the group's average, and every rank must decide alike.
-  auto* zero = dynamic_cast<nn::ZeroRedundancyOptimizer*>(&optimizer);
   if (zero) gradients = zero->local_gradients();
   at::Tensor bad;  // accumulated on the gradients' device: one host sync per step, not per tensor
   for (const auto& g : gradients) {

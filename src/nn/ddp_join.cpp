@@ -58,6 +58,11 @@ Join::Join(GradientReducer* reducer, JoinOptions options) {
   KINDLING_CHECK(s.autotune.done, "kindling::nn::Join: the model's bucket autotune (autotune_bucket_cap_mb) has "
                  "not finished; it remakes the buckets at steps a joined rank cannot mirror: make the Join after it "
                  "(GradientReducer::bucket_autotune() has a score for every size) or set bucket_cap_mb instead");
+  const auto& hook = s.options.comm_hook();
+  KINDLING_CHECK(!hook || hook->name() != "zero_reduce_scatter_and_step", "kindling::nn::Join: the model reduces "
+                 "through the hook of a ZeroRedundancyOptimizer made with ZeroOptions::overlap_with_ddp, which steps "
+                 "inside backward, before Join could scale the gradients of the ranks still training: make that "
+                 "optimizer without overlap_with_ddp to train with Join");
   KINDLING_CHECK(!s.joining, "kindling::nn::Join: the model is already in a Join that is still alive; one Join "
                  "per model at a time");
   s.joining = true;

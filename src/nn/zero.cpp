@@ -19,21 +19,28 @@ namespace {
 using torch::optim::OptimizerOptions;
 using torch::optim::OptimizerParamGroup;
 
-at::Tensor flat(const at::Tensor& t) { return t.detach().view(-1); }
-
 }  // namespace
 
 ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<OptimizerParamGroup> param_groups,
-                                                 const OptimizerOptions& defaults)
+                                                 const OptimizerOptions& defaults, ZeroOptions options)
     : Optimizer(detail::checked_groups(std::move(param_groups), defaults, "kindling::nn::ZeroRedundancyOptimizer"), defaults.clone()), impl_(std::make_shared<Impl>()) {
-  impl_->hook = zero::make_hook(impl_->records);
+  impl_->owner = this;
+  impl_->options = options;
+  impl_->hook = zero::make_hook(impl_->records, options.overlap_with_ddp());
   impl_->defaults = defaults.clone();
 }
 
-ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<at::Tensor> params, const OptimizerOptions& defaults)
-    : ZeroRedundancyOptimizer(std::vector<OptimizerParamGroup>{OptimizerParamGroup(std::move(params))}, defaults) {}
+ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<at::Tensor> params, const OptimizerOptions& defaults,
+                                                 ZeroOptions options)
+    : ZeroRedundancyOptimizer(std::vector<OptimizerParamGroup>{OptimizerParamGroup(std::move(params))}, defaults,
+                              options) {}
 
-ZeroRedundancyOptimizer::~ZeroRedundancyOptimizer() = default;
+ZeroRedundancyOptimizer::~ZeroRedundancyOptimizer() {
+  std::lock_guard<std::mutex> lock(impl_->records->mu);
+  impl_->owner = nullptr;
+}
+
+const ZeroOptions& ZeroRedundancyOptimizer::zero_options() const { return impl_->options; }
 
 std::shared_ptr<CommHook> ZeroRedundancyOptimizer::comm_hook() const { return impl_->hook; }
 
@@ -52,7 +59,7 @@ void ZeroRedundancyOptimizer::Impl::ensure_layout(const std::vector<OptimizerPar
   std::size_t count = 0;
   for (const auto& g : groups) count += g.params().size();
   if (layout) {
-    KINDLING_CHECK(count == params.size() && groups.size() == inner_group.size(), what, "the parameter groups "
+    KINDLING_CHECK(count == params.size() && groups.size() == inner_group.front().size(), what, "the parameter groups "
                    "changed since the first step (", params.size(), " parameters then, ", count, " now); the "
                    "shards follow the first layout: make a new optimizer (and DDP model) instead");
     return;
@@ -65,6 +72,25 @@ void ZeroRedundancyOptimizer::Impl::ensure_layout(const std::vector<OptimizerPar
       group_of.push_back(g);
     }
   }
+  zero::Layout l = read_layout();
+  pieces = l.pieces_of(l.rank, group_of);
+  layout = std::move(l);
+  make_inner(groups);
+  if (pending) apply_pending();
+  if (options.overlap_with_ddp() && layout->size > 1) {
+    std::weak_ptr<Impl> weak = weak_from_this();
+    std::lock_guard<std::mutex> lock(records->mu);
+    records->after_reduce = [weak](const GradBucket& bucket) {
+      auto impl = weak.lock();
+      KINDLING_CHECK(impl && impl->owner, "kindling::nn::ZeroRedundancyOptimizer: the optimizer was destroyed while "
+                     "the DDP model that uses its comm_hook() still trains; keep the optimizer alive as long as the model");
+      impl->step_in_backward(bucket);
+    };
+  }
+}
+
+zero::Layout ZeroRedundancyOptimizer::Impl::read_layout() {
+  const char* what = "kindling::nn::ZeroRedundancyOptimizer: ";
   zero::Layout l;
   {
     std::lock_guard<std::mutex> lock(records->mu);
@@ -98,23 +124,65 @@ void ZeroRedundancyOptimizer::Impl::ensure_layout(const std::vector<OptimizerPar
     for (std::size_t i = 0; i < params.size(); ++i)
       if (!bucketed[i]) l.unbucketed.push_back(i);
   }
-  pieces = l.pieces_of(l.rank, group_of);
-  layout = std::move(l);
+  return l;
+}
+
+void ZeroRedundancyOptimizer::Impl::make_inner(const std::vector<OptimizerParamGroup>& groups) {
+  const std::size_t count = layout->buckets.size() + 1;  // the last: parameters in no bucket
   views.clear();
-  std::vector<std::vector<at::Tensor>> by_group(groups.size());
-  for (const auto& piece : pieces) {
-    views.push_back(part(piece, params[piece.param].detach()));
-    by_group[group_of[piece.param]].push_back(views.back());
+  std::vector<std::vector<std::vector<std::size_t>>> by(count, std::vector<std::vector<std::size_t>>(groups.size()));
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    views.push_back(part(pieces[i], params[pieces[i].param].detach()));
+    const std::size_t k = pieces[i].bucket < 0 ? count - 1 : static_cast<std::size_t>(pieces[i].bucket);
+    by[k][group_of[pieces[i].param]].push_back(i);
   }
-  std::vector<OptimizerParamGroup> inner_groups;
-  inner_group.assign(groups.size(), -1);
-  for (std::size_t g = 0; g < groups.size(); ++g) {
-    if (by_group[g].empty()) continue;
-    inner_group[g] = static_cast<int>(inner_groups.size());
-    inner_groups.emplace_back(by_group[g], groups[g].options().clone());
+  inner.clear();
+  inner.resize(count);
+  inner_group.assign(count, std::vector<int>(groups.size(), -1));
+  inner_pieces.assign(count, {});
+  gathers.clear();
+  gathers.resize(layout->buckets.size());
+  for (std::size_t k = 0; k < count; ++k) {
+    std::vector<OptimizerParamGroup> inner_groups;
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      if (by[k][g].empty()) continue;
+      inner_group[k][g] = static_cast<int>(inner_groups.size());
+      std::vector<at::Tensor> mine;
+      for (std::size_t i : by[k][g]) {
+        mine.push_back(views[i]);
+        inner_pieces[k].push_back(i);
+      }
+      inner_groups.emplace_back(std::move(mine), groups[g].options().clone());
+    }
+    if (!inner_groups.empty()) inner[k] = detail::make_optimizer(*defaults, std::move(inner_groups));
   }
-  if (!inner_groups.empty()) inner = detail::make_optimizer(*defaults, std::move(inner_groups));
-  if (pending) apply_pending();
+}
+
+void ZeroRedundancyOptimizer::Impl::step_inner(std::size_t k, const std::vector<at::Tensor>* bucket_gradients) {
+  if (!inner[k]) return;
+  const auto& groups = owner->param_groups();
+  for (std::size_t g = 0; g < groups.size(); ++g)
+    if (inner_group[k][g] >= 0) inner[k]->param_groups()[inner_group[k][g]].set_options(groups[g].options().clone());
+  for (std::size_t i : inner_pieces[k]) {
+    const zero::Piece& piece = pieces[i];
+    const at::Tensor& grad = bucket_gradients ? (*bucket_gradients)[piece.member] : params[piece.param].grad();
+    views[i].mutable_grad() = grad.defined() ? part(piece, grad) : at::Tensor();
+  }
+  inner[k]->step();
+  for (std::size_t i : inner_pieces[k]) views[i].mutable_grad() = at::Tensor();  // no second reference to them
+}
+
+void ZeroRedundancyOptimizer::Impl::step_in_backward(const GradBucket& bucket) {
+  const auto b = static_cast<std::size_t>(bucket.index);
+  KINDLING_CHECK(b < gathers.size(), "kindling::nn::ZeroRedundancyOptimizer: DDP's bucket ", b, " is not among the ",
+                 gathers.size(), " of the first step's layout; keep one DDP model per optimizer");
+  at::NoGradGuard no_grad;
+  {
+    std::lock_guard<std::mutex> lock(records->mu);
+    records->awaiting_step = true;
+  }
+  step_inner(b, &bucket.gradients);
+  gathers[b] = std::make_unique<zero::Gather>(layout->buckets[b], bucket.index, params, group);
 }
 
 at::Tensor ZeroRedundancyOptimizer::step(LossClosure closure) {
@@ -126,36 +194,22 @@ at::Tensor ZeroRedundancyOptimizer::step(LossClosure closure) {
   Impl& s = *impl_;
   s.ensure_layout(param_groups());
   at::NoGradGuard no_grad;
-  if (s.inner) {
-    for (std::size_t g = 0; g < param_groups().size(); ++g)
-      if (s.inner_group[g] >= 0) s.inner->param_groups()[s.inner_group[g]].set_options(param_groups()[g].options().clone());
-    for (std::size_t i = 0; i < s.pieces.size(); ++i) {
-      const at::Tensor& grad = s.params[s.pieces[i].param].grad();
-      s.views[i].mutable_grad() = grad.defined() ? s.part(s.pieces[i], grad) : at::Tensor();
-    }
-    s.inner->step();
-    for (auto& v : s.views) v.mutable_grad() = at::Tensor();  // no second reference to the gradients
-  }
   const zero::Layout& l = *s.layout;
-  if (l.size == 1) return loss;
-  // Every rank's updated chunk of every bucket, to every rank.
-  for (const auto& b : l.buckets) {
-    const int64_t each = (b.numel + l.size - 1) / l.size;
-    if (each == 0) continue;
-    const auto [lo, hi] = zero::chunk(b.numel, l.rank, l.size);
-    at::Tensor mine = at::zeros({each}, s.params[b.params.front()].options());
-    zero::for_each_overlap(b, lo, hi, [&](std::size_t m, int64_t offset, int64_t pos, int64_t length) {
-      mine.narrow(0, pos - lo, length).copy_(flat(s.params[b.params[m]]).narrow(0, offset, length));
-    });
-    const at::Tensor all = dist::all_gather(mine, s.group);
-    for (int q = 0; q < l.size; ++q) {
-      if (q == l.rank) continue;
-      const auto [qlo, qhi] = zero::chunk(b.numel, q, l.size);
-      zero::for_each_overlap(b, qlo, qhi, [&](std::size_t m, int64_t offset, int64_t pos, int64_t length) {
-        flat(s.params[b.params[m]]).narrow(0, offset, length).copy_(all.narrow(0, q * each + pos - qlo, length));
-      });
-    }
+  // The buckets backward did not step, each posted as soon as it is stepped; then every rank's
+  // updated chunks, to every rank.
+  for (std::size_t b = 0; b < l.buckets.size(); ++b) {
+    if (s.gathers[b]) continue;
+    s.step_inner(b, nullptr);
+    if (l.size > 1) s.gathers[b] = std::make_unique<zero::Gather>(l.buckets[b], static_cast<int64_t>(b), s.params, s.group);
   }
+  s.step_inner(l.buckets.size(), nullptr);
+  for (auto& gather : s.gathers) {
+    if (!gather) continue;
+    gather->finish();
+    gather.reset();
+  }
+  std::lock_guard<std::mutex> lock(s.records->mu);
+  s.records->awaiting_step = false;
   return loss;
 }
 

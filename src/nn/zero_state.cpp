@@ -56,7 +56,7 @@ StateDict ZeroRedundancyOptimizer::state_dict() const {
     return sd;
   }
   const zero::Layout& l = *s.layout;
-  const Dict mine = s.inner ? optimizer_state_dict(*s.inner).at("state").toGenericDict() : new_index_dict();
+  const Dict mine = s.local_state();
   std::vector<Dict> of_rank{mine};
   if (l.size > 1) {
     const std::vector<char> bytes = torch::pickle_save(mine);
@@ -85,32 +85,42 @@ void ZeroRedundancyOptimizer::load_state_dict(const StateDict& state) {
   if (impl_->layout) impl_->apply_pending();
 }
 
-void ZeroRedundancyOptimizer::Impl::apply_pending() {
+Dict ZeroRedundancyOptimizer::Impl::local_state() const {
   Dict mine = new_index_dict();
-  for (std::size_t i = 0; i < pieces.size(); ++i) {
-    const auto key = static_cast<int64_t>(pieces[i].param);
-    if (!pending->contains(key)) continue;
-    const at::Tensor& param = params[pieces[i].param];
-    Dict entry = new_string_dict();
-    for (const auto& kv : pending->at(key).toGenericDict()) {
-      const c10::IValue& v = kv.value();
-      entry.insert(kv.key(), v.isTensor() ? c10::IValue(part(pieces[i], v.toTensor()).to(param.device()).clone())
-                                          : v);
-    }
-    mine.insert(static_cast<int64_t>(i), entry);
+  for (std::size_t k = 0; k < inner.size(); ++k) {
+    if (!inner[k]) continue;
+    for (const auto& kv : optimizer_state_dict(*inner[k]).at("state").toGenericDict())
+      mine.insert(static_cast<int64_t>(inner_pieces[k][static_cast<std::size_t>(kv.key().toInt())]), kv.value());
   }
-  if (inner) {
-    StateDict sd = optimizer_state_dict(*inner);
+  return mine;
+}
+
+void ZeroRedundancyOptimizer::Impl::apply_pending() {
+  for (std::size_t k = 0; k < inner.size(); ++k) {
+    if (!inner[k]) continue;
+    Dict mine = new_index_dict();
+    for (std::size_t j = 0; j < inner_pieces[k].size(); ++j) {
+      const zero::Piece& piece = pieces[inner_pieces[k][j]];
+      const auto key = static_cast<int64_t>(piece.param);
+      if (!pending->contains(key)) continue;
+      const at::Tensor& param = params[piece.param];
+      Dict entry = new_string_dict();
+      for (const auto& kv : pending->at(key).toGenericDict()) {
+        const c10::IValue& v = kv.value();
+        entry.insert(kv.key(), v.isTensor() ? c10::IValue(part(piece, v.toTensor()).to(param.device()).clone()) : v);
+      }
+      mine.insert(static_cast<int64_t>(j), entry);
+    }
+    StateDict sd = optimizer_state_dict(*inner[k]);
     sd.insert_or_assign("state", mine);
-    load_optimizer_state_dict(*inner, sd);
+    load_optimizer_state_dict(*inner[k], sd);
   }
   pending.reset();
 }
 
 int64_t ZeroRedundancyOptimizer::local_state_numel() const {
-  if (!impl_->inner) return 0;
   int64_t n = 0;
-  for (const auto& kv : optimizer_state_dict(*impl_->inner).at("state").toGenericDict())
+  for (const auto& kv : impl_->local_state())
     for (const auto& entry : kv.value().toGenericDict())
       if (entry.value().isTensor()) n += entry.value().toTensor().numel();
   return n;

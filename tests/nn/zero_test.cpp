@@ -9,6 +9,7 @@
 #include <kindling/error.h>
 #include <kindling/handlers/checkpointing/stateful.h>
 #include <kindling/nn/ddp.h>
+#include <kindling/nn/join.h>
 #include <kindling/nn/optimizer_state.h>
 #include <kindling/nn/zero.h>
 #include <torch/nn/functional/loss.h>
@@ -20,6 +21,7 @@
 #include <torch/serialize.h>
 
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 
@@ -56,9 +58,13 @@ torch::Tensor flat_parameters(const Net& net) {
   return torch::cat(flat);
 }
 
+// A scheduler's change at the third step: the optimizer inside backward must read the options
+// of the moment, as the ordinary step does.
 void train(Net& net, torch::optim::Optimizer& optimizer, kn::DdpOptions options, int from, int steps) {
   auto model = kd::auto_model(net, options.bucket_cap_mb(0.002));
   for (int step = from; step < from + steps; ++step) {
+    if (step == 2)
+      for (auto& g : optimizer.param_groups()) g.options().set_lr(g.options().get_lr() / 2);
     optimizer.zero_grad();
     auto [x, y] = batch(step);
     torch::mse_loss(model(x), y).backward();
@@ -120,22 +126,24 @@ KINDLING_WORKER(zero_trains_as_ddp) {
     Net plain_net;
     auto plain = kindling::testing::ordinary_optimizer(*options, groups_of(plain_net, *options));
     train(plain_net, *plain, kn::DdpOptions(), 0, 5);
-    torch::manual_seed(77);
-    Net zero_net;
-    kn::ZeroRedundancyOptimizer zero(groups_of(zero_net, *options), *options);
-    train(zero_net, zero, kn::DdpOptions().comm_hook(zero.comm_hook()), 0, 5);
-    expect_close(flat_parameters(zero_net), flat_parameters(plain_net), name + " weights");
-
     const auto whole = kn::optimizer_state_dict(*plain);
-    const auto consolidated = zero.state_dict();
-    expect_same_state(consolidated, whole, name);
-    expect_same_state(kindling::handlers::stateful(zero)->state_dict(), whole, name + " through stateful()");
-    // Each rank holds its chunk of every bucket: at most a chunk's rounding above 1/n.
-    const int64_t total = state_numel(whole);
-    const int64_t mine = zero.local_state_numel();
-    WCHECK(kd::all_reduce(mine) == total, << name << ": the ranks hold " << kd::all_reduce(mine) << " of " << total);
-    WCHECK(std::abs(mine - total / n) <= total / n / 20 + 64,
-           << name << ": rank " << kd::get_rank() << " holds " << mine << " of " << total << " state elements");
+    for (bool overlap : {false, true}) {
+      const std::string what = name + (overlap ? " overlapped with DDP" : "");
+      torch::manual_seed(77);
+      Net zero_net;
+      kn::ZeroRedundancyOptimizer zero(groups_of(zero_net, *options), *options,
+                                       kn::ZeroOptions().overlap_with_ddp(overlap));
+      train(zero_net, zero, kn::DdpOptions().comm_hook(zero.comm_hook()), 0, 5);
+      expect_close(flat_parameters(zero_net), flat_parameters(plain_net), what + " weights");
+      expect_same_state(zero.state_dict(), whole, what);
+      expect_same_state(kindling::handlers::stateful(zero)->state_dict(), whole, what + " through stateful()");
+      // Each rank holds its chunk of every bucket: at most a chunk's rounding above 1/n.
+      const int64_t total = state_numel(whole);
+      const int64_t mine = zero.local_state_numel();
+      WCHECK(kd::all_reduce(mine) == total, << what << ": the ranks hold " << kd::all_reduce(mine) << " of " << total);
+      WCHECK(std::abs(mine - total / n) <= total / n / 20 + 64,
+             << what << ": rank " << kd::get_rank() << " holds " << mine << " of " << total << " state elements");
+    }
   }
   kd::finalize();
 }
@@ -187,6 +195,52 @@ KINDLING_WORKER(zero_refuses_a_model_without_its_hook) {
   kd::finalize();
 }
 
+// overlap_with_ddp: after the first step the chunks are stepped inside backward (the weights
+// move before step()), a second synchronised backward before step() is refused, and so are
+// GradScaler and Join; no_sync accumulation still works.
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const kindling::UsageError& e) {
+    return e.what();
+  }
+  return "(nothing thrown)";
+}
+
+KINDLING_WORKER(zero_overlap_rules) {
+  initialize();
+  Net net;
+  kn::ZeroRedundancyOptimizer zero(net->parameters(), torch::optim::SGDOptions(0.1),
+                                   kn::ZeroOptions().overlap_with_ddp(true));
+  auto model = kd::auto_model(net, kn::DdpOptions().comm_hook(zero.comm_hook()).bucket_cap_mb(0.002));
+  auto backward = [&](int step) {
+    auto [x, y] = batch(step);
+    torch::mse_loss(model(x), y).backward();
+  };
+  zero.zero_grad();
+  backward(0);
+  zero.step();  // learns the layout
+  zero.zero_grad();
+  {
+    auto no_sync = model.no_sync();
+    backward(1);
+  }
+  const torch::Tensor before = flat_parameters(net);
+  backward(2);
+  WCHECK(!torch::equal(flat_parameters(net), before), << "backward did not step this rank's chunks");
+  const std::string twice = message_of([&] { backward(3); });
+  WCHECK(twice.find("call optimizer.step() after every synchronised backward") != std::string::npos, << twice);
+  kindling::engine::GradScaler scaler;
+  const std::string scaled = message_of([&] { scaler.unscale_(zero); });
+  WCHECK(scaled.find("make it without overlap_with_ddp") != std::string::npos, << scaled);
+  const std::string joined = message_of([&] { kn::Join join(model); });
+  WCHECK(joined.find("make that optimizer without overlap_with_ddp") != std::string::npos, << joined);
+  zero.step();  // receives backward(2)'s chunks: every rank ends with the same weights
+  const auto all = kd::all_gather(flat_parameters(net).unsqueeze(0));
+  WCHECK(torch::equal(all[0], all[1]), << "the ranks' weights differ after step()");
+  kd::finalize();
+}
+
 class ZeroTest : public kindling::testing::BackendWorldTest {};
 TEST_P(ZeroTest, TrainsAsDdpWithItsShareOfTheState) { expect_ok("zero_trains_as_ddp"); }
 INSTANTIATE_TEST_SUITE_P(Backends, ZeroTest, ::testing::ValuesIn(kindling::testing::cpu_backend_world_sizes({2, 3})),
@@ -195,6 +249,7 @@ INSTANTIATE_TEST_SUITE_P(Backends, ZeroTest, ::testing::ValuesIn(kindling::testi
 class ZeroTwoRanksTest : public kindling::testing::BackendWorldTest {};
 TEST_P(ZeroTwoRanksTest, GradScalerSkipsOnEveryRank) { expect_ok("zero_grad_scaler_agrees"); }
 TEST_P(ZeroTwoRanksTest, RefusesAModelWithoutItsHook) { expect_ok("zero_refuses_a_model_without_its_hook"); }
+TEST_P(ZeroTwoRanksTest, OverlapStepsInsideBackwardAndRefusesMisuse) { expect_ok("zero_overlap_rules"); }
 INSTANTIATE_TEST_SUITE_P(Backends, ZeroTwoRanksTest, ::testing::ValuesIn(kindling::testing::cpu_backend_world_sizes({2})),
                          [](const auto& info) { return kindling::testing::backend_world_size_name(info.param); });
 
@@ -238,7 +293,8 @@ KINDLING_WORKER(zero_saves_or_resumes) {
   kn::load_optimizer_state_dict(plain, sd.at("optimizer").toGenericDict());
   train(plain_net, plain, kn::DdpOptions(), 3, 3);  // must leave `sd` as it was (the state is copied in)
   load_weights(net);
-  kn::ZeroRedundancyOptimizer zero(groups_of(net, options), options);
+  // Resumed with the step inside backward: the loaded state goes to each bucket's inner optimizer.
+  kn::ZeroRedundancyOptimizer zero(groups_of(net, options), options, kn::ZeroOptions().overlap_with_ddp(true));
   zero.load_state_dict(sd.at("optimizer").toGenericDict());
   train(net, zero, kn::DdpOptions().comm_hook(zero.comm_hook()), 3, 3);
   expect_close(flat_parameters(net), flat_parameters(plain_net), "resumed weights");
@@ -257,7 +313,7 @@ TEST(Zero, ResumesAtAnotherWorldSize) {
       {KINDLING_PYTHON, std::string(KINDLING_SOURCE_DIR) + "/tests/nn/zero_state_in_python.py", dir + "/state.pt"}, {},
       std::chrono::seconds(120));
   ASSERT_TRUE(python.ok()) << python.out << python.err;
-  EXPECT_NE(python.out.find("loaded into torch.optim.Adam: groups=2 states=6 lr=0.005,0.01 step=4"), std::string::npos)
+  EXPECT_NE(python.out.find("loaded into torch.optim.Adam: groups=2 states=6 lr=0.0025,0.005 step=4"), std::string::npos)
       << python.out;
   opts.env["ZERO_TEST_SAVE"] = "";
   opts.world_size = 3;

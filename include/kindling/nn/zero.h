@@ -22,11 +22,21 @@
 /// the ordinary optimizer's, so the training equals plain DDP's (bit for bit on 2 ranks; on
 /// more, the sum of the N gradients runs in rank order, not the all-reduce's order).
 ///
+/// With ZeroOptions().overlap_with_ddp(true) the step moves into backward: when DDP waits for a
+/// bucket at the end of backward, the optimizer steps that bucket's chunk at once and posts its
+/// updated chunk to the other ranks, while the later buckets are still being reduced; step()
+/// then only steps what backward did not (the first iteration's buckets, whose layout is learnt
+/// then, and parameters in no bucket) and receives the others' chunks. The link stays busy from
+/// the first bucket's reduce-scatter to the last bucket's all-gather, as one all-reduce would.
+///
 /// Rules: the DDP model must use this optimizer's comm_hook() (kindling::UsageError from step()
 /// otherwise) and keep its bucket layout (DDP does not rebuild buckets under a comm hook). Read
 /// `.grad()` between backward and step() only for this rank's chunks (GradScaler and
 /// clip_grad_norm_ need the group's view: the former is handled, see GradScaler; the latter is
-/// not). In the serial model, or a world of one rank, the optimizer is the ordinary one.
+/// not; with overlap_with_ddp GradScaler is refused, the step having run before it could check).
+/// With overlap_with_ddp every synchronised backward steps (as kindling::nn::OptimizerInBackward
+/// does), the parameters are partly updated between backward and step(), and kindling::nn::Join
+/// is refused. In the serial model, or a world of one rank, the optimizer is the ordinary one.
 
 #include <torch/optim/optimizer.h>
 
@@ -42,6 +52,24 @@
 namespace kindling {
 namespace nn {
 
+/// ZeroRedundancyOptimizer's own options (the optimizer's are its `defaults`).
+class KINDLING_API ZeroOptions {
+ public:
+  /// Step each bucket's chunk inside backward and overlap the all-gather with the later buckets'
+  /// reduce-scatter (torch's ZeroRedundancyOptimizer(overlap_with_ddp=True)); see the file
+  /// comment for what it changes. Default false: the step and the all-gather run in step(), after
+  /// the whole backward, and GradScaler works. Turn it on where the link is the limit (across
+  /// hosts at 1 Gbit/s it is what brings ZeRO level with plain DDP, docs/performance.md).
+  ZeroOptions& overlap_with_ddp(bool on) {
+    overlap_with_ddp_ = on;
+    return *this;
+  }
+  bool overlap_with_ddp() const { return overlap_with_ddp_; }
+
+ private:
+  bool overlap_with_ddp_ = false;
+};
+
 /// The optimizer of the file comment. Its param_groups() are the full parameter groups (LR
 /// schedulers and checkpoints see it as the ordinary optimizer); its state() stays empty, the
 /// state lives in an inner LibTorch optimizer over this rank's parts.
@@ -52,9 +80,10 @@ class KINDLING_API ZeroRedundancyOptimizer : public torch::optim::Optimizer, pub
   /// for another kind (named), for a parameter group whose options are another kind than
   /// `defaults`, or for no parameter at all.
   ZeroRedundancyOptimizer(std::vector<torch::optim::OptimizerParamGroup> param_groups,
-                          const torch::optim::OptimizerOptions& defaults);
+                          const torch::optim::OptimizerOptions& defaults, ZeroOptions options = ZeroOptions());
   /// One group of `params` with `defaults`.
-  ZeroRedundancyOptimizer(std::vector<at::Tensor> params, const torch::optim::OptimizerOptions& defaults);
+  ZeroRedundancyOptimizer(std::vector<at::Tensor> params, const torch::optim::OptimizerOptions& defaults,
+                          ZeroOptions options = ZeroOptions());
   ~ZeroRedundancyOptimizer() override;
 
   /// The comm hook to give the DDP model (DdpOptions::comm_hook): it reduce-scatters each
@@ -62,9 +91,9 @@ class KINDLING_API ZeroRedundancyOptimizer : public torch::optim::Optimizer, pub
   /// every call). Local; does not throw.
   std::shared_ptr<CommHook> comm_hook() const;
 
-  /// Steps this rank's parts, then all-gathers every bucket's parameters: a collective over the
-  /// DDP group (every rank, in the same order). The closure, when given, is called first and its
-  /// loss returned. Throws kindling::UsageError when the hook has reduced no bucket while the
+  /// Steps this rank's parts (those backward did not, with overlap_with_ddp), then all-gathers
+  /// every bucket's parameters: a collective over the DDP group (every rank, in the same order).
+  /// The closure, when given, is called first and its loss returned. Throws kindling::UsageError when the hook has reduced no bucket while the
   /// world has several ranks (the DDP model was built without comm_hook()), or when the
   /// parameter groups changed since the first step; kindling::TimeoutError /
   /// kindling::CommunicationError from the all_gather.
@@ -90,6 +119,8 @@ class KINDLING_API ZeroRedundancyOptimizer : public torch::optim::Optimizer, pub
   /// the group's average after a synchronised backward; for GradScaler's overflow check. Local;
   /// throws kindling::UsageError as step() does when the layout is unknown.
   std::vector<at::Tensor> local_gradients();
+  /// The options it was made with. Local; does not throw.
+  const ZeroOptions& zero_options() const;
   /// The DDP group the hook reduced over (the world before the first synchronised backward).
   /// Local; does not throw.
   dist::Group group() const;
