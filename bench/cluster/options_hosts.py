@@ -44,7 +44,17 @@ VARIANTS = [("kindling-gloo", "kindling (defaults)", ""),
              "--gradient-as-bucket-view --static-graph --bucket-cap-mb 5"),
             ("python-gloo", "torch DDP, views + static_graph + ZeroRedundancyOptimizer",
              "--gradient-as-bucket-view --static-graph --zero"),
+            ("kindling-gloo", "kindling, bf16 hook", "--comm-hook bf16"),
+            ("kindling-gloo", "kindling, 5 MiB buckets, bf16 hook", "--bucket-cap-mb 5 --comm-hook bf16"),
+            ("python-gloo", "torch DDP, bf16 hook", "--comm-hook bf16"),
+            ("python-gloo", "torch DDP, views + static_graph, 5 MiB, bf16 hook",
+             "--gradient-as-bucket-view --static-graph --bucket-cap-mb 5 --comm-hook bf16"),
             ("no-comm", "no-comm limit", "")]
+
+
+def compressed(label):
+    """A 16-bit hook's variant: half the bytes, its own bound, compared with torch's best 16-bit run."""
+    return "bf16" in label
 
 
 def main():
@@ -98,14 +108,22 @@ def report(args, runs, variants):
     step = batch * args.hosts / limit  # a rank's step alone
     backward = step * backward_share(args.model)
     link = 2 * (args.hosts - 1) / args.hosts * args.gradient_bytes[args.model] / (args.goodput * 1e6)
-    bound = batch * args.hosts / (step - backward + max(backward, link))
+
+    def bound_of(label):  # samples/s
+        t = link / 2 if compressed(label) else link
+        return batch * args.hosts / (step - backward + max(backward, t))
+    bound = bound_of("")
     print("\n%s, %d hosts, %s: no-comm limit %.1f samples/s (a step %.0f ms, backward %.0f ms); the ring's bytes "
-          "take %.0f ms at %.1f MB/s; overlap bound %.1f samples/s (%.2f of the limit)"
-          % (args.model, args.hosts, args.rate, limit, 1e3 * step, 1e3 * backward, 1e3 * link, args.goodput, bound,
-             bound / limit))
-    best_torch = max((statistics.median(x[0] for x in v) for (impl, label, _), v in
-                      ((k, runs[k[1]]) for k in variants) if impl == "python-gloo" and v), default=None)
-    print("\n| variant | samples/s (runs) | median | / best torch | of the limit | of the bound | "
+          "take %.0f ms at %.1f MB/s; overlap bound %.1f samples/s (%.2f of the limit); with a 16-bit hook %.0f ms, "
+          "bound %.1f (%.2f)" % (args.model, args.hosts, args.rate, limit, 1e3 * step, 1e3 * backward, 1e3 * link,
+                                 args.goodput, bound, bound / limit, 500 * link, bound_of("bf16"),
+                                 bound_of("bf16") / limit))
+
+    def best_torch(halved):
+        medians = [statistics.median(x[0] for x in runs[label]) for impl, label, _ in variants
+                   if impl == "python-gloo" and runs[label] and compressed(label) == halved]
+        return max(medians, default=None)
+    print("\n| variant | samples/s (runs) | median | / best torch (same bytes) | of the limit | of the bound | "
           "backward ms | wait ms | MB sent per step |")
     print("|---|---|---|---|---|---|---|---|---|")
     for impl, label, _ in variants:
@@ -115,10 +133,12 @@ def report(args, runs, variants):
                 print("| %s | failed | | | | | | | |" % label)
             continue
         m = statistics.median(x[0] for x in v)
+        best = best_torch(compressed(label))
         ms = lambda key: ("%.0f" % statistics.median(float(x[2][key]) for x in v)) if key in v[0][2] else "-"  # noqa
         print("| %s | %s | %.1f | %s | %.2f | %.2f | %s | %s | %.1f |" % (
-            label, " / ".join("%.1f" % x[0] for x in v), m, "%.2f" % (m / best_torch) if best_torch else "-",
-            m / limit, m / bound, ms("backward_ms"), ms("comm_wait_ms"), statistics.median(x[1] for x in v) / 1e6))
+            label, " / ".join("%.1f" % x[0] for x in v), m, "%.2f" % (m / best) if best else "-",
+            m / limit, m / bound_of(label), ms("backward_ms"), ms("comm_wait_ms"),
+            statistics.median(x[1] for x in v) / 1e6))
 
 
 if __name__ == "__main__":

@@ -66,7 +66,8 @@ def main():
     p.add_argument("--megabytes", type=int, default=40)
     p.add_argument("--repeats", type=int, default=3)
     a = p.parse_args()
-    nominal = {"100mbit": 100e6, "1gbit": 1e9}
+    units = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
+    nominal = {r: float(r[:-4]) * units[r[-4:]] for r in a.rates.split(",")}
     print("| tbf rate | goodput per host, MB/s (median) | of the rate | runs |")
     print("|---|---|---|---|")
     for rate in a.rates.split(","):

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kindling/nn/zero.h"
-#include "zero_layout.h"
+#include "zero_exchange.h"
 
 namespace kindling {
 namespace nn {

@@ -1,8 +1,7 @@
 #pragma once
 // ZeroRedundancyOptimizer's view of the DDP buckets (kindling/nn/zero.h): what its comm hook
 // records of each bucket, which chunk of a bucket each rank owns, and this rank's parts of the
-// parameters. The hook's reduce-scatter and the all-gather of the updated chunks live in
-// zero_layout.cpp too.
+// parameters. The exchanges themselves are in zero_exchange.h.
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -27,24 +26,19 @@ struct BucketRecord {
 };
 
 // What the hook tells the optimizer; shared by both, guarded by `mu` (the hook runs on the
-// autograd thread).
+// autograd thread, the step inside backward on the hook's own).
 struct HookRecords {
   std::mutex mu;
   std::vector<BucketRecord> buckets;  // by bucket index
   std::optional<dist::Group> group;
-  // Called (without `mu` held) once a bucket's reduce-scatter is in, when DDP waits for it;
-  // empty unless the optimizer steps inside backward (ZeroOptions::overlap_with_ddp).
+  // Called (without `mu` held) once a bucket's reduce-scatter is in, on the hook's own thread
+  // (zero_exchange.h); empty unless the optimizer steps inside backward
+  // (ZeroOptions::overlap_with_ddp) and knows its layout.
   std::function<void(const GradBucket&)> after_reduce;
   // Set while buckets stepped inside backward wait for step() to receive the others' chunks: a
   // synchronised backward then is refused (its forward ran on half-updated parameters).
   bool awaiting_step = false;
 };
-
-// The comm hook of kindling/nn/zero.h: records each bucket, then reduce-scatters it (each rank
-// gets the group's average of its own chunk) by point-to-point exchanges. Named
-// "zero_reduce_scatter", or "zero_reduce_scatter_and_step" when the optimizer steps inside
-// backward (`steps`).
-std::shared_ptr<CommHook> make_hook(std::shared_ptr<HookRecords> records, bool steps);
 
 // A bucket in the optimizer's terms: its members as indices into the optimizer's parameters.
 struct Bucket {
@@ -83,25 +77,6 @@ struct Layout {
   // Rank q's pieces, ordered by parameter group (`group_of[param]`), then by bucket and position:
   // the order of the inner optimizer's parameters on rank q.
   std::vector<Piece> pieces_of(int q, const std::vector<std::size_t>& group_of) const;
-};
-
-// A bucket's updated chunks on their way to every rank: an all-gather by point-to-point
-// exchanges, so that several buckets' can be in flight at once and overlap the reduce-scatter.
-class Gather {
- public:
-  // Copies this rank's chunk of bucket `index` out of the parameters (`params`: the optimizer's,
-  // by its index) and posts it to every other rank of `group`, and the receives of theirs.
-  Gather(const Bucket& bucket, int64_t index, const std::vector<at::Tensor>& params, const dist::Group& group);
-  // Waits for the exchanges, then copies the other ranks' chunks into the parameters. Throws
-  // what the exchanges throw (kindling::TimeoutError, kindling::CommunicationError).
-  void finish();
-
- private:
-  Bucket bucket_;
-  std::vector<at::Tensor> flat_;      // the members' parameters, flattened
-  int rank_;
-  std::vector<at::Tensor> received_;  // by rank; this rank's own: its chunk as sent
-  std::vector<dist::Work> works_;
 };
 
 }  // namespace zero

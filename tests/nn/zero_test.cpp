@@ -6,6 +6,7 @@
 #include <kindling/dist/auto.h>
 #include <kindling/dist/dist.h>
 #include <kindling/engine/amp.h>
+#include <kindling/engine/supervised.h>
 #include <kindling/error.h>
 #include <kindling/handlers/checkpointing/stateful.h>
 #include <kindling/nn/ddp.h>
@@ -241,6 +242,36 @@ KINDLING_WORKER(zero_overlap_rules) {
   kd::finalize();
 }
 
+// In the Engine: create_supervised_trainer steps it as any optimizer, in both modes, and the
+// weights equal the same trainer's with plain DDP and LibTorch's Adam.
+KINDLING_WORKER(zero_in_the_engine) {
+  initialize();
+  std::vector<kindling::data::Example> data;
+  for (int step = 0; step < 4; ++step) {
+    auto [x, y] = batch(step);
+    data.push_back({x, y});
+  }
+  auto mse = [](const at::Tensor& y_pred, const at::Tensor& y) { return torch::mse_loss(y_pred, y); };
+  const torch::optim::AdamOptions options(1e-2);
+  auto train_with = [&](torch::optim::Optimizer& optimizer, Net& net, kn::DdpOptions ddp) {
+    auto model = kd::auto_model(net, ddp.bucket_cap_mb(0.002));
+    auto trainer = kindling::engine::create_supervised_trainer(model, optimizer, mse);
+    trainer.run(data, 2);
+  };
+  torch::manual_seed(5);
+  Net plain_net;
+  torch::optim::Adam plain(plain_net->parameters(), options);
+  train_with(plain, plain_net, kn::DdpOptions());
+  for (bool overlap : {false, true}) {
+    torch::manual_seed(5);
+    Net net;
+    kn::ZeroRedundancyOptimizer zero(net->parameters(), options, kn::ZeroOptions().overlap_with_ddp(overlap));
+    train_with(zero, net, kn::DdpOptions().comm_hook(zero.comm_hook()));
+    expect_close(flat_parameters(net), flat_parameters(plain_net), overlap ? "engine, overlapped" : "engine");
+  }
+  kd::finalize();
+}
+
 class ZeroTest : public kindling::testing::BackendWorldTest {};
 TEST_P(ZeroTest, TrainsAsDdpWithItsShareOfTheState) { expect_ok("zero_trains_as_ddp"); }
 INSTANTIATE_TEST_SUITE_P(Backends, ZeroTest, ::testing::ValuesIn(kindling::testing::cpu_backend_world_sizes({2, 3})),
@@ -250,6 +281,7 @@ class ZeroTwoRanksTest : public kindling::testing::BackendWorldTest {};
 TEST_P(ZeroTwoRanksTest, GradScalerSkipsOnEveryRank) { expect_ok("zero_grad_scaler_agrees"); }
 TEST_P(ZeroTwoRanksTest, RefusesAModelWithoutItsHook) { expect_ok("zero_refuses_a_model_without_its_hook"); }
 TEST_P(ZeroTwoRanksTest, OverlapStepsInsideBackwardAndRefusesMisuse) { expect_ok("zero_overlap_rules"); }
+TEST_P(ZeroTwoRanksTest, TrainsInTheEngineAsDdp) { expect_ok("zero_in_the_engine"); }
 INSTANTIATE_TEST_SUITE_P(Backends, ZeroTwoRanksTest, ::testing::ValuesIn(kindling::testing::cpu_backend_world_sizes({2})),
                          [](const auto& info) { return kindling::testing::backend_world_size_name(info.param); });
 

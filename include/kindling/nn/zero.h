@@ -22,12 +22,13 @@
 /// the ordinary optimizer's, so the training equals plain DDP's (bit for bit on 2 ranks; on
 /// more, the sum of the N gradients runs in rank order, not the all-reduce's order).
 ///
-/// With ZeroOptions().overlap_with_ddp(true) the step moves into backward: when DDP waits for a
-/// bucket at the end of backward, the optimizer steps that bucket's chunk at once and posts its
-/// updated chunk to the other ranks, while the later buckets are still being reduced; step()
-/// then only steps what backward did not (the first iteration's buckets, whose layout is learnt
-/// then, and parameters in no bucket) and receives the others' chunks. The link stays busy from
-/// the first bucket's reduce-scatter to the last bucket's all-gather, as one all-reduce would.
+/// With ZeroOptions().overlap_with_ddp(true) the step moves into backward: a thread of the hook's
+/// own waits for each bucket's reduce-scatter as soon as it is posted, then steps that bucket's
+/// chunk and posts it to the other ranks, while backward and the later buckets' reductions go
+/// on (DDP's wait for a bucket at the end of backward waits for that thread); step() then only
+/// steps what backward did not (the first iteration's buckets, whose layout is learnt then, and
+/// parameters in no bucket) and receives the others' chunks. The link stays busy from the first
+/// bucket's reduce-scatter to the last bucket's all-gather, as one all-reduce would.
 ///
 /// Rules: the DDP model must use this optimizer's comm_hook() (kindling::UsageError from step()
 /// otherwise) and keep its bucket layout (DDP does not rebuild buckets under a comm hook). Read
@@ -35,8 +36,10 @@
 /// clip_grad_norm_ need the group's view: the former is handled, see GradScaler; the latter is
 /// not; with overlap_with_ddp GradScaler is refused, the step having run before it could check).
 /// With overlap_with_ddp every synchronised backward steps (as kindling::nn::OptimizerInBackward
-/// does), the parameters are partly updated between backward and step(), and kindling::nn::Join
-/// is refused. In the serial model, or a world of one rank, the optimizer is the ordinary one.
+/// does) and must be followed by step() before the next one (kindling::UsageError otherwise), the
+/// parameters are partly updated between backward and step() and are stepped while backward
+/// still runs (a second backward through the same graph, retain_graph, is not possible), and
+/// kindling::nn::Join is refused. In the serial model, or a world of one rank, the optimizer is the ordinary one.
 
 #include <torch/optim/optimizer.h>
 

@@ -1,0 +1,268 @@
+// ZeroRedundancyOptimizer's exchanges: the comm hook's reduce-scatter (and, with
+// overlap_with_ddp, the thread that completes each bucket's as soon as it is in) and the
+// all-gather of the updated chunks (zero_exchange.h).
+#include "zero_exchange.h"
+
+#include <ATen/ATen.h>
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "kindling/dist/dist.h"
+#include "kindling/error.h"
+
+namespace kindling {
+namespace nn {
+namespace zero {
+
+namespace {
+
+// Tags of the exchanges: one per bucket and direction, apart from small user tags (MPI
+// guarantees 32767).
+int reduce_tag(int64_t bucket) { return 20000 + static_cast<int>(bucket % 6000); }
+int gather_tag(int64_t bucket) { return 26000 + static_cast<int>(bucket % 6000); }
+
+// A bucket's exchanges in flight; once they are in, this rank's chunk becomes the group's
+// average and the optimizer hears of it (when it steps inside backward).
+struct ExchangeState {
+  at::Tensor own;
+  int rank = 0;
+  std::vector<at::Tensor> received;  // by rank
+  std::vector<dist::Work> works;
+  std::shared_ptr<HookRecords> records;
+  GradBucket bucket;
+  // Set by complete() when it runs on the hook's thread.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::exception_ptr error;
+
+  void complete() {
+    for (auto& w : works) w.wait();
+    if (own.numel() > 0) {
+      // Summed in rank order, then divided (as DDP's own all-reduce and division).
+      at::Tensor sum = (rank == 0 ? own : received[0]).clone();
+      for (std::size_t q = 1; q < received.size(); ++q) sum.add_(static_cast<int>(q) == rank ? own : received[q]);
+      own.copy_(sum.div_(static_cast<int64_t>(received.size())));
+    }
+    std::function<void(const GradBucket&)> after;
+    {
+      std::lock_guard<std::mutex> lock(records->mu);
+      after = records->after_reduce;
+    }
+    if (after) after(bucket);
+  }
+};
+
+// Runs jobs one after the other, in the order posted, on a thread of its own; the destructor
+// runs what is left, then joins.
+class Progress {
+ public:
+  Progress() : thread_([this] { loop(); }) {}
+  ~Progress() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void post(std::function<void()> job) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      jobs_.push_back(std::move(job));
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  void loop() {
+    while (true) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return stop_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      job();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts once the rest is made
+};
+
+// DDP's handle on a bucket: completes the exchange itself, or waits for the hook's thread to.
+class Exchange : public PendingBucket {
+ public:
+  Exchange(std::shared_ptr<ExchangeState> state, Progress* progress) : state_(std::move(state)) {
+    if (progress == nullptr) return;
+    progress->post([state = state_] {
+      std::exception_ptr error;
+      try {
+        at::NoGradGuard no_grad;
+        state->complete();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      std::lock_guard<std::mutex> lock(state->mu);
+      state->error = error;
+      state->done = true;
+      state->cv.notify_all();
+    });
+    threaded_ = true;
+  }
+  void wait() override {
+    if (!threaded_) {
+      state_->complete();
+      return;
+    }
+    std::unique_lock<std::mutex> lock(state_->mu);
+    state_->cv.wait(lock, [this] { return state_->done; });
+    if (state_->error) std::rethrow_exception(state_->error);
+  }
+
+ private:
+  std::shared_ptr<ExchangeState> state_;
+  bool threaded_ = false;
+};
+
+class Done : public PendingBucket {
+ public:
+  void wait() override {}
+};
+
+void record(HookRecords& records, const GradBucket& bucket, const dist::Group& group) {
+  BucketRecord seen;
+  seen.numel = bucket.buffer.numel();
+  const int64_t base = bucket.buffer.storage_offset();
+  for (std::size_t i = 0; i < bucket.parameters.size(); ++i) {
+    seen.params.push_back(bucket.parameters[i].unsafeGetTensorImpl());
+    seen.offsets.push_back(bucket.gradients[i].storage_offset() - base);
+  }
+  std::lock_guard<std::mutex> lock(records.mu);
+  // Bucket 0 comes first in every synchronised backward (the later ones may find this
+  // backward's own first steps done already).
+  KINDLING_CHECK(bucket.index != 0 || !records.awaiting_step,
+                 "kindling::nn::ZeroRedundancyOptimizer (overlap_with_ddp): a synchronised "
+                 "backward on rank ",
+                 group.rank(),
+                 " before step() finished the previous one; that backward stepped "
+                 "this rank's chunks and the others' arrive in step(): call optimizer.step() after every synchronised "
+                 "backward (accumulate inside model.no_sync() instead)");
+  if (!records.group) records.group = group;
+  const auto index = static_cast<std::size_t>(bucket.index);
+  if (index == records.buckets.size()) {
+    records.buckets.push_back(std::move(seen));
+    return;
+  }
+  KINDLING_CHECK(index < records.buckets.size(), "kindling::nn::ZeroRedundancyOptimizer: bucket ", index,
+                 " came before bucket ", records.buckets.size(), "; the hook must see buckets in index order");
+  const BucketRecord& known = records.buckets[index];
+  KINDLING_CHECK(known.params == seen.params && known.offsets == seen.offsets && known.numel == seen.numel,
+                 "kindling::nn::ZeroRedundancyOptimizer: DDP's bucket ", index,
+                 " changed since the first "
+                 "synchronised backward (",
+                 known.params.size(), " parameters, ", known.numel, " elements then; ", seen.params.size(), " and ",
+                 seen.numel,
+                 " now); its shards follow the first layout: keep one "
+                 "DDP model per optimizer and do not change its parameters");
+}
+
+class ZeroHook : public CommHook {
+ public:
+  ZeroHook(std::shared_ptr<HookRecords> records, bool steps)
+      : records_(std::move(records)), progress_(steps ? std::make_unique<Progress>() : nullptr) {}
+  std::string name() const override { return progress_ ? "zero_reduce_scatter_and_step" : "zero_reduce_scatter"; }
+  std::unique_ptr<PendingBucket> run(GradBucket& bucket, const dist::Group& group) override {
+    record(*records_, bucket, group);
+    const int size = group.size();
+    const int rank = group.rank();
+    if (size == 1) return std::make_unique<Done>();
+    at::Tensor flat = bucket.buffer.view(-1);
+    const std::vector<int> ranks = group.ranks();
+    const int tag = reduce_tag(bucket.index);
+    const auto [lo, hi] = chunk(flat.numel(), rank, size);
+    auto state = std::make_shared<ExchangeState>();
+    state->own = flat.narrow(0, lo, hi - lo);
+    state->rank = rank;
+    state->received.resize(static_cast<std::size_t>(size));
+    state->records = records_;
+    state->bucket = bucket;
+    // Receives before sends (here and in Gather): on gloo, ranks that all send first stall each
+    // other at times; bench/cluster/p2p_hosts.py across 4 hosts at 1 Gbit/s: 399-525 ms (median
+    // 456) sends first, 286-300 ms receives first, for the same bytes.
+    for (int q = 0; q < size && hi > lo; ++q) {
+      if (q == rank) continue;
+      at::Tensor& into = state->received[static_cast<std::size_t>(q)];
+      into = at::empty({hi - lo}, flat.options());
+      state->works.push_back(dist::irecv(into, ranks[q], tag, group));
+    }
+    for (int q = 0; q < size; ++q) {
+      const auto [qlo, qhi] = chunk(flat.numel(), q, size);
+      if (q != rank && qhi > qlo)
+        state->works.push_back(dist::isend(flat.narrow(0, qlo, qhi - qlo), ranks[q], tag, group));
+    }
+    return std::make_unique<Exchange>(std::move(state), progress_.get());
+  }
+
+ private:
+  std::shared_ptr<HookRecords> records_;
+  std::unique_ptr<Progress> progress_;  // with overlap_with_ddp
+};
+
+}  // namespace
+
+Gather::Gather(const Bucket& bucket, int64_t index, const std::vector<at::Tensor>& params, const dist::Group& group)
+    : bucket_(bucket), rank_(group.rank()), received_(static_cast<std::size_t>(group.size())) {
+  for (std::size_t p : bucket.params) flat_.push_back(params[p].detach().view(-1));
+  const int size = group.size();
+  const std::vector<int> ranks = group.ranks();
+  const int tag = gather_tag(index);
+  const auto [lo, hi] = chunk(bucket.numel, rank_, size);
+  at::Tensor mine = at::empty({hi - lo}, flat_.front().options());
+  for_each_overlap(bucket, lo, hi, [&](std::size_t m, int64_t offset, int64_t pos, int64_t length) {
+    mine.narrow(0, pos - lo, length).copy_(flat_[m].narrow(0, offset, length));
+  });
+  received_[static_cast<std::size_t>(rank_)] = mine;  // kept alive until the sends are done
+  for (int q = 0; q < size; ++q) {                    // receives first: see ZeroHook::run
+    const auto [qlo, qhi] = chunk(bucket.numel, q, size);
+    if (q == rank_ || qhi == qlo) continue;
+    received_[static_cast<std::size_t>(q)] = at::empty({qhi - qlo}, mine.options());
+    works_.push_back(dist::irecv(received_[static_cast<std::size_t>(q)], ranks[q], tag, group));
+  }
+  for (int q = 0; q < size && hi > lo; ++q)
+    if (q != rank_) works_.push_back(dist::isend(mine, ranks[q], tag, group));
+}
+
+void Gather::finish() {
+  for (auto& w : works_) w.wait();
+  works_.clear();
+  const int size = static_cast<int>(received_.size());
+  for (int q = 0; q < size; ++q) {
+    if (q == rank_) continue;
+    const auto [qlo, qhi] = chunk(bucket_.numel, q, size);
+    for_each_overlap(bucket_, qlo, qhi, [&](std::size_t m, int64_t offset, int64_t pos, int64_t length) {
+      flat_[m].narrow(0, offset, length).copy_(received_[static_cast<std::size_t>(q)].narrow(0, pos - qlo, length));
+    });
+  }
+}
+
+std::shared_ptr<CommHook> make_hook(std::shared_ptr<HookRecords> records, bool steps) {
+  return std::make_shared<ZeroHook>(std::move(records), steps);
+}
+
+}  // namespace zero
+}  // namespace nn
+}  // namespace kindling
