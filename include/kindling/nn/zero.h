@@ -16,8 +16,9 @@
 /// own (a reduce-scatter by point-to-point exchanges, while backward goes on): only the rank's
 /// own chunk of `.grad()` holds the group's average afterwards, the rest keeps this rank's
 /// values. step() runs the optimizer (SGD, Adam or AdamW) on the parameters' parts in its
-/// chunks only, as views of the parameters, then one all_gather per bucket gives every rank the
-/// others' updated parts. The bytes sent equal one all-reduce's; the optimizer's state on each
+/// chunks only, as views of the parameters, then each rank sends every other its updated chunk
+/// of every bucket (an all-gather by point-to-point exchanges, all buckets in flight at once).
+/// The bytes sent equal one all-reduce's; the optimizer's state on each
 /// rank is 1/N of the whole (rounded up to a chunk's size). The arithmetic of each element is
 /// the ordinary optimizer's, so the training equals plain DDP's (bit for bit on 2 ranks; on
 /// more, the sum of the N gradients runs in rank order, not the all-reduce's order).
@@ -96,10 +97,10 @@ class KINDLING_API ZeroRedundancyOptimizer : public torch::optim::Optimizer, pub
 
   /// Steps this rank's parts (those backward did not, with overlap_with_ddp), then all-gathers
   /// every bucket's parameters: a collective over the DDP group (every rank, in the same order).
-  /// The closure, when given, is called first and its loss returned. Throws kindling::UsageError when the hook has reduced no bucket while the
-  /// world has several ranks (the DDP model was built without comm_hook()), or when the
-  /// parameter groups changed since the first step; kindling::TimeoutError /
-  /// kindling::CommunicationError from the all_gather.
+  /// The closure, when given, is called first and its loss returned. Throws
+  /// kindling::UsageError when the hook has reduced no bucket while the world has several ranks
+  /// (the DDP model was built without comm_hook()), or when the parameter groups changed since
+  /// the first step; kindling::TimeoutError / kindling::CommunicationError from the exchanges.
   at::Tensor step(LossClosure closure = nullptr) override;
 
   /// The whole state in torch's optimizer.state_dict() layout (kindling/nn/optimizer_state.h),
