@@ -23,6 +23,7 @@
 
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <iterator>
 #include <string>
 
@@ -198,7 +199,7 @@ KINDLING_WORKER(zero_refuses_a_model_without_its_hook) {
 
 // overlap_with_ddp: after the first step the chunks are stepped inside backward (the weights
 // move before step()), a second synchronised backward before step() is refused, and so are
-// GradScaler and Join; no_sync accumulation still works.
+// GradScaler, Join and an optimizer destroyed before its model; no_sync accumulation still works.
 std::string message_of(const std::function<void()>& f) {
   try {
     f();
@@ -239,6 +240,20 @@ KINDLING_WORKER(zero_overlap_rules) {
   zero.step();  // receives backward(2)'s chunks: every rank ends with the same weights
   const auto all = kd::all_gather(flat_parameters(net).unsqueeze(0));
   WCHECK(torch::equal(all[0], all[1]), << "the ranks' weights differ after step()");
+  // An optimizer destroyed while its DDP model still trains: the next backward says so.
+  Net other;
+  auto gone = std::make_unique<kn::ZeroRedundancyOptimizer>(other->parameters(), torch::optim::SGDOptions(0.1),
+                                                            kn::ZeroOptions().overlap_with_ddp(true));
+  auto orphan = kd::auto_model(other, kn::DdpOptions().comm_hook(gone->comm_hook()));
+  auto orphan_backward = [&] {
+    auto [x, y] = batch(4);
+    torch::mse_loss(orphan(x), y).backward();
+  };
+  orphan_backward();
+  gone->step();
+  gone.reset();
+  const std::string destroyed = message_of(orphan_backward);
+  WCHECK(destroyed.find("keep the optimizer alive as long as the model") != std::string::npos, << destroyed);
   kd::finalize();
 }
 
