@@ -7,7 +7,8 @@
   2. a process in fixture B, and one in a namespace no fixture made ("kdl-h..."): fixture A
      down, then another fixture up and down, in this process (the Python API): both run on,
      B's hosts still reach each other;
-  3. a fixture whose owner process died (stale) is removed by the next up; live ones are not;
+  3. a fixture whose owner process died (stale) is removed by the next up; live ones, and one
+     made with `--owner 1` (kept until `down`), are not;
   4. after every down: nothing left of any fixture this test made (namespaces, links, hosts
      files, records).
 
@@ -106,17 +107,20 @@ def check_down_spares_others(a, b, foreign_ns):
             p.wait()
 
 
-def check_stale_removed(live):
-    """A fixture whose owner died is removed by the next up; `live` (owner running) is not."""
+def check_stale_removed(live, kept):
+    """A fixture whose owner died is removed by the next up; `live` (owner running) and `kept`
+    (--owner 1, the documented way to keep one until `down`) are not."""
     owner = subprocess.Popen(["sleep", "1000"])
     stale = up_at_once(1, owner.pid)[0]
     owner.kill()
     owner.wait()
     expect(fixture_registry.is_stale(stale.record), f"{stale.id} is not stale after its owner died")
     expect(not fixture_registry.is_stale(live.record), f"{live.id} is stale while its owner runs")
+    expect(not fixture_registry.is_stale(kept.record), f"{kept.id} (--owner 1) is stale")
     with cluster.Cluster(hosts=2):
         expect(stale.leftovers() == [], f"left of the stale {stale.id} after the next up: {stale.leftovers()}")
-        expect(live.namespace(0) in fixture_registry.namespaces_now(), f"the live {live.id} was removed")
+        for c in (live, kept):
+            expect(c.namespace(0) in fixture_registry.namespaces_now(), f"the live {c.id} was removed")
 
 
 def main():
@@ -132,7 +136,8 @@ def main():
         fixtures = up_at_once(4, owner.pid)
         check_side_by_side(fixtures)
         check_down_spares_others(fixtures[0], fixtures[1], foreign_ns)
-        check_stale_removed(fixtures[1])
+        fixtures += up_at_once(1, 1)  # kept until `down`: pid 1, whose /proc/1/ns/pid may be unreadable
+        check_stale_removed(fixtures[1], fixtures[-1])
         for c in fixtures[1:]:
             subprocess.run(CLI + ["--cluster", c.id, "down"], check=True, timeout=60)
         left = [x for c in fixtures for x in c.leftovers()] + cluster.leftovers()

@@ -47,11 +47,15 @@ def namespaces_now():
 
 
 def process_identity(pid):
-    """(start time in clock ticks, pid namespace) of a running process, or None."""
+    """(start time in clock ticks, pid namespace the pid is counted in) of a running process,
+    or None. The namespace is this process's own: `pid` names a process of the namespace that
+    reads /proc, whichever (child) namespace the process itself sits in, and /proc/<pid>/ns/pid
+    of another process is unreadable without ptrace rights (/proc/1/ns/pid in a container:
+    `cluster.py up --owner 1` was refused as "does not run")."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             start = int(f.read().rsplit(")", 1)[1].split()[19])
-        return start, os.readlink(f"/proc/{pid}/ns/pid")
+        return start, os.readlink("/proc/self/ns/pid")
     except (OSError, IndexError, ValueError):
         return None
 
