@@ -78,6 +78,22 @@ struct Measured {
   int64_t timeline_events = 0;                  // --timeline: the events the timed steps recorded
 };
 
+// ZeRO's comm hook is the whole reduction (it takes no inner hook) and ZeRO is the optimizer:
+// --zero (or --zero-overlap) with another hook or with --in-backward would drop one of the two.
+void refuse_conflicts(const Options& o) {
+  if (!(o.zero || o.zero_overlap)) return;
+  const std::string zero = o.zero_overlap ? "--zero-overlap" : "--zero";
+  if (o.comm_hook != "none")
+    throw CLI::ValidationError(zero + " with --comm-hook " + o.comm_hook +
+                               ": ZeRO's comm hook reduce-scatters every bucket itself and wraps no other hook, so " +
+                               o.comm_hook + " would not run; drop one of the two");
+  if (o.in_backward)
+    throw CLI::ValidationError(zero +
+                               " with --in-backward: both choose the optimizer (ZeroRedundancyOptimizer, "
+                               "OptimizerInBackward); drop one of the two (--zero-overlap is ZeRO's own stepping "
+                               "inside backward)");
+}
+
 // Binds every option to `o` (tools/cli/cli.h gives --help and the errors).
 void describe_options(CLI::App& app, Options& o) {
   app.add_option("--mode", o.mode, "step (a training step) or loader (auto_dataloader alone)")
@@ -119,9 +135,10 @@ void describe_options(CLI::App& app, Options& o) {
   app.add_flag("--zero", o.zero,
                "The optimizer as kindling::nn::ZeroRedundancyOptimizer (ZeRO-1: its comm hook, 1/N of the state)");
   app.add_flag("--zero-overlap", o.zero_overlap,
-               "With --zero: ZeroOptions::overlap_with_ddp (each bucket's chunk stepped and sent inside backward)");
+               "--zero with ZeroOptions::overlap_with_ddp (each bucket's chunk stepped and sent inside backward)");
   app.add_option("--workers", o.workers, "loader: worker threads")->check(CLI::Range(0, 1024))->capture_default_str();
   app.add_option("--epochs", o.epochs, "loader: epochs")->check(CLI::Range(1, 100000))->capture_default_str();
+  app.callback([&o] { refuse_conflicts(o); });
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
