@@ -2,6 +2,7 @@
 // layout of PyTorch's flight recorder (version 2.10: what torch 2.15's torchfrtrace reads),
 // and the moments it is written without being asked: after the first failure of a
 // collective (call.cpp), on SIGUSR1, and when an exception ends the program.
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -9,7 +10,9 @@
 
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -21,6 +24,7 @@
 #include "dist/flight_recorder.h"
 #include "kindling/dist/flight_recorder.h"
 #include "kindling/dist/launch_env.h"
+#include "kindling/error.h"
 #include "kindling/log.h"
 
 namespace kindling {
@@ -161,20 +165,75 @@ std::string serialize(const FlightSnapshot& s, const std::string& reason) {
 std::mutex g_dump_mu;
 bool g_exiting = false;  // under g_dump_mu
 
+constexpr const char* kDumpWho = "kindling::dist::dump_flight_record";
+
+// A temporary name in the record folder that does not look like a record to torch's analyzer:
+// torchfrtrace reads every file whose name contains the common prefix (kindling_fr_rank_) and
+// infers that prefix from the names ending in a number.
+std::string temp_name(const std::string& folder, const char* kind, int rank) {
+  return folder + "/." + kind + "-rank" + std::to_string(rank) + "-pid" + std::to_string(::getpid()) + ".tmp";
+}
+
+// Writes all of `bytes` to `fd` (retrying on EINTR and short writes) and fsyncs it; throws
+// kindling::Error naming `what` and the system's reason.
+void write_all(int fd, const std::string& bytes, const std::string& what) {
+  for (std::size_t done = 0; done < bytes.size();) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    KINDLING_CHECK_T(::kindling::Error, n > 0, kDumpWho, ": cannot write ", what, " (",
+                     std::strerror(n < 0 ? errno : EIO), "); check the free space of its folder");
+    done += static_cast<std::size_t>(n);
+  }
+  KINDLING_CHECK_T(::kindling::Error, ::fsync(fd) == 0, kDumpWho, ": cannot sync ", what, " (", std::strerror(errno),
+                   ")");
+}
+
+// Puts `bytes` at `path` (in `folder`) through a file without a name (O_TMPFILE), named only
+// once whole: a rank killed while writing (the launcher's SIGKILL after its SIGUSR1, a full
+// disk's SIGXFSZ) leaves nothing in the folder torch's analyzer reads. A record already there
+// is replaced by a rename, whose name is in the folder for two system calls only. Returns false
+// where the file system has no unnamed files (the caller writes a named temporary instead).
+bool publish_unnamed(const std::string& folder, const std::string& path, int rank, const std::string& bytes) {
+  const int fd = ::open(folder.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  write_all(fd, bytes, "the flight record for " + path);
+  const std::string self = "/proc/self/fd/" + std::to_string(fd);
+  if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, path.c_str(), AT_SYMLINK_FOLLOW) == 0) return true;
+  const int link_error = errno;
+  if (link_error != EEXIST) return false;  // no /proc here: the named temporary
+  const std::string temp = temp_name(folder, "replacing", rank);
+  ::unlink(temp.c_str());
+  KINDLING_CHECK_T(::kindling::Error, ::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, temp.c_str(), AT_SYMLINK_FOLLOW) == 0,
+                   kDumpWho, ": cannot name the new flight record ", temp, " (", std::strerror(errno), ")");
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    const int rename_error = errno;
+    ::unlink(temp.c_str());
+    KINDLING_CHECK_T(::kindling::Error, false, kDumpWho, ": cannot rename ", temp, " to ", path, " (",
+                     std::strerror(rename_error), ")");
+  }
+  return true;
+}
+
 std::string write_dump(const std::string& reason) {
   std::lock_guard<std::mutex> lock(g_dump_mu);
   if (g_exiting || !flight_enabled()) return "";
   const FlightSnapshot s = flight_snapshot();
   const std::string folder = flight_record_folder();
-  ::kindling::detail::make_directories(folder, "kindling::dist::dump_flight_record");
+  ::kindling::detail::make_directories(folder, kDumpWho);
   const std::string path = folder + "/kindling_fr_rank_" + std::to_string(s.rank);
   const std::string bytes = serialize(s, reason);
-  // The temporary name must not look like a record to torch's analyzer (torchfrtrace reads every
-  // file that contains the common prefix and infers that prefix from names ending in a number):
-  // one left by a process that ended mid-dump made it refuse the whole folder.
-  const std::string temp =
-      folder + "/.partial-rank" + std::to_string(s.rank) + "-pid" + std::to_string(::getpid()) + ".tmp";
-  ::kindling::detail::replace_file(path, temp, bytes.data(), bytes.size(), "kindling::dist::dump_flight_record");
+  if (publish_unnamed(folder, path, s.rank, bytes)) {
+    ::kindling::detail::sync_directory(folder);
+    return path;
+  }
+  // A file system without O_TMPFILE (NFS): a named temporary, which a rank killed while
+  // writing leaves behind.
+  const std::string temp = temp_name(folder, "partial", s.rank);
+  ::kindling::detail::replace_file(path, temp, bytes.data(), bytes.size(), kDumpWho);
   return path;
 }
 

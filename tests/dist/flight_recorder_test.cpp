@@ -1,16 +1,20 @@
 // The flight recorder (kindling/dist/flight_recorder.h): real ranks write their dumps on
-// request, on SIGUSR1 and after a stall; Python's pickle reads them back and, with torch 2.x,
-// torch's own analyzer (torchfrtrace) reads the whole job's dumps and names the rank that
-// never joined (tests/dist/check_flight_record.py).
+// request, on SIGUSR1 and after a stall, and leave nothing behind when killed mid-dump;
+// Python's pickle reads them back and, with torch 2.x, torch's own analyzer (torchfrtrace)
+// reads the whole job's dumps and names the rank that never joined
+// (tests/dist/check_flight_record.py).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <kindling/kindling.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 
@@ -183,4 +187,29 @@ TEST(FlightRecorderUncaught, AnExceptionThatEndsTheProgramWritesTheRecord) {
   }
   EXPECT_EQ(kindling::testing::files_in(dir.path()),
             (std::vector<std::string>{"kindling_fr_rank_0", "kindling_fr_rank_1"}));
+}
+
+// A rank killed while it writes its record (here by SIGXFSZ: a file size limit below the
+// record's size, deterministic where a launcher's SIGKILL is a race) leaves nothing in the
+// folder torch's analyzer is pointed at: neither a part of the record nor a temporary file.
+KINDLING_WORKER(flight_killed_mid_dump) {
+  kd::initialize("gloo");
+  auto t = at::ones({4});
+  for (int i = 0; i < 50; ++i) kd::all_reduce(t);  // a record of several kilobytes
+  kd::barrier();
+  struct rlimit limit {};
+  limit.rlim_cur = limit.rlim_max = 1024;
+  WCHECK(::setrlimit(RLIMIT_FSIZE, &limit) == 0, << "setrlimit: " << std::strerror(errno));
+  kd::dump_flight_record();  // SIGXFSZ ends the process inside the write
+  std::fprintf(stderr, "the dump was written whole under a 1024-byte file size limit\n");
+  std::_Exit(3);
+}
+
+TEST(FlightRecorderKilled, ARankKilledWhileWritingLeavesNothingInTheFolder) {
+  kindling::testing::TempDir dir("flight");
+  LaunchOptions opts;
+  opts.env["KINDLING_FLIGHT_RECORD_DIR"] = dir.path();
+  auto results = run_workers("flight_killed_mid_dump", opts);
+  for (const auto& r : results) EXPECT_EQ(r.signal, SIGXFSZ) << describe(results);
+  EXPECT_EQ(kindling::testing::files_in(dir.path()), std::vector<std::string>{});
 }
