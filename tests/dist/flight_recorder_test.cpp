@@ -7,10 +7,12 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <kindling/kindling.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -190,13 +192,16 @@ TEST(FlightRecorderUncaught, AnExceptionThatEndsTheProgramWritesTheRecord) {
 }
 
 // A rank killed while it writes its record (here by SIGXFSZ: a file size limit below the
-// record's size, deterministic where a launcher's SIGKILL is a race) leaves nothing in the
-// folder torch's analyzer is pointed at: neither a part of the record nor a temporary file.
+// record's size, deterministic where a launcher's SIGKILL is a race) leaves nothing but the
+// records written before in the folder torch's analyzer is pointed at: neither a part of the
+// new record nor a temporary file.
 KINDLING_WORKER(flight_killed_mid_dump) {
   kd::initialize("gloo");
   auto t = at::ones({4});
   for (int i = 0; i < 50; ++i) kd::all_reduce(t);  // a record of several kilobytes
   kd::barrier();
+  const std::string path = kd::dump_flight_record();
+  WCHECK(kd::dump_flight_record() == path);  // replaces the first
   struct rlimit limit {};
   limit.rlim_cur = limit.rlim_max = 1024;
   WCHECK(::setrlimit(RLIMIT_FSIZE, &limit) == 0, << "setrlimit: " << std::strerror(errno));
@@ -211,5 +216,12 @@ TEST(FlightRecorderKilled, ARankKilledWhileWritingLeavesNothingInTheFolder) {
   opts.env["KINDLING_FLIGHT_RECORD_DIR"] = dir.path();
   auto results = run_workers("flight_killed_mid_dump", opts);
   for (const auto& r : results) EXPECT_EQ(r.signal, SIGXFSZ) << describe(results);
-  EXPECT_EQ(kindling::testing::files_in(dir.path()), std::vector<std::string>{});
+  auto files = kindling::testing::files_in(dir.path());
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{"kindling_fr_rank_0", "kindling_fr_rank_1"}));
+  for (const auto& name : files) {  // the second dump, whole (a part would stop at the 1 KiB limit)
+    struct stat st {};
+    EXPECT_EQ(::stat((dir.path() + "/" + name).c_str(), &st), 0) << name;
+    EXPECT_GT(st.st_size, 1024) << name;
+  }
 }
