@@ -1,5 +1,5 @@
 // kindling::engine::EngineLogger: the default writes through kindling's log, with rank 0's
-// INFO lines kept and other ranks' lowered to DEBUG.
+// INFO lines kept and other ranks' lowered to DEBUG; quiet() lowers them on every rank.
 #include "kindling/engine/logger.h"
 
 #include <exception>
@@ -24,22 +24,31 @@ int default_logger_rank() {
   }
 }
 
-// The level a line of the default logger is written at on this rank.
-LogLevel default_level_on_this_rank(LogLevel level) {
-  if (level == LogLevel::kInfo && default_logger_rank() != 0) return LogLevel::kDebug;
+// The level a line of the default logger is written at on this rank (`quiet`: INFO at DEBUG
+// on every rank).
+LogLevel default_level_on_this_rank(LogLevel level, bool quiet) {
+  if (level == LogLevel::kInfo && (quiet || default_logger_rank() != 0)) return LogLevel::kDebug;
   return level;
+}
+
+EngineLogger::Write default_write(bool quiet) {
+  return [quiet](LogLevel level, const std::string& message) {
+    kindling::log(default_level_on_this_rank(level, quiet), message);
+  };
+}
+
+EngineLogger::Enabled default_enabled(bool quiet) {
+  return [quiet](LogLevel level) {
+    const LogLevel threshold = kindling::log_level();
+    return threshold != LogLevel::kOff && default_level_on_this_rank(level, quiet) >= threshold;
+  };
 }
 
 }  // namespace
 
-EngineLogger::EngineLogger()
-    : write_([](LogLevel level, const std::string& message) {
-        kindling::log(default_level_on_this_rank(level), message);
-      }),
-      enabled_([](LogLevel level) {
-        const LogLevel threshold = kindling::log_level();
-        return threshold != LogLevel::kOff && default_level_on_this_rank(level) >= threshold;
-      }) {}
+EngineLogger::EngineLogger() : write_(default_write(false)), enabled_(default_enabled(false)) {}
+
+EngineLogger EngineLogger::quiet() { return EngineLogger(default_write(true), default_enabled(true)); }
 
 EngineLogger::EngineLogger(Write write, Enabled enabled) : write_(std::move(write)), enabled_(std::move(enabled)) {
   KINDLING_CHECK(static_cast<bool>(write_) && static_cast<bool>(enabled_),

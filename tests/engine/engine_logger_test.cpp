@@ -1,9 +1,11 @@
 // Engine::logger: ignite's lines (run start, each epoch's time, the end) at INFO through
 // kindling's log, silenced by the log level; INFO lowered to DEBUG on ranks other than 0;
-// a setup_logger logger assigned to the engine; a logger of one's own.
+// a setup_logger logger assigned to the engine; a logger of one's own; the supervised
+// engines' names, and their evaluator's lines at DEBUG.
 #include <gtest/gtest.h>
-
 #include <stdlib.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
 
 #include <cstdlib>
 #include <optional>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "kindling/engine/engine.h"
+#include "kindling/engine/supervised.h"
 #include "kindling/handlers/loggers/setup_logger.h"
 #include "kindling/log.h"
 #include "support/errors.h"
@@ -152,3 +155,34 @@ TEST_F(EngineLoggerTest, ALoggerWithoutFunctionsIsRefused) {
 }
 
 }  // namespace
+
+// ignite's MNIST examples: a create_supervised_trainer whose EPOCH_COMPLETED runs a
+// create_supervised_evaluator twice (training and validation data). At INFO only the trainer's
+// lines show, named "trainer" (ignite prints nothing for the evaluator at its default level);
+// at DEBUG the evaluator's show, named "evaluator".
+TEST_F(EngineLoggerTest, SupervisedEnginesAreNamedAndTheEvaluatorLogsAtDebug) {
+  kindling::set_log_level(LogLevel::kInfo);
+  torch::nn::Linear model(2, 1);
+  torch::optim::SGD optimizer(model->parameters(), 0.1);
+  ke::Engine trainer = ke::create_supervised_trainer(
+      model, optimizer, [](const at::Tensor& y_pred, const at::Tensor& y) { return (y_pred - y).pow(2).mean(); });
+  ke::Engine evaluator = ke::create_supervised_evaluator(model);
+  const std::vector<kindling::data::Example> data(3, {at::ones({4, 2}), at::zeros({4, 1})});
+  trainer.on(ke::Events::EPOCH_COMPLETED, [&](ke::Engine&) {
+    evaluator.run(data);
+    evaluator.run(data);
+  });
+  ::testing::internal::CaptureStderr();
+  trainer.run(data, 2);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  const std::regex epoch_line(R"(Epoch\[\d\] Complete)");
+  EXPECT_EQ(std::distance(std::sregex_iterator(err.begin(), err.end(), epoch_line), std::sregex_iterator()), 2) << err;
+  EXPECT_NE(err.find("trainer: Epoch[2] Complete."), std::string::npos) << err;
+  EXPECT_EQ(err.find("evaluator"), std::string::npos) << err;
+  EXPECT_EQ(err.find("Engine"), std::string::npos) << err;
+  kindling::set_log_level(LogLevel::kDebug);
+  ::testing::internal::CaptureStderr();
+  evaluator.run(data);
+  const std::string debug = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(debug.find("evaluator: Epoch[1] Complete."), std::string::npos) << debug;
+}

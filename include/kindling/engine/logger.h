@@ -40,6 +40,12 @@ class KINDLING_API EngineLogger {
 
   /// The default logger: kindling's log, with the rank rule of the file comment.
   EngineLogger();
+  /// The default logger with its INFO lines written at DEBUG on every rank: the logger of
+  /// create_supervised_evaluator's engines. An evaluator runs once or twice per training epoch
+  /// and ignite's prints nothing at the default level, so at INFO only the trainer's lines show;
+  /// KINDLING_LOG_LEVEL=debug (or assigning setup_logger("evaluator")) shows the evaluator's.
+  /// Warnings and errors keep their level. Local; does not throw.
+  static EngineLogger quiet();
   /// A logger of your own: `write` gets each line that `enabled` accepts. Throws
   /// kindling::UsageError when either is empty.
   EngineLogger(Write write, Enabled enabled);

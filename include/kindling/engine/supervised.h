@@ -172,7 +172,8 @@ KINDLING_API void attach_metrics(Engine& evaluator, const NamedMetrics& metrics)
 /// accumulation steps), model in train mode, (x, y) = prepare_batch, y_pred =
 /// model_transform(model(x)), loss = loss_fn(y_pred, y) / steps, backward, optimizer step
 /// (per the steps; through the scaler when given), with the forward and loss under autocast
-/// when amp(true); returns output_transform(x, y, y_pred, loss * steps). `model` and
+/// when amp(true); returns output_transform(x, y, y_pred, loss * steps). The engine is named
+/// "trainer" (its log lines: "trainer: Epoch[1] Complete. ..."). `model` and
 /// `optimizer` are used by reference: they must outlive the engine. Throws
 /// kindling::UsageError for gradient_accumulation_steps < 1, or a scaler without amp. Every rank calls it (the model
 /// may be DDP): with several ranks it compares amp, gradient_accumulation_steps and whether a
@@ -183,8 +184,8 @@ Engine create_supervised_trainer(Model model, torch::optim::Optimizer& optimizer
                                  SupervisedTrainerOptions options = SupervisedTrainerOptions()) {
   detail::check_trainer_options(options);
   KINDLING_CHECK(static_cast<bool>(loss_fn), "kindling::engine::create_supervised_trainer: loss_fn is empty");
-  return Engine([model, &optimizer, loss_fn = std::move(loss_fn), o = std::move(options)](
-                    Engine& engine, const data::Example& batch) mutable -> Value {
+  Engine trainer([model, &optimizer, loss_fn = std::move(loss_fn), o = std::move(options)](
+                     Engine& engine, const data::Example& batch) mutable -> Value {
     const int64_t steps = o.gradient_accumulation_steps();
     const int64_t it = engine.state().iteration;
     using timeline::Lane;
@@ -233,12 +234,16 @@ Engine create_supervised_trainer(Model model, torch::optim::Optimizer& optimizer
     if (o.output_transform()) return o.output_transform()(xy.first, xy.second, y_pred, full);
     return full.item<double>();
   });
+  trainer.name = "trainer";
+  return trainer;
 }
 
 /// An Engine whose iteration evaluates the model: in eval mode and without gradients,
 /// (x, y) = prepare_batch, y_pred = model_transform(model(x)); returns output_transform(x,
 /// y, y_pred), by default {y_pred, y}. The model's train/eval mode is restored after each
 /// iteration (ignite leaves it in eval mode). `metrics` are attached in order (EpochWise).
+/// The engine is named "evaluator" and logs its run lines at DEBUG (EngineLogger::quiet():
+/// at the default level ignite's evaluator prints nothing, and it runs every training epoch).
 /// Every rank calls it and runs it over its shard: the metrics reduce across ranks at
 /// EPOCH_COMPLETED.
 template <typename Model>
@@ -259,6 +264,8 @@ Engine create_supervised_evaluator(Model model, const NamedMetrics& metrics = {}
     return {y_pred, xy.second};
   });
   detail::attach_metrics(evaluator, metrics);
+  evaluator.name = "evaluator";
+  evaluator.logger = EngineLogger::quiet();
   return evaluator;
 }
 
