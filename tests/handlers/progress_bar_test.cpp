@@ -1,5 +1,5 @@
-// ProgressBar: the screen of a real terminal (tmux) after two epochs, and the line-per-N
-// output when the stream is not a terminal.
+// ProgressBar: the screen of a real terminal (tmux) after two epochs, the line-per-N
+// output when the stream is not a terminal, and log_message on stdout.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -133,4 +133,28 @@ TEST(ProgressBarTest, CommonHandlersPrintEveryEpochInAFile) {
     for (const char* at : {"3/8", "6/8", "8/8"}) expected.push_back("Epoch [" + std::to_string(e) + "/3]: [" + at + "]");
   }
   EXPECT_EQ(line_prefixes(results[0].err), expected) << results[0].err;
+}
+
+// log_message is tqdm.write as ignite calls it: stdout, while the bar is on stderr.
+KINDLING_WORKER(progress_bar_log_message) {
+  kindling::set_log_level(kindling::LogLevel::kWarning);
+  Engine trainer([](Engine&, const int&) -> Value { return 1.0; });
+  auto bar = std::make_shared<kh::ProgressBar>(kh::ProgressBarOptions().terminal(false).ascii(true));
+  bar->attach(trainer);
+  trainer.on(kindling::engine::Events::EPOCH_COMPLETED,
+             [bar](Engine& e) { bar->log_message("Validation Results - Epoch: " + std::to_string(e.state().epoch)); });
+  std::vector<int> data(4, 0);
+  trainer.run(data, 2);
+}
+
+TEST(ProgressBarTest, LogMessageWritesOnStdoutWhileTheBarIsOnStderr) {
+  kindling::testing::LaunchOptions opts;
+  opts.world_size = 1;
+  const auto results = kindling::testing::run_workers("progress_bar_log_message", opts);
+  ASSERT_EQ(results.size(), 1u);
+  const auto& r = results[0];
+  ASSERT_TRUE(r.ok()) << kindling::testing::describe(results);
+  EXPECT_NE(r.out.find("Validation Results - Epoch: 1\nValidation Results - Epoch: 2\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err.find("Validation Results"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Epoch [2/2]: [4/4]"), std::string::npos) << r.err;  // the bar stays on stderr
 }

@@ -184,12 +184,21 @@ void ProgressBar::close(engine::Engine& engine) {
   std::fflush(options_.stream());
 }
 
+// tqdm.write(message, file=None), as ignite calls it: the message goes to stdout while the bar
+// is on stderr (the default), else to the bar's stream; the bar's line is cleared first and
+// drawn again after it.
 void ProgressBar::log_message(const std::string& message) {
   if (dist::get_rank() != 0) return;
-  if (terminal_ && open_) std::fputs("\r\x1b[K", options_.stream());
-  std::fprintf(options_.stream(), "%s\n", message.c_str());
+  std::FILE* bar = options_.stream();
+  std::FILE* out = bar == stderr ? stdout : bar;
+  if (terminal_ && open_) {
+    std::fputs("\r\x1b[K", bar);
+    std::fflush(bar);
+  }
+  std::fprintf(out, "%s\n", message.c_str());
+  std::fflush(out);
   if (terminal_ && open_) draw();
-  std::fflush(options_.stream());
+  std::fflush(bar);
 }
 
 }  // namespace handlers

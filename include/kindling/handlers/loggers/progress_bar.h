@@ -72,7 +72,9 @@ class KINDLING_API ProgressBar : public std::enable_shared_from_this<ProgressBar
               std::function<std::map<std::string, double>(const engine::Value&)> output_transform = {},
               const engine::Event& event = engine::Events::ITERATION_COMPLETED,
               const engine::Event& closing_event = engine::Events::EPOCH_COMPLETED);
-  /// Writes a message on its own line without breaking the bar (tqdm.write). Rank 0 only.
+  /// Writes a message on its own line without breaking the bar (tqdm.write, as ignite calls
+  /// it): on stdout while the bar is on stderr (the default), else on the bar's stream. Rank 0
+  /// only (other ranks write nothing). Does not throw.
   void log_message(const std::string& message);
   /// The current line (without control characters), for tests and logs.
   std::string line() const { return line_; }
