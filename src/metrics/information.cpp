@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <utility>
 
@@ -102,7 +103,10 @@ Value MutualInformation::compute() {
   }
   const at::Tensor marginal = probabilities / static_cast<double>(n);
   const double marginal_entropy = (-(marginal * marginal.log()).sum()).item<double>();
-  return Value(std::max(0.0, marginal_entropy - entropies / static_cast<double>(n)));
+  // Clamped at 0 as ignite's torch.clamp, which keeps a NaN (std::max(0.0, NaN) would give 0):
+  // a -inf or NaN logit makes the value NaN, as it makes Entropy's.
+  const double information = marginal_entropy - entropies / static_cast<double>(n);
+  return Value(std::isnan(information) ? information : std::max(0.0, information));
 }
 
 }  // namespace metrics

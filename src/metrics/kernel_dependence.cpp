@@ -116,7 +116,9 @@ std::vector<at::Tensor> MaximumMeanDiscrepancy::batch_terms(const at::Tensor& x,
 }
 
 double MaximumMeanDiscrepancy::combine(const std::vector<double>& sums, int64_t batches) const {
-  return std::sqrt(std::max(0.0, sums[0] + sums[1] - 2 * sums[2]) / static_cast<double>(batches));
+  // Clamped at 0 as ignite's clamp(min=0.0), which keeps a NaN (a NaN or inf in x or y).
+  const double squared = sums[0] + sums[1] - 2 * sums[2];
+  return std::sqrt((std::isnan(squared) ? squared : std::max(0.0, squared)) / static_cast<double>(batches));
 }
 
 }  // namespace metrics

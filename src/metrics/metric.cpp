@@ -239,16 +239,6 @@ std::pair<at::Tensor, at::Tensor> Metric::y_pred_and_y(const Value& output) cons
   return {output[0], output[1]};
 }
 
-at::Tensor Metric::reduce(const at::Tensor& local, dist::ReduceOp op) const {
-  if (dist::get_world_size() <= 1) return local;
-  return dist::all_reduce(local.clone(), op);
-}
-
-double Metric::reduce(double local, dist::ReduceOp op) const {
-  if (dist::get_world_size() <= 1) return local;
-  return dist::all_reduce(local, op);
-}
-
 int64_t Metric::reduce(int64_t local, dist::ReduceOp op) const {
   if (dist::get_world_size() <= 1) return local;
   return dist::all_reduce(local, op);
@@ -268,6 +258,20 @@ double identity_of(dist::ReduceOp op) {
   }
 }
 
+bool is_extreme(dist::ReduceOp op) { return op == dist::ReduceOp::kMax || op == dist::ReduceOp::kMin; }
+
+// The maximum or minimum over ranks of floating point values with a NaN anywhere giving NaN
+// there (as torch.maximum): a backend's own max may drop a NaN or keep it depending on the
+// order it combines the ranks, i.e. on which rank held it. One collective: the values with
+// NaN as the identity, and beside them a mark (+1 for kMax, -1 for kMin) where a rank held NaN.
+at::Tensor extreme_keeping_nan(const at::Tensor& local, dist::ReduceOp op) {
+  const at::Tensor nan = local.isnan();
+  const double mark = op == dist::ReduceOp::kMax ? 1.0 : -1.0;
+  const at::Tensor both =
+      dist::all_reduce(at::stack({local.masked_fill(nan, identity_of(op)), nan.to(local.scalar_type()) * mark}), op);
+  return both[0].masked_fill(both[1] != 0, std::numeric_limits<double>::quiet_NaN());
+}
+
 // "(3, 4)" for a shape row [dims, size0, size1, ...].
 std::string shape_text(const at::Tensor& row) {
   std::string out = "(";
@@ -277,6 +281,18 @@ std::string shape_text(const at::Tensor& row) {
 }
 
 }  // namespace
+
+at::Tensor Metric::reduce(const at::Tensor& local, dist::ReduceOp op) const {
+  if (dist::get_world_size() <= 1) return local;
+  if (is_extreme(op) && at::isFloatingType(local.scalar_type())) return extreme_keeping_nan(local, op);
+  return dist::all_reduce(local.clone(), op);
+}
+
+double Metric::reduce(double local, dist::ReduceOp op) const {
+  if (dist::get_world_size() <= 1) return local;
+  if (is_extreme(op)) return extreme_keeping_nan(at::scalar_tensor(local, at::kDouble), op).item<double>();
+  return dist::all_reduce(local, op);
+}
 
 at::Tensor Metric::reduce_to_shape(const at::Tensor& local, bool seen, dist::ReduceOp op) const {
   KINDLING_CHECK(local.dim() <= kMaxDims, "kindling::metrics::", name(), ": accumulators of more than ", kMaxDims,

@@ -176,7 +176,15 @@ void MaximumAbsoluteError::reset() {
 
 void MaximumAbsoluteError::update(const Value& output) {
   const auto [y_pred, y] = regression_input(name(), y_pred_and_y(output), device());
-  if (y.numel() > 0) max_ = at::maximum(max_, (y_pred - y).abs().max());
+  KINDLING_CHECK(y.numel() > 0, "kindling::metrics::", name(),
+                 ": a batch must hold at least one sample (ignite refuses an empty one too), but given y_pred and y "
+                 "of shape ",
+                 y.sizes(), "; leave empty batches out of this metric");
+  // ignite keeps a batch's maximum only when it is larger than the one so far: a batch whose
+  // maximum is NaN (a NaN anywhere in it) is skipped, on every rank alike, so the state never
+  // holds a NaN and the maximum over ranks does not depend on where that batch was.
+  const at::Tensor batch_max = (y_pred - y).abs().max();
+  if (!batch_max.isnan().item<bool>()) max_ = at::maximum(max_, batch_max);
 }
 
 Value MaximumAbsoluteError::compute() {

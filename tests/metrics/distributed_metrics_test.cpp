@@ -2,22 +2,24 @@
 // rank with no batch at all at 3) equals the single-process value on the union of the
 // shards (the per-batch estimates, HSIC and MMD, on shards of whole batches) (the ranking metrics' curves and a
 // MetricGroup's entries element by element; the group's MetricsLambda members equal the same lambdas attached on their
-// own); RunningAverage of the output averages over the ranks every iteration.
+// own); RunningAverage of the output averages over the ranks every iteration. A NaN or inf
+// input gives ignite 0.5.5's value, the same at 2 to 4 ranks wherever it is (nonfinite_cases.h).
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "kindling/dist/dist.h"
 #include "kindling/engine/engine.h"
 #include "kindling/metrics/metrics.h"
+#include "metrics/metric_text.h"
+#include "metrics/nonfinite_cases.h"
 #include "support/metrics.h"
 #include "support/multiprocess.h"
 
@@ -27,8 +29,12 @@ using kindling::engine::Engine;
 using kindling::engine::Events;
 using kindling::engine::Value;
 using kindling::testing::LaunchOptions;
+using kindling::testing::metric_lines;
+using kindling::testing::numbers;
 using kindling::testing::pick;
 using kindling::testing::run_workers;
+using kindling::testing::same_number;
+using kindling::testing::texts_of;
 
 namespace {
 
@@ -75,29 +81,6 @@ std::vector<int64_t> shard(int rank, int ws) {
     }
   }
   return out;
-}
-
-// A metric's value as comma-separated numbers: a number; a tensor's elements; a tuple's
-// (the curves) or named value's (a MetricGroup's, by name) tensors one after the other.
-std::string as_text(const Value& value) {
-  std::vector<at::Tensor> tensors;
-  if (value.is_tuple()) {
-    tensors = value.tuple_elements();
-  } else if (value.is_named()) {
-    for (const auto& kv : value.named_elements()) tensors.push_back(kv.second);
-  } else {
-    tensors.push_back(value.tensor());  // a number as a 0-dim tensor
-  }
-  std::ostringstream text;
-  for (const at::Tensor& tensor : tensors) {
-    const at::Tensor t = tensor.to(at::kDouble).reshape(-1);
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      char buf[40];
-      std::snprintf(buf, sizeof(buf), "%.17g", t[i].item<double>());
-      text << (text.tellp() > 0 ? "," : "") << buf;
-    }
-  }
-  return text.str();
 }
 
 std::vector<Value> batches(const std::vector<int64_t>& indices) {
@@ -159,18 +142,6 @@ NamedMetrics regression_metrics() {
 
 // The information, clustering and recommendation metrics and the accumulations, on the logits,
 // the labels and the regression pair.
-// Each metric's value as text, by a name of one word (the workers print "METRIC <name> <value>"
-// lines; ClassificationReport's "macro avg/recall" gets an underscore).
-std::map<std::string, std::string> texts_of(const kindling::engine::ValueMap& metrics) {
-  std::map<std::string, std::string> out;
-  for (const auto& [name, value] : metrics) {
-    std::string key = name;
-    std::replace(key.begin(), key.end(), ' ', '_');
-    out[key] = as_text(value);
-  }
-  return out;
-}
-
 NamedMetrics breadth_metrics() {
   const auto two_logits = [](const Value& o) { return Value::tuple({o["logits"], o["logits"].flip(1) * 0.5}); };
   const auto positive = [](const Value& o) {
@@ -342,14 +313,6 @@ std::map<std::string, std::string> evaluate(const std::vector<int64_t>& indices)
   return texts_of(evaluator.state().metrics);
 }
 
-std::vector<double> numbers(const std::string& text) {
-  std::vector<double> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) out.push_back(std::stod(item));
-  return out;
-}
-
 }  // namespace
 
 KINDLING_WORKER(metrics_on_shards) {
@@ -374,12 +337,7 @@ TEST_P(DistributedMetricsTest, EqualTheSingleProcessValueOnTheUnion) {
   auto results = run_workers("metrics_on_shards", opts);
   for (const auto& r : results) {
     ASSERT_TRUE(r.ok()) << kindling::testing::describe(results);
-    std::map<std::string, std::string> got;
-    std::istringstream lines(r.out);
-    std::string tag, name, text;
-    while (lines >> tag >> name >> text) {
-      if (tag == "METRIC") got[name] = text;
-    }
+    auto got = metric_lines(r.out);
     ASSERT_EQ(got.size(), reference.size()) << r.out;
     // MetricsLambda members of the group equal the same lambdas attached on their own.
     EXPECT_EQ(got["group_f1"], got["f1"]) << "rank " << r.rank;
@@ -402,6 +360,58 @@ TEST_P(DistributedMetricsTest, EqualTheSingleProcessValueOnTheUnion) {
 INSTANTIATE_TEST_SUITE_P(Backends, DistributedMetricsTest,
                          ::testing::ValuesIn(kindling::testing::cpu_backend_world_sizes({1, 2, 3})),
                          [](const auto& info) { return kindling::testing::backend_world_size_name(info.param); });
+
+KINDLING_WORKER(nonfinite_placements) {
+  kd::initialize(kindling::testing::test_backend(), kd::InitOptions().timeout(std::chrono::seconds(60)));
+  for (int placement = 0; placement < kd::get_world_size(); ++placement) {
+    for (const auto& [name, text] :
+         kindling::testing::evaluate_nonfinite(kd::get_rank(), kd::get_world_size(), placement))
+      std::printf("METRIC %d:%s %s\n", placement, name.c_str(), text.c_str());
+  }
+  std::fflush(stdout);
+  kd::finalize();
+}
+
+TEST(NonFiniteMetricsTest, EqualIgnite055InOneProcess) {
+  const auto values = kindling::testing::evaluate_nonfinite(0, 1, 0);
+  for (const auto& c : kindling::testing::nonfinite_cases()) {
+    if (!c.expected) continue;
+    for (std::size_t v = 0; v < 3; ++v) {
+      const std::string key = c.name + "/" + kindling::testing::bad_name(v);
+      const double have = numbers(values.at(key)).at(0), want = (*c.expected)[v];
+      // 1e-6: ignite's Loss sums in float32.
+      EXPECT_TRUE(same_number(have, want, 1e-6)) << key << ": kindling " << have << ", ignite 0.5.5 " << want;
+    }
+  }
+}
+
+// A NaN or inf gives every rank the single-process value, wherever the batch holding it is.
+TEST(NonFiniteMetricsTest, SameAtEveryWorldSizeAndPlacement) {
+  const auto reference = kindling::testing::evaluate_nonfinite(0, 1, 0);
+  for (const auto& [backend, ws] : kindling::testing::cpu_backend_world_sizes({2, 3, 4})) {
+    LaunchOptions opts;
+    opts.backend = backend;
+    opts.world_size = ws;
+    opts.deadline = std::chrono::seconds(120);
+    const auto results = run_workers("nonfinite_placements", opts);
+    for (const auto& r : results) {
+      ASSERT_TRUE(r.ok()) << kindling::testing::describe(results);
+      const auto got = metric_lines(r.out);
+      ASSERT_EQ(got.size(), reference.size() * static_cast<std::size_t>(ws)) << r.out;
+      for (int placement = 0; placement < ws; ++placement) {
+        for (const auto& [key, text] : reference) {
+          const auto want = numbers(text), have = numbers(got.at(std::to_string(placement) + ":" + key));
+          ASSERT_EQ(have.size(), want.size()) << key;
+          for (std::size_t i = 0; i < want.size(); ++i) {
+            EXPECT_TRUE(same_number(have[i], want[i], 1e-12))
+                << key << "[" << i << "] " << have[i] << " on rank " << r.rank << " of " << ws << " (" << backend
+                << "), the bad batch on rank " << placement << "; one process: " << want[i];
+          }
+        }
+      }
+    }
+  }
+}
 
 KINDLING_WORKER(running_average_over_ranks) {
   kd::initialize(kindling::testing::test_backend(), kd::InitOptions().timeout(std::chrono::seconds(60)));

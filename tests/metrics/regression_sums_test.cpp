@@ -160,4 +160,20 @@ TEST(RegressionSumsTest, MisuseIsRefusedWithWhatWasGivenAndStoresNothing) {
   EXPECT_NEAR(me.compute().number(), 1.5, 1e-12);
 }
 
+// As ignite 0.5.5: an empty batch is refused (ignite: torch's max() of an empty tensor), and a
+// batch holding a NaN is skipped, so that only such batches leave nothing to compute. Across
+// ranks, wherever that batch is: NonFiniteMetricsTest (distributed_metrics_test.cpp).
+TEST(RegressionSumsTest, MaximumAbsoluteErrorRefusesEmptyBatchesAndSkipsNaNOnesAsIgnite) {
+  km::MaximumAbsoluteError m;
+  EXPECT_NE(error_of<kindling::UsageError>([&] {
+              m.update(Value::tuple({at::zeros({0}, at::kDouble), at::zeros({0}, at::kDouble)}));
+            }).find("MaximumAbsoluteError: a batch must hold at least one sample"),
+            std::string::npos);
+  m.update(Value::tuple({at::tensor({std::nan(""), 3.0}), at::zeros({2})}));
+  EXPECT_NE(error_of<km::NotComputableError>([&] { m.compute(); }).find("must have at least one example"),
+            std::string::npos);
+  m.update(Value::tuple({at::tensor({0.5, 1.0}), at::zeros({2})}));
+  EXPECT_EQ(m.compute().number(), 1.0);  // ignite 0.5.5: 1.0
+}
+
 }  // namespace regression_sums_test

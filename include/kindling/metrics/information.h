@@ -59,7 +59,8 @@ class KINDLING_API JSDivergence : public SampleMean {
 
 /// The mutual information between the inputs and the predicted class: the entropy of the
 /// mean predicted distribution minus the mean entropy of each prediction (softmax(y_pred)),
-/// clamped at 0. Reads y_pred only.
+/// clamped at 0 as ignite's (a NaN stays NaN: a -inf or NaN logit gives NaN, as Entropy's).
+/// Reads y_pred only.
 class KINDLING_API MutualInformation : public Metric {
  public:
   explicit MutualInformation(OutputTransform output_transform = {}, c10::Device device = c10::Device(c10::kCPU));

@@ -192,7 +192,8 @@ class KINDLING_API Metric : public std::enable_shared_from_this<Metric> {
   std::pair<at::Tensor, at::Tensor> y_pred_and_y(const Value& output) const;
   /// The sum (or other op) over ranks of a local accumulator; a copy, the argument is left
   /// as it is (ignite's sync_all_reduce). Without a distributed run: the value itself.
-  /// A collective: every rank calls it, in the same order.
+  /// A floating point kMax or kMin is NaN wherever any rank holds NaN (as torch.maximum),
+  /// whichever rank that is. A collective: every rank calls it, in the same order.
   at::Tensor reduce(const at::Tensor& local, dist::ReduceOp op = dist::ReduceOp::kSum) const;
   double reduce(double local, dist::ReduceOp op = dist::ReduceOp::kSum) const;
   int64_t reduce(int64_t local, dist::ReduceOp op = dist::ReduceOp::kSum) const;

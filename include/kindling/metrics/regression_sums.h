@@ -175,7 +175,9 @@ class KINDLING_API R2Score : public RegressionSums {
  public:
   explicit R2Score(OutputTransform output_transform = {}, c10::Device device = c10::Device(c10::kCPU));
   /// Over every rank's samples (a collective). Throws NotComputableError when no rank saw a
-  /// sample; a constant y (zero variance) gives -inf or nan, as ignite's.
+  /// sample. A constant y (zero variance) gives -inf (nan when y_pred equals y too), or a
+  /// large finite value where the float64 variance does not round to 0; ignite 0.5.5 raises
+  /// ZeroDivisionError where its float32 variance is exactly 0 (docs/coming-from-ignite.md).
   Value compute() override;
   std::string name() const override { return "R2Score"; }
 
@@ -201,15 +203,18 @@ class KINDLING_API PearsonCorrelation : public RegressionSums {
   double eps_;
 };
 
-/// The largest |y_pred - y| of every sample on every rank.
+/// The largest |y_pred - y| of every sample on every rank. As ignite's, a batch whose largest
+/// error is NaN (a NaN in y_pred or y) is skipped whole, so the value is that of the other
+/// batches at every world size, wherever that batch was; an inf counts (the value is inf).
 class KINDLING_API MaximumAbsoluteError : public Metric {
  public:
   explicit MaximumAbsoluteError(OutputTransform output_transform = {}, c10::Device device = c10::Device(c10::kCPU));
   void reset() override;
-  /// Throws as RegressionSums::update.
+  /// Local. Throws as RegressionSums::update, and kindling::UsageError for an empty batch
+  /// (ignite refuses one too); skips a batch holding a NaN (see the class).
   void update(const Value& output) override;
-  /// The maximum over every rank (a collective). Throws NotComputableError when no rank saw a
-  /// sample.
+  /// The maximum over every rank (a collective). Throws NotComputableError when no rank kept a
+  /// batch (none seen, or only batches with a NaN, as ignite).
   Value compute() override;
   std::string name() const override { return "MaximumAbsoluteError"; }
 
