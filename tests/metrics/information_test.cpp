@@ -224,4 +224,22 @@ TEST(AccumulationTest, MisuseIsRefusedWithWhatWasGiven) {
             std::string::npos);
 }
 
+// 1-D outputs of different lengths: the metric is named with both shapes, without LibTorch's
+// stack trace (ignite raises LibTorch's "The size of tensor a (3) must match ..."); nothing stored.
+TEST(AccumulationTest, OutputsThatDoNotCombineAreRefusedByName) {
+  km::Average average;
+  km::GeometricAverage geometric;
+  for (km::VariableAccumulation* m : std::vector<km::VariableAccumulation*>{&average, &geometric}) {
+    m->update(Value(at::ones({3}, at::kDouble)));
+    const std::string error = error_of<kindling::UsageError>([&] { m->update(Value(at::ones({5}, at::kDouble))); });
+    EXPECT_NE(error.find(m->name() + ": this output, of shape [5], does not combine with the accumulator of the "
+                                     "earlier ones, of shape [3]"),
+              std::string::npos)
+        << error;
+    EXPECT_NE(error.find("The size of tensor a (3) must match the size of tensor b (5)"), std::string::npos) << error;
+    EXPECT_EQ(error.find("Exception raised from"), std::string::npos) << error;  // no stack trace
+    EXPECT_TRUE(at::equal(m->compute().tensor(), at::ones({3}, at::kDouble))) << m->name();
+  }
+}
+
 }  // namespace information_test

@@ -38,7 +38,10 @@ class KINDLING_API VariableAccumulation : public Metric {
                                 c10::Device device = c10::Device(c10::kCPU),
                                 dist::ReduceOp across_ranks = dist::ReduceOp::kSum);
   void reset() override;
-  /// Throws kindling::UsageError for an output that is not a number or a tensor.
+  /// Local. Throws kindling::UsageError for an output that is not a number or a tensor, and
+  /// for one that `op` cannot combine with the accumulator (naming the metric, both shapes
+  /// and LibTorch's reason: e.g. 1-D outputs of different lengths to Average or
+  /// GeometricAverage, where ignite raises LibTorch's own error); stores nothing then.
   void update(const Value& output) override;
   /// (accumulator, num_examples) over all ranks as a tuple of two tensors (a collective).
   /// Throws kindling::UsageError when ranks' accumulators differ in shape (naming both).
