@@ -40,6 +40,11 @@ Clusters clusters_of(const char* what, const at::Tensor& features, const at::Ten
   const at::Tensor x = features.dim() == 1 ? features.unsqueeze(1) : features;
   Clusters c;
   c.x = x.to(at::kDouble).cpu();
+  const at::Tensor not_finite = at::isfinite(c.x).all(1).logical_not().nonzero();
+  KINDLING_CHECK(not_finite.numel() == 0, "kindling::metrics::", what, ": features must be finite, but row ",
+                 not_finite[0][0].item<int64_t>(), " of ", c.x.size(0),
+                 " holds NaN or inf (scikit-learn, which ignite's clustering metrics call, refuses them too); leave "
+                 "such rows out with an output transform");
   at::Tensor unique, counts;
   std::tie(unique, c.codes, counts) = at::_unique2(labels.cpu(), /*sorted=*/true, /*return_inverse=*/true,
                                                    /*return_counts=*/true);

@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -130,6 +131,26 @@ TEST(ClusteringTest, MisuseIsRefusedWithWhatWasGiven) {
               km::calinski_harabasz_score(at::ones({3, 2}), at::zeros({4}, at::kLong));
             }).find("features and labels must have as many rows, but given [3, 2] and [4]"),
             std::string::npos);
+}
+
+// scikit-learn 1.9.1 (which ignite's clustering metrics call) raises ValueError for NaN or inf
+// features ("Input X contains NaN", "... infinity"): kindling refuses them too, naming the row.
+TEST(ClusteringTest, NonFiniteFeaturesAreRefusedAsScikitLearnDoes) {
+  const at::Tensor labels = at::tensor({0, 0, 1, 1, 1}, at::kLong);
+  for (double bad : {std::nan(""), std::numeric_limits<double>::infinity()}) {
+    const at::Tensor x = at::tensor({0.0, 1.0, 1.0, 1.0, bad, 2.0, 3.0, 3.0, 4.0, 4.0}).reshape({5, 2});
+    for (auto score : {&km::silhouette_score, &km::calinski_harabasz_score, &km::davies_bouldin_score}) {
+      EXPECT_NE(error_of<kindling::UsageError>([&] {
+                  score(x, labels);
+                }).find("features must be finite, but row 2 of 5 holds NaN or inf"),
+                std::string::npos)
+          << bad;
+    }
+    km::DaviesBouldinScore metric;
+    metric.update(Value::tuple({x, labels}));
+    EXPECT_NE(error_of<kindling::UsageError>([&] { metric.compute(); }).find("davies_bouldin_score: features must be"),
+              std::string::npos);
+  }
 }
 
 TEST(RecSysTest, MisuseIsRefusedWithWhatWasGiven) {

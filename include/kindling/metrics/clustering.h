@@ -27,7 +27,9 @@ namespace metrics {
 /// The mean silhouette coefficient (b - a) / max(a, b) of the samples: a the mean distance to
 /// the other members of its cluster, b the least mean distance to another cluster's members;
 /// 0 for a sample alone in its cluster. O(N^2) time, O(N) memory beyond the input (rows of
-/// distances in blocks). Local. Throws kindling::UsageError for input of the wrong shape or type.
+/// distances in blocks). Local. Throws kindling::UsageError for input of the wrong shape or type,
+/// or features holding NaN or inf (naming the first such row; scikit-learn 1.9.1 raises
+/// ValueError for them, so ignite's metrics do too).
 KINDLING_API double silhouette_score(const at::Tensor& features, const at::Tensor& labels);
 /// The ratio of between-cluster to within-cluster dispersion, each over its degrees of freedom
 /// ((N - K) / (K - 1)); 1 when every cluster is a single point. Local; throws as above.
@@ -40,7 +42,8 @@ KINDLING_API double davies_bouldin_score(const at::Tensor& features, const at::T
 /// integers) on top of EpochMetric.
 class KINDLING_API ClusteringMetric : public EpochMetric {
  public:
-  /// A collective on every rank. Throws NotComputableError when no rank stored a sample.
+  /// A collective on every rank. Throws NotComputableError when no rank stored a sample,
+  /// kindling::UsageError on every rank when a stored feature is NaN or inf (as the functions).
   Value compute() override { return EpochMetric::compute(); }
 
  protected:
