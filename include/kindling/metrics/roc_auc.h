@@ -46,7 +46,9 @@ class KINDLING_API ROC_AUC : public RankingMetric {
   /// with multiclass or multilabel input. A collective on every rank. Throws
   /// NotComputableError when no rank stored a sample, or when y holds one class only
   /// (binary), or a class has no positive or no negative sample (the message names the
-  /// class; scikit-learn raises ValueError there); kindling::UsageError, on every rank, when
+  /// class; scikit-learn 1.9.1, and so ignite, returns nan there with an
+  /// UndefinedMetricWarning: kindling refuses instead, docs/coming-from-ignite.md);
+  /// kindling::UsageError, on every rank, when
   /// a rank stored values that do not fit (a non-finite score, a target other than 0 and 1,
   /// a class index outside [0, C): see ranking.h); reset() before the next computation.
   Value compute() override { return EpochMetric::compute(); }
