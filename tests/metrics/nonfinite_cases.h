@@ -49,36 +49,13 @@ struct NonFiniteCase {
   std::optional<std::array<double, 3>> expected;
 };
 
-inline std::vector<NonFiniteCase> nonfinite_cases() {
+using Three = std::array<double, 3>;
+inline Three same3(double v) { return Three{v, v, v}; }
+
+/// The metrics of (y_pred, y) as they are.
+inline std::vector<NonFiniteCase> pair_cases() {
   namespace km = metrics;
-  using engine::Value;
-  using Three = std::array<double, 3>;
-  const auto column = [](const Value& o) { return Value(o[0].unsqueeze(1)); };
-  const auto columns = [](const Value& o) { return Value::tuple({o[0].unsqueeze(1), o[1].unsqueeze(1)}); };
-  const auto row = [](const Value& o) { return Value::tuple({o[0].unsqueeze(0), o[1].unsqueeze(0)}); };
-  const auto twice = [](const Value& o) {
-    return Value::tuple({o[0].unsqueeze(1).repeat({1, 2}), o[1].unsqueeze(1).repeat({1, 2})});
-  };
-  const auto pairs = [](const Value& o) {
-    return Value::tuple({at::stack({o[0], o[1]}, 1), at::stack({o[1], o[0] + 1}, 1)});
-  };
-  // Logits (N, 3) of y_pred, y and their difference; class i for row i.
-  const auto logits = [](const Value& o) {
-    return Value::tuple({at::stack({o[0], o[1], o[0] - o[1]}, 1), at::arange(o[0].size(0))});
-  };
-  const auto flipped = [logits](const Value& o) {
-    const at::Tensor l = logits(o)[0];
-    return Value::tuple({l, l.flip(1)});
-  };
-  const auto extreme = [](bool largest) -> km::VariableAccumulation::Op {
-    return [largest](const at::Tensor& a, const at::Tensor& x) {
-      return largest ? at::maximum(a, std::get<0>(x.max(0))) : at::minimum(a, std::get<0>(x.min(0)));
-    };
-  };
-  const auto cross_entropy = [](const at::Tensor& p, const at::Tensor& y) { return at::cross_entropy_loss(p, y); };
-  const auto same = [](double v) { return Three{v, v, v}; };
-  const Three nan3 = same(kNaN), nan_inf_inf{kNaN, kInf, kInf}, signed_inf{kNaN, -kInf, kInf};
-  const c10::Device cpu(c10::kCPU);
+  const Three nan3 = same3(kNaN), nan_inf_inf{kNaN, kInf, kInf}, signed_inf{kNaN, -kInf, kInf};
   return {
       {"canberra", [] { return std::make_shared<km::CanberraMetric>(); }, nan3},
       {"fractional_absolute", [] { return std::make_shared<km::FractionalAbsoluteError>(); }, nan3},
@@ -90,14 +67,14 @@ inline std::vector<NonFiniteCase> nonfinite_cases() {
       // ignite keeps a batch's maximum only if it is larger: the batch holding NaN is skipped.
       {"maximum_absolute", [] { return std::make_shared<km::MaximumAbsoluteError>(); }, Three{1.0, kInf, kInf}},
       {"mean_absolute_relative", [] { return std::make_shared<km::MeanAbsoluteRelativeError>(); }, nan_inf_inf},
-      {"mean_error", [] { return std::make_shared<km::MeanError>(); }, Three{kNaN, -kInf, kInf}},
+      {"mean_error", [] { return std::make_shared<km::MeanError>(); }, signed_inf},
       {"mean_normalized_bias", [] { return std::make_shared<km::MeanNormalizedBias>(); }, signed_inf},
       // ignite's median (torch.kthvalue) ranks NaN and inf above every number.
-      {"median_absolute", [] { return std::make_shared<km::MedianAbsoluteError>(); }, same(1.0)},
+      {"median_absolute", [] { return std::make_shared<km::MedianAbsoluteError>(); }, same3(1.0)},
       {"median_absolute_percentage", [] { return std::make_shared<km::MedianAbsolutePercentageError>(); },
-       same(41.666666666666664)},
+       same3(41.666666666666664)},
       {"median_relative_absolute", [] { return std::make_shared<km::MedianRelativeAbsoluteError>(); },
-       same(1.0364372469635628)},
+       same3(1.0364372469635628)},
       {"wave_hedges", [] { return std::make_shared<km::WaveHedgesDistance>(); }, Three{kNaN, kNaN, kInf}},
       {"r2", [] { return std::make_shared<km::R2Score>(); }, Three{kNaN, -kInf, -kInf}},
       {"pearson", [] { return std::make_shared<km::PearsonCorrelation>(); }, nan3},
@@ -105,9 +82,43 @@ inline std::vector<NonFiniteCase> nonfinite_cases() {
       {"mse", [] { return std::make_shared<km::MeanSquaredError>(); }, nan_inf_inf},
       {"mae", [] { return std::make_shared<km::MeanAbsoluteError>(); }, nan_inf_inf},
       {"rmse", [] { return std::make_shared<km::RootMeanSquaredError>(); }, nan_inf_inf},
+  };
+}
+
+/// The metrics of other shapes, made from y_pred and y by an output transform.
+inline std::vector<NonFiniteCase> shaped_cases() {
+  namespace km = metrics;
+  using engine::Value;
+  const auto column = [](const Value& o) { return Value(o[0].unsqueeze(1)); };
+  const auto columns = [](const Value& o) { return Value::tuple({o[0].unsqueeze(1), o[1].unsqueeze(1)}); };
+  const auto row = [](const Value& o) { return Value::tuple({o[0].unsqueeze(0), o[1].unsqueeze(0)}); };
+  const auto twice = [](const Value& o) {
+    return Value::tuple({o[0].unsqueeze(1).repeat({1, 2}), o[1].unsqueeze(1).repeat({1, 2})});
+  };
+  const auto pairs = [](const Value& o) {
+    return Value::tuple({at::stack({o[0], o[1]}, 1), at::stack({o[1], o[0] + 1}, 1)});
+  };
+  const auto image = [](const Value& o) {  // (1, 1, 4, 4) of the first two values, repeated
+    const auto of = [](const at::Tensor& t) { return t.slice(0, 0, 2).reshape({1, 1, 1, 2}).repeat({1, 1, 4, 2}); };
+    return Value::tuple({of(o[0]), of(o[1])});
+  };
+  const auto extreme = [](bool largest) -> km::VariableAccumulation::Op {
+    return [largest](const at::Tensor& a, const at::Tensor& x) {
+      return largest ? at::maximum(a, std::get<0>(x.max(0))) : at::minimum(a, std::get<0>(x.min(0)));
+    };
+  };
+  const Three nan3 = same3(kNaN), nan_inf_inf{kNaN, kInf, kInf};
+  const c10::Device cpu(c10::kCPU);
+  return {
       {"pairwise_distance", [=] { return std::make_shared<km::MeanPairwiseDistance>(2, 1e-6, columns); }, nan_inf_inf},
       {"cosine", [=] { return std::make_shared<km::CosineSimilarity>(1e-8, twice); }, nan3},
       {"psnr", [=] { return std::make_shared<km::PSNR>(5.0, row); }, Three{kNaN, -kInf, -kInf}},
+      {"ssim",
+       [=] {
+         return std::make_shared<km::SSIM>(5.0, std::vector<int64_t>{3}, std::vector<double>{1.5}, 0.01, 0.03, true,
+                                           image);
+       },
+       nan3},
       {"average", [=] { return std::make_shared<km::Average>(column); }, Three{kNaN, kInf, -kInf}},
       {"geometric_average", [=] { return std::make_shared<km::GeometricAverage>(column); }, Three{kNaN, kInf, kNaN}},
       // ignite's VariableAccumulation only sums across ranks: these two as torch.maximum / minimum
@@ -118,16 +129,61 @@ inline std::vector<NonFiniteCase> nonfinite_cases() {
       {"smallest",
        [=] { return std::make_shared<km::VariableAccumulation>(extreme(false), column, cpu, dist::ReduceOp::kMin); },
        Three{kNaN, 0.0, -kInf}},
+      {"mmd", [=] { return std::make_shared<km::MaximumMeanDiscrepancy>(1.0, pairs); }, nan3},
+  };
+}
+
+/// The metrics of logits: (N, 3) of y_pred, y and their difference, class i for row i (or
+/// row i's item i relevant).
+inline std::vector<NonFiniteCase> logit_cases() {
+  namespace km = metrics;
+  using engine::Value;
+  const auto logits = [](const Value& o) {
+    return Value::tuple({at::stack({o[0], o[1], o[0] - o[1]}, 1), at::arange(o[0].size(0))});
+  };
+  const auto flipped = [logits](const Value& o) {
+    const at::Tensor l = logits(o)[0];
+    return Value::tuple({l, l.flip(1)});
+  };
+  const auto relevant = [logits](const Value& o) {
+    const Value l = logits(o);
+    return Value::tuple({l[0], at::one_hot(l[1], 3)});
+  };
+  const auto cross_entropy = [](const at::Tensor& p, const at::Tensor& y) { return at::cross_entropy_loss(p, y); };
+  const Three nan3 = same3(kNaN);
+  using PR = km::PrecisionRecallBase;
+  using MAP = km::MeanAveragePrecision;
+  return {
       {"entropy", [=] { return std::make_shared<km::Entropy>(logits); }, nan3},
       {"kl", [=] { return std::make_shared<km::KLDivergence>(flipped); }, nan3},
       {"js", [=] { return std::make_shared<km::JSDivergence>(flipped); }, nan3},
       {"mutual_information", [=] { return std::make_shared<km::MutualInformation>(logits); }, nan3},
       {"loss", [=] { return std::make_shared<km::Loss>(cross_entropy, logits); },
        Three{kNaN, kNaN, 1.3477112054824829}},
+      {"perplexity", [=] { return std::make_shared<km::Perplexity>(logits); }, Three{kNaN, kNaN, 3.8486068248748779}},
+      // argmax and topk rank NaN above every number, as torch's.
       {"accuracy", [=] { return std::make_shared<km::Accuracy>(logits); }, Three{0.375, 0.375, 0.5}},
       {"top2", [=] { return std::make_shared<km::TopKCategoricalAccuracy>(2, logits); }, Three{0.625, 0.625, 0.75}},
-      {"mmd", [=] { return std::make_shared<km::MaximumMeanDiscrepancy>(1.0, pairs); }, nan3},
+      {"precision_macro", [=] { return std::make_shared<km::Precision>(logits, PR::Average::kMacro); },
+       Three{0.25, 0.25, 0.35555555555555557}},
+      {"hit_rate", [=] { return std::make_shared<km::HitRate>(std::vector<int64_t>{2}, true, relevant); },
+       Three{0.625, 0.625, 0.75}},
+      {"ndcg",
+       [=] {
+         return std::make_shared<km::NDCG>(std::vector<int64_t>{2}, true, 1.0, km::NDCG::Gain::kExpRank, relevant);
+       },
+       Three{0.5327324271202087, 0.5327324271202087, 0.6577324271202087}},
+      {"map", [=] { return std::make_shared<MAP>(std::nullopt, MAP::ClassMean::kMacro, false, logits); },
+       Three{0.38743386243386241, 0.38743386243386241, 0.47354497354497349}},
   };
+}
+
+inline std::vector<NonFiniteCase> nonfinite_cases() {
+  std::vector<NonFiniteCase> all = pair_cases();
+  for (auto* more : {&shaped_cases, &logit_cases}) {
+    for (NonFiniteCase& c : (*more)()) all.push_back(std::move(c));
+  }
+  return all;
 }
 
 /// Every case's value, by "<case>/<bad name>", with the batches of this rank: batch 1 (the bad
