@@ -1,6 +1,6 @@
 // Parameter schedulers driven through a real Engine: values at every event against ignite's
 // formulas (written here independently) and its documented sequences, simulate_values, state
-// dict round trips and argument errors.
+// dict round trips, a LibTorch StepLR saved as torch's state, and argument errors.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kindling/engine/engine.h"
+#include "kindling/handlers/checkpointing/stateful.h"
 #include "kindling/handlers/schedulers/param_scheduler.h"
 
 namespace {
@@ -210,6 +211,33 @@ TEST(LRSchedulerTest, WrapsLibTorchStepLR) {
   expect_values(values_of(kh::LRScheduler::simulate_values(8, r.opt, step)), want, 1e-12);
   EXPECT_DOUBLE_EQ(lr(r.opt), 0.1);  // simulate_values restored the lr (and the step count: see below)
   expect_values(run_lrs(std::make_shared<kh::LRScheduler>(r.opt, step), r.opt, 8), want, 1e-12);
+}
+
+// ignite's MNIST save/resume example steps torch's StepLR at EPOCH_COMPLETED and checkpoints
+// it: after 3 epochs torch's state_dict says last_epoch 3, _step_count 4, _last_lr [0.00125]
+// (torch 2.x, step_size 1, gamma 0.5, lr 0.01). LibTorch's StepLR, stepped once more at the
+// start (torch's constructor's step), gives the same rates and, saved, the same numbers. A
+// kindling scheduler passed as a std::shared_ptr, as metrics are, is saved too.
+TEST(LRSchedulerTest, AStepLRSteppedByHandIsSavedAsTorchsState) {
+  Rig r(0.01);
+  auto step_lr = std::make_shared<optim::StepLR>(r.opt, 1, 0.5);
+  step_lr->step();
+  Engine trainer([](Engine&, const int&) -> Value { return 0.0; });
+  trainer.on(Events::EPOCH_COMPLETED, [&](Engine&) { step_lr->step(); });
+  trainer.run(std::vector<int>{1, 2}, 3);
+  const kindling::StateDict saved = kh::stateful(step_lr)->state_dict();
+  EXPECT_EQ(saved.at("last_epoch").toInt(), 3);
+  EXPECT_EQ(saved.at("_step_count").toInt(), 4);
+  EXPECT_EQ(saved.at("_last_lr").toDoubleList().vec(), std::vector<double>{0.00125});
+  Rig resumed(0.00125);  // the optimizer's state restored with it
+  auto again = std::make_shared<optim::StepLR>(resumed.opt, 1, 0.5);
+  kh::stateful(again)->load_state_dict(saved);
+  again->step();
+  EXPECT_DOUBLE_EQ(lr(resumed.opt), 0.000625);
+  EXPECT_EQ(kh::stateful(again)->state_dict().at("last_epoch").toInt(), 4);
+  kh::Objects to_save{{"lr_scheduler", kh::stateful(std::make_shared<kh::LRScheduler>(r.opt, step_lr))}};
+  // The handler's state keeps ignite's LRScheduler's count (its events; here LibTorch's steps).
+  EXPECT_EQ(to_save[0].second->state_dict().at("lr_scheduler").toGenericDict().at("last_epoch").toInt(), 4);
 }
 
 TEST(WarmupTest, LibTorchSchedulerAsIgnitesDocstringAndTests) {

@@ -1,10 +1,12 @@
 // Parameter schedulers made of others: ConcatScheduler, LRScheduler (a LibTorch scheduler as a
-// handler) and create_lr_scheduler_with_warmup, with ignite's rules and state_dict keys.
+// handler) and create_lr_scheduler_with_warmup, with ignite's rules and state_dict keys; and
+// stateful() of a LibTorch scheduler stepped by hand (kindling/handlers/checkpointing/stateful.h).
 #include <algorithm>
 #include <limits>
 
 #include "handlers/schedulers/param_scheduler_detail.h"
 #include "kindling/error.h"
+#include "kindling/handlers/checkpointing/stateful.h"
 #include "kindling/handlers/schedulers/param_scheduler.h"
 
 namespace kindling {
@@ -251,15 +253,57 @@ StateDict LRScheduler::state_dict() const {
   return sd;
 }
 
+namespace {
+
+// A LibTorch scheduler's step count from a state's "last_epoch": last_epoch + `offset` (0 for
+// LRScheduler's state, as ignite's; 1 for torch's own state, whose constructor steps once).
+unsigned read_step_count(const StateDict& sd, const std::string& who, int64_t offset) {
+  const int64_t count = read_int(sd, "last_epoch", who) + offset;
+  KINDLING_CHECK(count >= 0 && count <= static_cast<int64_t>(std::numeric_limits<unsigned>::max()), who,
+                 ": last_epoch is ", count - offset, " in the state_dict, expected ", -offset, " or more");
+  return static_cast<unsigned>(count);
+}
+
+// A LibTorch scheduler in a checkpoint, in torch's lr_scheduler.state_dict() keys. A LibTorch
+// step() with step count k sets epoch k's rates, torch's sets epoch last_epoch + 1's (its
+// constructor's step set epoch 0's): so _step_count is k and last_epoch k - 1, as torch's.
+class TorchSchedulerState : public Stateful {
+ public:
+  explicit TorchSchedulerState(std::shared_ptr<optim::LRScheduler> scheduler) : scheduler_(std::move(scheduler)) {}
+  StateDict state_dict() const override {
+    const auto count = static_cast<int64_t>(TorchSchedulerAccess::step_count(*scheduler_));
+    c10::List<double> lrs;
+    for (double lr : TorchSchedulerAccess::current_lrs(*scheduler_)) lrs.push_back(lr);
+    StateDict sd = new_state_dict();
+    sd.insert("last_epoch", count - 1);
+    sd.insert("_step_count", count);
+    sd.insert("_last_lr", lrs);
+    return sd;
+  }
+  void load_state_dict(const StateDict& state, bool) override {
+    TorchSchedulerAccess::step_count(*scheduler_) =
+        read_step_count(state, "kindling::handlers::stateful(lr_scheduler)", 1);
+  }
+
+ private:
+  std::shared_ptr<optim::LRScheduler> scheduler_;
+};
+
+}  // namespace
+
 void LRScheduler::load_state_dict(const StateDict& sd) {
   const c10::IValue inner = require(sd, "lr_scheduler", who());
   KINDLING_CHECK(inner.isGenericDict(), who(), ": state attribute 'lr_scheduler' holds a ", inner.tagKind(),
                  ", expected a dict");
-  const int64_t count = read_int(inner.toGenericDict(), "last_epoch", who());
-  KINDLING_CHECK(count >= 0 && count <= static_cast<int64_t>(std::numeric_limits<unsigned>::max()), who(),
-                 ": last_epoch is ", count, " in the state_dict, expected a step count >= 0");
+  const unsigned count = read_step_count(inner.toGenericDict(), who(), 0);
   ParamScheduler::load_state_dict(sd);
-  TorchSchedulerAccess::step_count(*lr_scheduler_) = static_cast<unsigned>(count);
+  TorchSchedulerAccess::step_count(*lr_scheduler_) = count;
+}
+
+std::shared_ptr<Stateful> stateful(std::shared_ptr<optim::LRScheduler> scheduler) {
+  KINDLING_CHECK(scheduler != nullptr, "kindling::handlers::stateful: the LibTorch scheduler is null; pass the ",
+                 "torch::optim::LRScheduler (e.g. a std::make_shared<torch::optim::StepLR>) to save");
+  return std::make_shared<TorchSchedulerState>(std::move(scheduler));
 }
 
 SimulatedValues LRScheduler::simulate_values(int64_t num_events, optim::Optimizer& optimizer,

@@ -73,11 +73,14 @@ inline void write_all(torch::optim::Optimizer& opt, const std::string& name, con
   for (std::size_t g = 0; g < values.size(); ++g) write_option(opt, g, name, values[g]);
 }
 
-// LibTorch's LRScheduler keeps get_lrs() and step_count_ protected; pointers to them named
+// LibTorch's LRScheduler keeps get_lrs(), get_current_lrs() and step_count_ protected; pointers to them named
 // through a derived class are allowed by the access rules (this class is never instantiated).
 struct TorchSchedulerAccess : torch::optim::LRScheduler {
   static std::vector<double> lrs(torch::optim::LRScheduler& s) { return (s.*&TorchSchedulerAccess::get_lrs)(); }
   static unsigned& step_count(torch::optim::LRScheduler& s) { return s.*&TorchSchedulerAccess::step_count_; }
+  static std::vector<double> current_lrs(const torch::optim::LRScheduler& s) {
+    return (s.*&TorchSchedulerAccess::get_current_lrs)();
+  }
 };
 
 // State-dict readers: each throws kindling::UsageError naming the key and what it holds.

@@ -10,13 +10,14 @@
 ///                                       {"trainer", stateful(trainer)}, {"rng", rng_states()}};
 /// \endcode
 ///
-/// The adapters refer to their objects (modules are shared, the others by reference): the
-/// objects must outlive the adapters. Everything here is local (no communication) except a
+/// The adapters refer to their objects (modules and what is passed as a std::shared_ptr are
+/// shared, the others by reference): the objects must outlive the adapters. Everything here is local (no communication) except a
 /// metric's and a comm hook's state_dict, which gather every rank's state.
 
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 #include <torch/optim/optimizer.h>
+#include <torch/optim/schedulers/lr_scheduler.h>
 
 #include <memory>
 #include <string>
@@ -26,6 +27,7 @@
 
 #include "kindling/engine/engine.h"
 #include "kindling/engine/state_dict.h"
+#include "kindling/error.h"
 #include "kindling/export.h"
 #include "kindling/nn/ddp.h"
 
@@ -112,17 +114,56 @@ auto keep_random_state(F fn) {
   };
 }
 
+/// A LibTorch scheduler (torch::optim::StepLR, your subclass of torch::optim::LRScheduler)
+/// stepped by hand, as ignite's MNIST example steps torch's StepLR at EPOCH_COMPLETED. LibTorch's
+/// constructor does not take the first step that torch's takes, so its rates lag torch's by one
+/// step: step once after making it, then as in Python:
+/// \code
+///   auto step_lr = std::make_shared<torch::optim::StepLR>(optimizer, 1, 0.5);
+///   step_lr->step();  // torch's constructor's step: epoch 0's rates
+///   trainer.on(Events::EPOCH_COMPLETED, [step_lr](Engine&) { step_lr->step(); });
+///   to_save.emplace_back("lr_scheduler", kindling::handlers::stateful(step_lr));
+/// \endcode
+/// Saved with the keys of torch's lr_scheduler.state_dict() that LibTorch knows: "last_epoch"
+/// (the step count less one: N after N epochs above, as torch's), "_step_count" (the step count)
+/// and "_last_lr" (the optimizer's learning rates). Loading sets the step count to last_epoch + 1
+/// (a state of Python's StepLR loads too); LibTorch's schedulers scale the optimizer's current
+/// rates, so restore the optimizer's state with it. Keeps the scheduler alive. Local. Throws
+/// kindling::UsageError for a null scheduler; loading throws it without "last_epoch" or for one
+/// below -1. (Implemented with the schedulers, src/handlers/schedulers/.)
+KINDLING_API std::shared_ptr<Stateful> stateful(std::shared_ptr<torch::optim::LRScheduler> scheduler);
+
+namespace stateful_detail {
+// What the two adapters below share: `Pointer` is T* or std::shared_ptr<T>.
+template <typename Pointer>
+struct ObjectAdapter : Stateful {
+  explicit ObjectAdapter(Pointer o) : object(std::move(o)) {}
+  StateDict state_dict() const override { return object->state_dict(); }
+  void load_state_dict(const StateDict& state, bool) override { object->load_state_dict(state); }
+  Pointer object;
+};
+template <typename T>
+using HasStateDict = std::void_t<decltype(std::declval<const T&>().state_dict()),
+                                 decltype(std::declval<T&>().load_state_dict(std::declval<const StateDict&>()))>;
+}  // namespace stateful_detail
+
 /// Any object with `StateDict state_dict() const` and `void load_state_dict(const StateDict&)`.
-template <typename T, typename = decltype(std::declval<const T&>().state_dict()),
-          typename = decltype(std::declval<T&>().load_state_dict(std::declval<const StateDict&>()))>
+template <typename T, typename = stateful_detail::HasStateDict<T>>
 std::shared_ptr<Stateful> stateful(T& object) {
-  struct Adapter : Stateful {
-    explicit Adapter(T& o) : object(o) {}
-    StateDict state_dict() const override { return object.state_dict(); }
-    void load_state_dict(const StateDict& state, bool) override { object.load_state_dict(state); }
-    T& object;
-  };
-  return std::make_shared<Adapter>(object);
+  return std::make_shared<stateful_detail::ObjectAdapter<T*>>(&object);
+}
+
+/// The same for such an object owned by a std::shared_ptr, as metrics are passed: a scheduler
+/// (`kh::stateful(std::make_shared<kh::LRScheduler>(...))`), a handler of yours. Keeps it alive.
+/// Metrics and comm hooks have their own overloads above. Throws kindling::UsageError for a
+/// null pointer. Local.
+template <typename T, typename = stateful_detail::HasStateDict<T>,
+          typename = std::enable_if_t<!std::is_convertible<T*, metrics::Metric*>::value &&
+                                      !std::is_convertible<T*, nn::CommHook*>::value>>
+std::shared_ptr<Stateful> stateful(std::shared_ptr<T> object) {
+  KINDLING_CHECK(object != nullptr, "kindling::handlers::stateful: the object is a null std::shared_ptr; pass the ",
+                 "object to save (made with std::make_shared)");
+  return std::make_shared<stateful_detail::ObjectAdapter<std::shared_ptr<T>>>(std::move(object));
 }
 
 }  // namespace handlers
