@@ -1,16 +1,24 @@
 // Checkpoint across a resume: an earlier attempt's files count towards n_saved (by step and
 // by score), a run that starts afresh leaves files it did not write, and every rank of a
-// world decides alike (the saver's rank lists its folder for all).
+// world decides alike (the saver's rank lists its folder for all). What a resume trusts:
+// garbage inside a record, over a zip header, or a cut file is refused as damaged, naming
+// the file, and find_latest_intact falls back to the previous checkpoint with a warning.
 #include <gtest/gtest.h>
+
+#include <torch/nn/modules/linear.h>
+
+#include <unistd.h>
 
 #include <fstream>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "kindling/dist/dist.h"
 #include "kindling/engine/engine.h"
 #include "kindling/handlers/checkpointing/checkpoint.h"
+#include "support/errors.h"
 #include "support/files.h"
 #include "support/multiprocess.h"
 
@@ -115,6 +123,123 @@ TEST(CheckpointResumeTest, EveryRankCountsTheSaversFiles) {
   opts.env["CKPT_DIR"] = dir.path();
   const auto results = kindling::testing::run_workers("checkpoint_resume_ranks", opts);
   for (const auto& r : results) EXPECT_TRUE(r.ok()) << kindling::testing::describe(results);
+}
+
+// A checkpoint of a 512x1024 linear layer (2 MiB of weights), one file per step in `dir`;
+// returns the last file's path.
+std::string save_linear_steps(const std::string& dir, torch::nn::Linear& model, int steps) {
+  Engine trainer([](Engine&, const int& b) -> Value { return b; });
+  auto checkpoint =
+      std::make_shared<kh::Checkpoint>(kh::Objects{{"model", kh::stateful(model)}, {"trainer", kh::stateful(trainer)}},
+                                       dir, kh::CheckpointOptions().filename_prefix("training").n_saved_all());
+  checkpoint->attach(trainer, Events::ITERATION_COMPLETED);
+  trainer.run(std::vector<int>(static_cast<std::size_t>(steps), 0), 1);
+  return *checkpoint->last_checkpoint();
+}
+
+// Writes `size` random bytes over the file at `offset` (the file keeps its length).
+void write_garbage(const std::string& path, std::size_t offset, std::size_t size) {
+  std::mt19937 random(7);
+  std::string garbage(size, '\0');
+  for (auto& c : garbage) c = static_cast<char>(random());
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  file.seekp(static_cast<std::streamoff>(offset));
+  file.write(garbage.data(), static_cast<std::streamsize>(size));
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// What load_objects throws for the file at `path`; the model must not have changed.
+std::string refusal(const std::string& path) {
+  torch::nn::Linear model(1024, 512);
+  const at::Tensor before = model->weight.detach().clone();
+  Engine trainer([](Engine&, const int& b) -> Value { return b; });
+  const std::string what = kindling::testing::error_of<kh::DamagedCheckpointError>([&] {
+    kh::Checkpoint::load_objects({{"model", kh::stateful(model)}, {"trainer", kh::stateful(trainer)}}, path);
+  });
+  EXPECT_TRUE(at::equal(model->weight, before)) << path;
+  EXPECT_EQ(trainer.state().iteration, 0) << path;
+  return what;
+}
+
+TEST(CheckpointResumeTest, GarbageInsideARecordIsRefusedAsDamagedNamingTheFile) {
+  kindling::testing::TempDir dir("damaged");
+  torch::nn::Linear model(1024, 512);
+  const std::string path = save_linear_steps(dir.path(), model, 1);
+  kh::Checkpoint::load_file(path);                              // intact: loads
+  write_garbage(path, file_bytes(path).size() / 3, 64 * 1024);  // inside the weights
+  const std::string what = refusal(path);
+  EXPECT_NE(what.find("kindling::handlers::Checkpoint: '" + path + "' ("), std::string::npos) << what;
+  EXPECT_NE(what.find(" bytes) is damaged: the CRC-32 of '"), std::string::npos) << what;
+  EXPECT_NE(what.find("not the 0x"), std::string::npos) << what;
+  EXPECT_NE(what.find("resume from an earlier checkpoint"), std::string::npos) << what;
+}
+
+TEST(CheckpointResumeTest, GarbageOverAZipHeaderOrACutFileIsRefusedAsDamaged) {
+  kindling::testing::TempDir dir("damaged");
+  torch::nn::Linear model(1024, 512);
+  const std::string good = file_bytes(save_linear_steps(dir.path(), model, 1));
+  const std::size_t directory = good.rfind("PK\x01\x02", good.rfind("PK\x06\x06"));  // the last entry's
+  ASSERT_NE(directory, std::string::npos);
+  struct Case {
+    std::string name;
+    std::size_t offset, size;
+    std::string says;
+  };
+  const std::vector<Case> cases{
+      {"first-local-header", 0, 64, "is damaged: the local header of '"},
+      {"central-directory", directory, 32, "is damaged: entry "},  // within the entry's 46-byte header
+      {"end-record", good.size() - 40, 40, "is damaged: no end-of-archive record ends the file"},
+  };
+  for (const Case& c : cases) {
+    const std::string path = dir.path() + "/" + c.name + ".pt";
+    std::ofstream(path, std::ios::binary) << good;
+    write_garbage(path, c.offset, c.size);
+    const std::string what = refusal(path);
+    EXPECT_NE(what.find("'" + path + "'"), std::string::npos) << what;
+    EXPECT_NE(what.find(c.says), std::string::npos) << c.name << ": " << what;
+    EXPECT_EQ(what.find("pickle LibTorch's reader cannot rebuild"), std::string::npos) << c.name << ": " << what;
+  }
+  const std::string cut = dir.path() + "/cut.pt";
+  std::ofstream(cut, std::ios::binary) << good.substr(0, good.size() * 2 / 3);
+  const std::string what = refusal(cut);
+  EXPECT_NE(what.find("is damaged: no end-of-archive record ends the file: an incomplete torch.save archive"),
+            std::string::npos)
+      << what;
+}
+
+TEST(CheckpointResumeTest, AResumeFallsBackToThePreviousIntactCheckpointWithAWarning) {
+  kindling::testing::TempDir dir("damaged");
+  torch::nn::Linear model(1024, 512);
+  const std::string newest = save_linear_steps(dir.path(), model, 3);
+  const std::string previous = dir.path() + "/training_checkpoint_2.pt";
+  ASSERT_EQ(kh::Checkpoint::find_latest(dir.path(), "training"), newest);
+  EXPECT_EQ(kh::Checkpoint::find_latest_intact(dir.path(), "training"), newest);
+  write_garbage(newest, file_bytes(newest).size() / 4, 1 << 20);  // 1 MiB inside the weights
+  ::testing::internal::CaptureStderr();
+  const auto chosen = kh::Checkpoint::find_latest_intact(dir.path(), "training");
+  const std::string warned = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(chosen, previous);
+  EXPECT_NE(warned.find("resuming from '" + previous + "', the newest intact checkpoint; skipped as damaged: '" +
+                        newest + "' (the CRC-32 of "),
+            std::string::npos)
+      << warned;
+  EXPECT_EQ(kh::Checkpoint::load_file(*chosen).at("trainer").toGenericDict().at("iteration").toInt(), 2);
+
+  // Every one damaged: nothing to resume from, and the files stay.
+  write_garbage(previous, 0, 64);
+  write_garbage(dir.path() + "/training_checkpoint_1.pt", 0, 64);
+  const std::string all = kindling::testing::error_of<kh::DamagedCheckpointError>(
+      [&] { kh::Checkpoint::find_latest_intact(dir.path(), "training"); });
+  EXPECT_NE(all.find("every checkpoint in '" + dir.path() + "' is damaged: '"), std::string::npos) << all;
+  EXPECT_NE(all.find(newest + "' (the CRC-32 of"), std::string::npos) << all;
+  EXPECT_NE(all.find(previous + "' (the local header of"), std::string::npos) << all;
+  EXPECT_NE(all.find("training_checkpoint_1.pt' (the local header of"), std::string::npos) << all;
+  EXPECT_EQ(kindling::testing::files_in(dir.path()).size(), 3u);
+  EXPECT_EQ(kh::Checkpoint::find_latest_intact(dir.path() + "/absent", "training"), std::nullopt);
 }
 
 }  // namespace

@@ -8,9 +8,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <set>
+#include <utility>
 
 #include "common/files.h"
 #include "kindling/engine/keep_alive.h"
@@ -235,10 +234,9 @@ std::function<double(engine::Engine&)> Checkpoint::get_default_score_fn(const st
 }
 
 StateDict Checkpoint::load_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  KINDLING_CHECK_T(Error, in.good(), "kindling::handlers::Checkpoint: cannot open '", path,
-                   "': no such file or it is not readable");
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::vector<char> bytes = read_bytes(path);
+  // Before LibTorch's reader, which checks no CRC (checkpoint_resume.cpp).
+  if (const auto wrong = archive_damage(bytes); wrong && !wrong->empty()) refuse_damaged(path, bytes.size(), *wrong);
   c10::IValue value;
   try {
     value = torch::pickle_load(bytes);
@@ -253,27 +251,27 @@ StateDict Checkpoint::load_file(const std::string& path) {
   return value.toGenericDict();
 }
 
-std::optional<std::string> Checkpoint::find_latest(const std::string& dirname, const std::string& filename_prefix) {
-  if (!::kindling::detail::is_directory(dirname)) return std::nullopt;
-  std::optional<std::string> best;
-  std::string best_name;
-  std::int64_t best_time = 0;
+std::vector<std::string> Checkpoint::newest_first(const std::string& dirname, const std::string& filename_prefix) {
+  std::vector<std::pair<std::int64_t, std::string>> found;  // (time, name)
+  if (!::kindling::detail::is_directory(dirname)) return {};
   for (const auto& name : ::kindling::detail::list_directory(dirname)) {
     const bool prefixed = filename_prefix.empty() || name.rfind(filename_prefix + "_", 0) == 0;
     const bool checkpoint = name.size() > 3 && name.compare(name.size() - 3, 3, ".pt") == 0;
     const std::string path = ::kindling::detail::join_path(dirname, name);
     if (!prefixed || !checkpoint || !::kindling::detail::is_regular_file(path)) continue;
-    const auto when = ::kindling::detail::modified_ns(path);
-    if (!when) continue;
-    // Newest first; equal times (coarse clocks) go to the larger name, so step 1000 beats 999
-    // only by time, never by name alone.
-    if (!best || *when > best_time || (*when == best_time && name > best_name)) {
-      best = path;
-      best_name = name;
-      best_time = *when;
-    }
+    if (const auto when = ::kindling::detail::modified_ns(path)) found.emplace_back(*when, name);
   }
-  return best;
+  // Newest first; equal times (coarse clocks) go to the larger name, so step 1000 beats 999
+  // only by time, never by name alone.
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a > b; });
+  std::vector<std::string> paths;
+  for (const auto& entry : found) paths.push_back(::kindling::detail::join_path(dirname, entry.second));
+  return paths;
+}
+
+std::optional<std::string> Checkpoint::find_latest(const std::string& dirname, const std::string& filename_prefix) {
+  const auto paths = newest_first(dirname, filename_prefix);
+  return paths.empty() ? std::nullopt : std::optional<std::string>(paths.front());
 }
 
 void Checkpoint::load_objects(const Objects& to_load, const std::string& path, bool strict) {

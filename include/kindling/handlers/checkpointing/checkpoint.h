@@ -31,6 +31,18 @@
 /// the name) towards n_saved, as if the run had not stopped: a resumed run with n_saved(2)
 /// ends with 2 files, not 4. A run that starts at iteration 0 never counts, nor removes,
 /// files it did not write.
+///
+/// What loading checks (beyond ignite, whose torch.load trusts the file): a file is a zip
+/// archive whose every entry carries the CRC-32 of its data, written by torch's archive
+/// writer (LibTorch's and Python's torch.save alike); LibTorch's reader ignores them.
+/// load_file first checks the archive itself: its end-of-archive record ends the file (a
+/// truncated file has none), the central directory lies where that record says and lists
+/// as many entries, each entry's local header is where the directory says and names the same
+/// entry, each entry's data lies inside the file, and the CRC-32 of each entry's data is the
+/// one recorded. A file that fails is refused with DamagedCheckpointError, naming it and what
+/// failed; find_latest_intact skips such files when resuming. Bytes no reader uses (padding
+/// inside local headers, times) are not covered; a file whose damage leaves every record and
+/// CRC consistent cannot be told from an intact one (a 1 in 2^32 chance per damaged entry).
 
 #include <functional>
 #include <memory>
@@ -40,6 +52,7 @@
 
 #include "kindling/engine/engine.h"
 #include "kindling/engine/state_dict.h"
+#include "kindling/error.h"
 #include "kindling/export.h"
 #include "kindling/handlers/checkpointing/disk_saver.h"
 #include "kindling/handlers/checkpointing/stateful.h"
@@ -82,6 +95,14 @@ struct KINDLING_API CheckpointOptions {
 
   /// Also save this Checkpoint's own state (key "checkpointer").
   KINDLING_ARG(bool, include_self) = false;
+};
+
+/// A checkpoint file whose bytes are not those that were saved: a record of its archive is
+/// missing or out of place, or an entry's CRC-32 differs from the one recorded (see "What
+/// loading checks" above). The message names the file and what failed.
+class KINDLING_API DamagedCheckpointError : public Error {
+ public:
+  using Error::Error;
 };
 
 class KINDLING_API Checkpoint : public std::enable_shared_from_this<Checkpoint> {
@@ -134,10 +155,20 @@ class KINDLING_API Checkpoint : public std::enable_shared_from_this<Checkpoint> 
   /// \endcode
   /// Local (each rank looks itself: the folder must be shared by the ranks that load).
   static std::optional<std::string> find_latest(const std::string& dirname, const std::string& filename_prefix = "");
+  /// As find_latest, but the newest of those files whose archive passes load_file's checks
+  /// (above): newer damaged files are skipped, with a warning naming each and what failed, so
+  /// that a restart resumes from the previous checkpoint instead of loading damaged weights.
+  /// Reads each file it checks. Unset when there is no such file. Throws
+  /// DamagedCheckpointError naming every file and what failed when all are damaged (they are
+  /// left as they are). Local: call it on one rank and broadcast the path (the folder must be
+  /// shared by the ranks that load).
+  static std::optional<std::string> find_latest_intact(const std::string& dirname,
+                                                       const std::string& filename_prefix = "");
 
   /// Loads `to_load` from the file at `path` (written by a Checkpoint). With one object and a
   /// file that holds that object's state directly, it is loaded from the file's top level.
-  /// Throws kindling::Error naming the file for a missing, truncated or corrupt file, and
+  /// Throws DamagedCheckpointError naming the file for a truncated or damaged file (see
+  /// "What loading checks"), kindling::Error naming the file for a missing or unreadable one, and
   /// kindling::UsageError naming the file, the object and the key for a missing object or a
   /// mismatched state; then no object has changed. Local: each rank reads the file itself.
   static void load_objects(const Objects& to_load, const std::string& path, bool strict = true);
@@ -151,8 +182,10 @@ class KINDLING_API Checkpoint : public std::enable_shared_from_this<Checkpoint> 
   /// metrics it has when the metric is missing or not a number. Local.
   static std::function<double(engine::Engine&)> get_default_score_fn(const std::string& metric_name,
                                                                      double score_sign = 1.0);
-  /// Reads a checkpoint file into its dict. Throws kindling::Error naming the file when it
-  /// is missing, truncated or not a checkpoint.
+  /// Reads a checkpoint file into its dict, after checking its archive (see "What loading
+  /// checks"). Throws DamagedCheckpointError naming the file and what failed when it is
+  /// truncated or damaged; kindling::Error naming the file when it is missing or not a
+  /// checkpoint. Local.
   static StateDict load_file(const std::string& path);
 
  private:
@@ -164,6 +197,13 @@ class KINDLING_API Checkpoint : public std::enable_shared_from_this<Checkpoint> 
   // and their adoption at a resumed STARTED (every rank).
   std::vector<Item> earlier_files() const;
   void adopt_earlier_files(engine::Engine& engine);
+  // checkpoint_resume.cpp: what is wrong with a file's archive ("" when nothing; unset when
+  // the bytes are no zip archive at all), the error for it, and a whole file's bytes.
+  static std::optional<std::string> archive_damage(const std::vector<char>& bytes);
+  [[noreturn]] static void refuse_damaged(const std::string& path, std::size_t size, const std::string& what);
+  static std::vector<char> read_bytes(const std::string& path);
+  // The `<filename_prefix>_*.pt` files of `dirname`, the most recently written first.
+  static std::vector<std::string> newest_first(const std::string& dirname, const std::string& filename_prefix);
 
   Objects to_save_;
   std::shared_ptr<DiskSaver> saver_;
