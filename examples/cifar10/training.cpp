@@ -27,6 +27,7 @@
 #include <kindling/handlers/checkpointing/run_folder.h>
 #include <kindling/handlers/loggers/setup_logger.h>
 #include <kindling/handlers/loggers/tensorboard.h>
+#include <kindling/handlers/stopping.h>
 #include <kindling/metrics/accuracy.h>
 #include <kindling/metrics/loss.h>
 #include <kindling/models/resnet.h>
@@ -41,6 +42,7 @@
 
 #include "dataflow.h"
 #include "profile.h"
+#include "resume.h"
 #include "timeline.h"
 #include "results.h"
 
@@ -153,6 +155,7 @@ struct Job {
   std::optional<DataChoice> data;
   std::optional<kindling::StateDict> resume_state;
   std::string resume_from;
+  int64_t resumed_at = 0;  // the trainer's iteration after loading resume_state
   std::optional<Dataflow> flow;
   std::shared_ptr<kindling::nn::CommHook> comm_hook;  // --comm_hook (its state is checkpointed)
   std::optional<Model> model;
@@ -228,9 +231,9 @@ void make_trainer(Job& job) {
 }
 
 // The common training handlers (checkpoints of to_save, the schedule, the progress bar);
-// then the state to resume from: --resume_from, or after a restart the newest checkpoint in
-// this job's own run folder, as rank 0 finds it, with its list of kept files so that n_saved
-// spans the attempts.
+// then the state to resume from: --resume_from, or after a restart the newest intact
+// checkpoint in this job's own run folder, as rank 0 finds it (resume.h), with its list of
+// kept files so that n_saved spans the attempts.
 void attach_common_and_resume(Job& job) {
   const Config& config = job.config;
   job.to_save = {{"trainer", kh::stateful(*job.trainer)},
@@ -252,8 +255,7 @@ void attach_common_and_resume(Job& job) {
                         .log_every_iters(std::max<int64_t>(1, config.log_every_iters)));
   job.resume_from = config.resume_from;
   if (job.resume_from.empty() && job.run.continued) {
-    auto last = kd::get_rank() == 0 ? kh::Checkpoint::find_latest(job.run.path, "training") : std::nullopt;
-    job.resume_from = kd::get_world_size() > 1 ? kd::broadcast(last.value_or(""), 0) : last.value_or("");
+    job.resume_from = checkpoint_to_resume(job.run.path);
     if (!job.resume_from.empty()) job.resume_state = kh::Checkpoint::load_file(job.resume_from);
   }
   if (!job.resume_state) return;
@@ -261,8 +263,8 @@ void attach_common_and_resume(Job& job) {
   if (job.run.continued && job.resume_state->contains("checkpointer"))
     to_load.push_back({"checkpointer", kh::stateful(*job.common->checkpoint)});
   kh::Checkpoint::load_objects(to_load, *job.resume_state, true, job.resume_from);
-  job.logger.info("Resumed from " + job.resume_from + " at iteration " +
-                  std::to_string(job.trainer->state().iteration));
+  job.resumed_at = job.trainer->state().iteration;
+  job.logger.info("Resumed from " + job.resume_from + " at iteration " + std::to_string(job.resumed_at));
 }
 
 // Evaluators on the train and test sets (metrics reduced over the ranks), and the logs:
@@ -311,6 +313,7 @@ void attach_evaluators_and_logs(Job& job) {
 // table; the report redrawn after each validation.
 void attach_validation(Job& job) {
   job.trainer->on(Events::EPOCH_COMPLETED.every(job.config.validate_every) | Events::COMPLETED, [&job](Engine& t) {
+    if (kh::TerminateOnNan::ended_at(t)) return;  // no model worth evaluating, nor keeping as best
     const int64_t epoch = t.state().epoch;
     // At the end of a run whose last epoch was just validated (num_epochs a multiple of
     // validate_every), the tutorial evaluates the same weights again; once is enough.
@@ -391,15 +394,19 @@ void attach_best_models_and_stop(Job& job) {
   }
 }
 
-// After the run: peak memory of every rank, the logs closed, the table and summary.json.
+// After the run: the logs closed; a run TerminateOnNan ended fails with no table (a rank
+// that went on fails at its next collective); else peak memory of every rank, the table and
+// summary.json.
 void finish(Job& job) {
+  const auto nan_at = kh::TerminateOnNan::ended_at(*job.trainer);
+  job.tb->close();
+  job.json->close();
+  job.report->render(nan_at ? "stopped by TerminateOnNan at iteration " + std::to_string(*nan_at) : "run complete");
+  job.report->close();
+  if (nan_at) throw kindling::Error(stopped_on_nan(*nan_at, job.resume_from, job.resumed_at));
   Results& results = job.results;
   const double rss = peak_rss_mb();
   results.peak_rss_mb = kd::get_world_size() > 1 ? kd::all_gather(rss) : std::vector<double>{rss};
-  job.tb->close();
-  job.json->close();
-  job.report->render("run complete");
-  job.report->close();
   if (job.split) results.iteration_split_ms = job.split->medians();
   if (kd::get_rank() != 0) return;
   write_summary(results);

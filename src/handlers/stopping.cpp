@@ -40,7 +40,15 @@ void TerminateOnNan::operator()(engine::Engine& engine) const {
   if (finite(output)) return;
   log(LogLevel::kWarning, "TerminateOnNan: output '" + output.to_string() + "' of " + engine.name + " (iteration " +
                               std::to_string(engine.state().iteration) + ") contains NaN or Inf; stopping the run");
+  engine.state().attributes[kStateKey] = engine::Value(static_cast<double>(engine.state().iteration));
   engine.terminate();
+}
+
+std::optional<int64_t> TerminateOnNan::ended_at(const engine::Engine& engine) {
+  const auto& attributes = engine.state().attributes;
+  const auto it = attributes.find(kStateKey);
+  if (it == attributes.end() || !it->second.is_number()) return std::nullopt;
+  return static_cast<int64_t>(it->second.number());
 }
 
 EarlyStopping::EarlyStopping(int patience, std::function<double(engine::Engine&)> score_function,

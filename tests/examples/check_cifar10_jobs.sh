@@ -10,7 +10,12 @@
 #   E  exit codes as kindling-run's: 128 + 9 for a worker killed by SIGKILL, 128 + 2 for Ctrl-C;
 #   F  two jobs given one --rdzv_id (one finished, one running) under kindling-run: a third
 #      whose first attempt fails restarts in a folder of its own and trains, never resuming
-#      the others' checkpoints or writing into their folders.
+#      the others' checkpoints or writing into their folders;
+#   I  a --resume_from with 64 KiB of garbage a third of the way in, or over its first zip
+#      header, is refused as damaged, naming the file;
+#   J  1 MiB of garbage inside the newest checkpoint of a running job, then a rank killed:
+#      the restart warns, resumes from the previous checkpoint and completes;
+#   K  a run that TerminateOnNan ends right after a resume fails (no "succeeded", no table).
 # Usage: check_cifar10_jobs.sh <cifar10> <kindling-run>
 set -euo pipefail
 bin=$1
@@ -131,4 +136,53 @@ grep -q "Last training checkpoint: $h/training_checkpoint_8.pt" "$dir/h.log" || 
 [ "$g_files" = "$(ls "$g")" ] || { kill -CONT $g_rank; fail "job H wrote into job G's folder $g"; }
 kill -CONT $g_rank
 wait "$parent" || { show "$dir/g.log"; fail "job G failed after job H ran beside it"; }
-echo "check_cifar10_jobs: unique run folders, restarts continue their own run, stale variables ignored, no empty folders, kindling-run's exit codes, one --rdzv_id for several jobs"
+
+# I: damaged checkpoints given to --resume_from.
+garbage() {  # garbage <file> <offset> <KiB>: random bytes written over the file, its size kept
+  dd if=/dev/urandom of="$1" bs=1024 count="$3" seek="$(($2 / 1024))" conv=notrunc status=none
+}
+size_of() { stat -c %s "$1"; }
+for where in third header; do
+  damaged="$dir/damaged-$where.pt"
+  cp "$f1/training_checkpoint_8.pt" "$damaged"
+  if [ "$where" = third ]; then garbage "$damaged" "$(($(size_of "$damaged") / 3))" 64; else garbage "$damaged" 0 1; fi
+  if "$bin" "${small[@]}" --output_path "$dir/i" --resume_from "$damaged" > "$dir/i.log" 2>&1; then
+    show "$dir/i.log"; fail "run I ($where) resumed from a damaged checkpoint"
+  fi
+  grep -q "'$damaged' ([0-9]* bytes) is damaged: " "$dir/i.log" || { show "$dir/i.log"; fail "run I ($where) does not call $damaged damaged"; }
+  if grep -q "Resumed from\|training samples/s\|pickle LibTorch's reader" "$dir/i.log"; then show "$dir/i.log"; fail "run I ($where) resumed or blamed pickles"; fi
+done
+
+# J: under kindling-run, the ranks frozen once the checkpoint of iteration 8 is on disk, 1 MiB
+# of garbage written inside the newest checkpoint, then one rank killed.
+out="$dir/j"
+"$launcher" --standalone --nproc_per_node 2 --max_restarts 1 "$bin" "${base[@]}" --train_subset 1024 \
+  --checkpoint_every 4 --output_path "$out" > "$dir/j.log" 2>&1 &
+parent=$!
+wait_for "$out/*/training_checkpoint_8.pt" || { show "$dir/j.log"; fail "job J wrote no checkpoint of iteration 8"; }
+ranks=$(pgrep -P "$parent") || true
+kill -STOP $ranks
+newest=$(ls -t "$out"/*/training_checkpoint_*.pt | head -1) previous=$(ls -t "$out"/*/training_checkpoint_*.pt | sed -n 2p)
+garbage "$newest" "$(($(size_of "$newest") / 2))" 1024
+kill -KILL "$(echo "$ranks" | tail -1)"
+kill -CONT $ranks 2> /dev/null || true
+wait "$parent" || { show "$dir/j.log"; fail "job J did not complete after its restart"; }
+grep -q "resuming from '$previous', the newest intact checkpoint; skipped as damaged: '$newest' (the CRC-32 of" "$dir/j.log" ||
+  { show "$dir/j.log"; fail "job J's restart gave no warning naming $newest as damaged"; }
+grep -q "Resumed from $previous at iteration" "$dir/j.log" || { show "$dir/j.log"; fail "job J did not resume from $previous"; }
+if grep -q "TerminateOnNan" "$dir/j.log"; then show "$dir/j.log"; fail "job J's loss went NaN"; fi
+
+# K: a checkpoint whose weights make the next loss NaN (one step at a learning rate of 1e30),
+# resumed under kindling-run: TerminateOnNan ends the run at once, every attempt.
+"$bin" "${small[@]}" --learning_rate 1e30 --num_warmup_epochs 0 --checkpoint_every 1 --stop_iteration 1 \
+  --output_path "$dir/k" > "$dir/k1.log" 2>&1 || { show "$dir/k1.log"; fail "run K1 failed"; }
+broken=$(ls "$dir"/k/*/training_checkpoint_1.pt)
+code=0
+"$launcher" --standalone --nproc_per_node 1 --max_restarts 1 "$bin" "${small[@]}" --output_path "$dir/k" \
+  --resume_from "$broken" > "$dir/k2.log" 2>&1 || code=$?
+[ "$code" != 0 ] || { show "$dir/k2.log"; fail "a run TerminateOnNan ended exited with 0"; }
+grep -q "TerminateOnNan stopped the training at iteration 2: .* it resumed from $broken at iteration 1" "$dir/k2.log" ||
+  { show "$dir/k2.log"; fail "run K2 does not say that TerminateOnNan stopped it after its resume"; }
+if grep -q "succeeded\|training samples/s\|| epoch | train accuracy" "$dir/k2.log"; then show "$dir/k2.log"; fail "run K2 reported success or results"; fi
+
+echo "check_cifar10_jobs: unique run folders, restarts continue their own run, stale variables ignored, no empty folders, kindling-run's exit codes, one --rdzv_id for several jobs, damaged checkpoints refused or skipped, a NaN stop is a failure"

@@ -35,6 +35,21 @@ TEST(TerminateOnNanTest, StopsAtTheFirstNonFiniteOutput) {
   EXPECT_EQ(tensors.state().iteration, 2);
 }
 
+// kindling's mark: code after run() tells a run TerminateOnNan ended from one that completed.
+TEST(TerminateOnNanTest, MarksTheRunItEnds) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> finite{1.0, 2.0}, broken{1.0, nan, 3.0};
+  Engine completed([](Engine&, const double& b) -> Value { return b; });
+  completed.on(Events::ITERATION_COMPLETED, kh::TerminateOnNan());
+  completed.run(finite, 1);
+  EXPECT_EQ(kh::TerminateOnNan::ended_at(completed), std::nullopt);
+  Engine ended([](Engine&, const double& b) -> Value { return b; });
+  ended.on(Events::ITERATION_COMPLETED, kh::TerminateOnNan());
+  ended.run(broken, 1);
+  EXPECT_EQ(kh::TerminateOnNan::ended_at(ended), 2);
+  EXPECT_EQ(ended.state().attributes.at(kh::TerminateOnNan::kStateKey).number(), 2.0);
+}
+
 TEST(EarlyStoppingTest, PatienceMinDeltaAndCumulativeDelta) {
   auto run = [](std::vector<double> scores, int patience, double min_delta, bool cumulative) {
     std::vector<int> data(scores.size(), 0);

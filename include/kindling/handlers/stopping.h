@@ -13,6 +13,7 @@
 /// reduced by its compute), so every rank terminates at the same iteration; given a per-rank
 /// value they could decide differently and the ranks' collectives would then no longer match.
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 
@@ -25,12 +26,24 @@ namespace handlers {
 
 /// Terminates the engine when its output (after output_transform) holds a NaN or an
 /// infinity: numbers, tensors, tuples and named tensors are all checked.
+///
+/// Beyond ignite, it marks the run it ends: state().attributes[kStateKey] holds the
+/// iteration whose output was not finite, so that code after run() can tell a run it ended
+/// from one that completed (run() returns alike). The mark stays until removed; it is not
+/// saved by Engine::state_dict() unless its name is among state_dict_user_keys().
 class KINDLING_API TerminateOnNan {
  public:
+  /// The name of the state attribute that marks a run TerminateOnNan ended.
+  static constexpr const char* kStateKey = "terminated_on_nan";
+
   explicit TerminateOnNan(std::function<engine::Value(const engine::Value&)> output_transform = {})
       : output_transform_(std::move(output_transform)) {}
-  /// Logs a warning naming the output and calls engine.terminate(). Local.
+  /// Logs a warning naming the output, marks the state (kStateKey) and calls
+  /// engine.terminate(). Local.
   void operator()(engine::Engine& engine) const;
+  /// The iteration at which a TerminateOnNan ended the engine's run; unset when none did.
+  /// Local; never throws.
+  static std::optional<int64_t> ended_at(const engine::Engine& engine);
 
  private:
   std::function<engine::Value(const engine::Value&)> output_transform_;
