@@ -98,6 +98,12 @@ Value FID::compute() {
                              "kindling::metrics::FID needs at least 2 samples (a covariance), got " +
                              std::to_string(n));
   }
+  const bool finite = at::isfinite(real_total).all().item<bool>() && at::isfinite(fake_total).all().item<bool>() &&
+                      at::isfinite(real_sigma).all().item<bool>() && at::isfinite(fake_sigma).all().item<bool>();
+  KINDLING_CHECK(finite,
+                 "kindling::metrics::FID: the features hold NaN or inf (their sums over every rank are not finite); "
+                 "ignite's FID refuses them too (scipy's sqrtm: 'array must not contain infs or NaNs'). Leave such "
+                 "samples out, or look at the feature extractor");
   const at::Tensor s1 = covariance(real_sigma, real_total, n), s2 = covariance(fake_sigma, fake_total, n);
   const at::Tensor diff = (real_total - fake_total) / static_cast<double>(n);
   const double fid = diff.dot(diff).item<double>() + s1.trace().item<double>() + s2.trace().item<double>() -

@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -87,6 +88,20 @@ TEST(GanMetricsTest, MisuseIsRefusedWithWhatWasGiven) {
       error_of([&] { score.update(Value(at::zeros({4}))); }).find("must have 2 dimensions (N, num_features), got [4]"),
       std::string::npos);
   EXPECT_NE(error_of<km::NotComputableError>([&] { score.compute(); }).find("at least one example"), std::string::npos);
+}
+
+// ignite 0.5.5's FID raises scipy's ValueError "array must not contain infs or NaNs" for a NaN
+// or inf feature: kindling refuses it by name (LibTorch's eigh saw NaN before).
+TEST(GanMetricsTest, FIDRefusesNonFiniteFeaturesAsIgnite) {
+  for (double bad : {std::nan(""), std::numeric_limits<double>::infinity()}) {
+    km::FID fid(3);
+    at::Tensor real = at::arange(18, at::kDouble).reshape({6, 3}).sin();
+    real[2][1] = bad;
+    fid.update(Value::tuple({real, real.cos()}));
+    EXPECT_NE(error_of<kindling::UsageError>([&] { fid.compute(); }).find("FID: the features hold NaN or inf"),
+              std::string::npos)
+        << bad;
+  }
 }
 
 }  // namespace gan_test

@@ -149,6 +149,7 @@ inline std::vector<NonFiniteCase> logit_cases() {
     const Value l = logits(o);
     return Value::tuple({l[0], at::one_hot(l[1], 3)});
   };
+  const auto softmaxed = [logits](const Value& o) { return Value(at::softmax(logits(o)[0], 1)); };
   const auto cross_entropy = [](const at::Tensor& p, const at::Tensor& y) { return at::cross_entropy_loss(p, y); };
   const Three nan3 = same3(kNaN);
   using PR = km::PrecisionRecallBase;
@@ -175,6 +176,8 @@ inline std::vector<NonFiniteCase> logit_cases() {
        Three{0.5327324271202087, 0.5327324271202087, 0.6577324271202087}},
       {"map", [=] { return std::make_shared<MAP>(std::nullopt, MAP::ClassMean::kMacro, false, logits); },
        Three{0.38743386243386241, 0.38743386243386241, 0.47354497354497349}},
+      {"inception_score", [=] { return std::make_shared<km::InceptionScore>(3, km::FeatureExtractor(), softmaxed); },
+       Three{kNaN, kNaN, 1.1828295072871389}},
   };
 }
 

@@ -46,7 +46,8 @@ class KINDLING_API FID : public Metric {
   /// batches differ in shape, are not (N, num_features) or are empty; stores nothing then.
   void update(const Value& output) override;
   /// Over every rank's samples (a collective). Throws NotComputableError with fewer than 2
-  /// samples over all ranks (a covariance needs 2).
+  /// samples over all ranks (a covariance needs 2); kindling::UsageError, on every rank, when
+  /// a feature was NaN or inf (ignite 0.5.5 raises scipy's ValueError there).
   Value compute() override;
   std::string name() const override { return "FID"; }
 
