@@ -206,9 +206,30 @@ TEST(CheckpointResumeTest, GarbageOverAZipHeaderOrACutFileIsRefusedAsDamaged) {
   const std::string cut = dir.path() + "/cut.pt";
   std::ofstream(cut, std::ios::binary) << good.substr(0, good.size() * 2 / 3);
   const std::string what = refusal(cut);
-  EXPECT_NE(what.find("is damaged: no end-of-archive record ends the file: an incomplete torch.save archive"),
+  EXPECT_NE(what.find("is damaged: no end-of-archive record ends the file, so it is an incomplete torch.save archive"),
             std::string::npos)
       << what;
+}
+
+// torch.save after torch.serialization.set_crc32_options(False) records a CRC-32 of 0: such
+// a file loads (its records are still checked), as Python's torch.load reads it.
+TEST(CheckpointResumeTest, AnArchiveWrittenWithoutCrcsStillLoads) {
+  kindling::testing::TempDir dir("damaged");
+  torch::nn::Linear model(1024, 512);
+  const std::string path = save_linear_steps(dir.path(), model, 1);
+  std::string bytes = file_bytes(path);
+  const std::size_t end64 = bytes.rfind("PK\x06\x06");
+  ASSERT_NE(end64, std::string::npos);
+  std::size_t directory = 0;  // the zip64 end record's 8-byte offset of the central directory
+  for (int i = 7; i >= 0; --i) directory = (directory << 8) | static_cast<unsigned char>(bytes[end64 + 48 + i]);
+  int zeroed = 0;
+  for (auto at = bytes.find("PK\x01\x02", directory); at < end64; at = bytes.find("PK\x01\x02", at + 4), ++zeroed)
+    bytes.replace(at + 16, 4, 4, '\0');
+  EXPECT_GT(zeroed, 3);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  torch::nn::Linear other(1024, 512);
+  kh::Checkpoint::load_objects({{"model", kh::stateful(other)}}, kh::Checkpoint::load_file(path), false);
+  EXPECT_TRUE(at::equal(other->weight, model->weight));
 }
 
 TEST(CheckpointResumeTest, AResumeFallsBackToThePreviousIntactCheckpointWithAWarning) {

@@ -225,9 +225,8 @@ TEST(CheckpointTest, MismatchedOrBrokenCheckpointsNameTheProblemAndChangeNothing
     kh::Checkpoint::load_objects({{"model", kh::stateful(model)}}, dir + "/truncated.pt");
   });
   EXPECT_NE(truncated.find(dir + "/truncated.pt"), std::string::npos) << truncated;
-  EXPECT_NE(truncated.find("is damaged: no end-of-archive record ends the file: an incomplete torch.save archive "
-                           "(truncated or corrupt"),
-            std::string::npos)
+  EXPECT_NE(truncated.find("is damaged: no end-of-archive record ends the file"), std::string::npos) << truncated;
+  EXPECT_NE(truncated.find("is an incomplete torch.save archive (truncated or corrupt"), std::string::npos)
       << truncated;
   EXPECT_NE(error_of([&] { kh::Checkpoint::load_file(dir + "/absent.pt"); }).find("cannot open"), std::string::npos);
 }

@@ -112,7 +112,8 @@ void Checkpoint::adopt_earlier_files(engine::Engine& engine) {
 // as other numbers: these checks stand in for them, on the file's own records, so that a
 // file Python's torch.save wrote is checked alike and no file of another format is needed.
 // Not covered: bytes no reader uses (alignment padding in the local headers' extra fields,
-// times, version fields).
+// times, version fields), and the data of an entry whose recorded CRC-32 is 0 (Python's
+// torch.save after torch.serialization.set_crc32_options(False) records none).
 namespace {
 
 using Bytes = std::vector<char>;
@@ -154,8 +155,8 @@ struct Directory {
 std::string find_directory(const Bytes& b, Directory& d) {
   const std::uint64_t n = b.size();
   const std::string incomplete =
-      "no end-of-archive record ends the file: an incomplete torch.save archive (truncated or corrupt: the copy or "
-      "the save was cut short, or the file's end was overwritten)";
+      "no end-of-archive record ends the file, so it is an incomplete torch.save archive (truncated or corrupt: the "
+      "copy or the save was cut short, or the file's end was overwritten)";
   if (n < 22) return incomplete;
   const std::uint64_t lowest = n > 22 + 0xffffu ? n - 22 - 0xffffu : 0;  // the record's comment is 64 KiB at most
   std::uint64_t at = n - 22;
@@ -235,6 +236,8 @@ std::string check_entry(const Bytes& b, const Directory& d, const Entry& e) {
     return "the local header of " + what + " records the CRC-32 " + hex32(local_crc) + ", the central directory " +
            hex32(e.crc);
   if (e.method != 0) return "";  // compressed by another tool: its CRC covers the inflated bytes
+  // torch.save after torch.serialization.set_crc32_options(False) records 0: nothing to compare.
+  if (e.crc == 0) return "";
   if (e.compressed != e.uncompressed)
     return "the stored entry " + what + " has " + std::to_string(e.compressed) + " bytes in the archive but " +
            std::to_string(e.uncompressed) + " when read";

@@ -41,8 +41,10 @@
 /// entry, each entry's data lies inside the file, and the CRC-32 of each entry's data is the
 /// one recorded. A file that fails is refused with DamagedCheckpointError, naming it and what
 /// failed; find_latest_intact skips such files when resuming. Bytes no reader uses (padding
-/// inside local headers, times) are not covered; a file whose damage leaves every record and
-/// CRC consistent cannot be told from an intact one (a 1 in 2^32 chance per damaged entry).
+/// inside local headers, times) are not covered, nor the data of an entry whose recorded
+/// CRC-32 is 0 (Python's torch.save after torch.serialization.set_crc32_options(False)); a
+/// file whose damage leaves every record and CRC consistent cannot be told from an intact one
+/// (a 1 in 2^32 chance per damaged entry).
 
 #include <functional>
 #include <memory>
