@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -137,6 +138,18 @@ TEST(KernelDependenceTest, ValuesWorkedByHand) {
   backward.update(Value::tuple({x.flip(1), x}));
   EXPECT_GT(forward.compute().number(), 0.01);
   EXPECT_NEAR(forward.compute().number(), backward.compute().number(), 1e-12);
+}
+
+// ignite 0.5.5's HSIC of 6 samples with one NaN or inf in x: nan (its clamp keeps NaN). MMD's
+// NaN and inf: NonFiniteMetricsTest.
+TEST(KernelDependenceTest, ANaNOrInfGivesNaNAsIgnite) {
+  for (double bad : {std::nan(""), std::numeric_limits<double>::infinity()}) {
+    at::Tensor x = at::arange(12, at::kDouble).reshape({6, 2}).sin();
+    x[1][0] = bad;
+    km::HSIC hsic;
+    hsic.update(Value::tuple({x, at::arange(12, at::kDouble).reshape({6, 2}).cos()}));
+    EXPECT_TRUE(std::isnan(hsic.compute().number())) << bad;
+  }
 }
 
 TEST(AccumulationTest, ValuesWorkedByHand) {
