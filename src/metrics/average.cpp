@@ -4,6 +4,9 @@
 
 #include <ATen/ATen.h>
 
+#include "metrics/libtorch_errors.h"
+#include "metrics/shape_text.h"
+
 namespace kindling {
 namespace metrics {
 
@@ -35,15 +38,14 @@ void VariableAccumulation::update(const Value& output) {
                  ": the (transformed) engine output should be a number or a tensor, but it is ", output.to_string(),
                  "; set an output_transform");
   const at::Tensor x = output.tensor().detach().to(accumulator_.options());
-  try {
-    accumulator_ = op_(accumulator_, x);
-  } catch (const c10::Error& e) {  // e.g. 1-D outputs of different lengths: name the metric, drop the trace
-    throw UsageError(detail::rank_prefix() +
-                     detail::join_message("kindling::metrics::", name(), ": this output, of shape ", x.sizes(),
-                                          ", does not combine with the accumulator of the earlier ones, of shape ",
-                                          accumulator_.sizes(), " (LibTorch: ", e.what_without_backtrace(),
-                                          "); give outputs of one shape, samples along dimension 0"));
-  }
+  // e.g. 1-D outputs of different lengths
+  accumulator_ = naming_libtorch_errors(
+      name(), [&] { return op_(accumulator_, x); },
+      [&] {
+        return "this output, of shape " + shape_text(x) + ", does not combine with the accumulator of the earlier " +
+               "ones, of shape " + shape_text(accumulator_);
+      },
+      "give outputs of one shape, samples along dimension 0");
   num_examples_ += x.dim() > 1 ? x.size(0) : 1;
 }
 

@@ -3,6 +3,9 @@
 
 #include <ATen/ATen.h>
 
+#include "metrics/libtorch_errors.h"
+#include "metrics/shape_text.h"
+
 namespace kindling {
 namespace metrics {
 
@@ -21,7 +24,10 @@ void Loss::reset() {
 
 void Loss::update(const Value& output) {
   auto [y_pred, y] = y_pred_and_y(output);
-  const at::Tensor average = loss_fn_(y_pred, y).detach();
+  const at::Tensor average = naming_libtorch_errors(
+      name(), [&] { return loss_fn_(y_pred, y).detach(); },
+      [&] { return "loss_fn failed on y_pred of shape " + shape_text(y_pred) + " and y of shape " + shape_text(y); },
+      "check that the two fit the loss function (the same batch size, the class dimension)");
   KINDLING_CHECK(average.dim() == 0,
                  "kindling::metrics::Loss: loss_fn did not return the average loss (a 0-dim "
                  "tensor), it returned a tensor of shape ",

@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,20 @@ TEST(LossTest, WeightsEachBatchMeanBySize) {
             }).find("loss_fn did not return the average loss"),
             std::string::npos);
   EXPECT_THROW(km::Loss(km::Loss::LossFunction()), UsageError);
+}
+
+// A loss function that LibTorch refuses (batch sizes 3 and 2): the error names Loss and both
+// shapes, without LibTorch's stack trace (it was LibTorch's raw error); nothing is stored.
+TEST(LossTest, ALibTorchErrorOfTheLossFunctionNamesLossAndTheShapes) {
+  km::Loss loss([](const at::Tensor& p, const at::Tensor& y) { return at::cross_entropy_loss(p, y); });
+  loss.update({at::zeros({2, 3}), longs({0, 1})});
+  const std::string error = error_of<UsageError>([&] { loss.update({at::zeros({3, 3}), longs({0, 1})}); });
+  EXPECT_NE(error.find("kindling::metrics::Loss: loss_fn failed on y_pred of shape [3, 3] and y of shape [2]"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("Expected input batch_size (3) to match target batch_size (2)"), std::string::npos) << error;
+  EXPECT_EQ(error.find("Exception raised from"), std::string::npos) << error;
+  EXPECT_NEAR(loss.compute().number(), std::log(3.0), 1e-6);
 }
 
 TEST(AverageTest, NumbersAndVectors) {

@@ -41,7 +41,8 @@ class KINDLING_API VariableAccumulation : public Metric {
   /// Local. Throws kindling::UsageError for an output that is not a number or a tensor, and
   /// for one that `op` cannot combine with the accumulator (naming the metric, both shapes
   /// and LibTorch's reason: e.g. 1-D outputs of different lengths to Average or
-  /// GeometricAverage, where ignite raises LibTorch's own error); stores nothing then.
+  /// GeometricAverage, where ignite raises LibTorch's own error; out-of-memory errors pass as
+  /// they are); stores nothing then.
   void update(const Value& output) override;
   /// (accumulator, num_examples) over all ranks as a tuple of two tensors (a collective).
   /// Throws kindling::UsageError when ranks' accumulators differ in shape (naming both).

@@ -21,7 +21,10 @@ class KINDLING_API Loss : public Metric {
   explicit Loss(LossFunction loss_fn, OutputTransform output_transform = {}, BatchSize batch_size = {},
                 c10::Device device = c10::Device(c10::kCPU));
   void reset() override;
-  /// Throws kindling::UsageError when loss_fn does not return a 0-dim tensor.
+  /// Local. Throws kindling::UsageError when loss_fn does not return a 0-dim tensor, or when it
+  /// raises a LibTorch error (e.g. y_pred and y of different batch sizes: the message names
+  /// Loss, both shapes and LibTorch's reason, without its stack trace; out-of-memory errors
+  /// pass as they are); stores nothing then.
   void update(const Value& output) override;
   /// sum(mean loss x batch size) / samples over all ranks (a collective). Throws
   /// NotComputableError when no rank saw a sample.
