@@ -23,6 +23,7 @@
 #include "dist/flight_dump.h"
 #include "dist/init_options.h"
 #include "dist/layout.h"
+#include "dist/live_round.h"
 #include "kindling/config.h"
 #include "kindling/dist/launch_env.h"
 #include "kindling/error.h"
@@ -96,7 +97,6 @@ void install_model(std::unique_ptr<Backend> backend, int rank, int world_size, s
 using detail::runtime;
 using ::kindling::detail::get_env;
 using ::kindling::detail::get_env_int;
-using ::kindling::detail::parse_int;
 using ::kindling::detail::set_env;
 
 namespace {
@@ -232,7 +232,7 @@ void publish_environment(const detail::WorldConfig& cfg, const LaunchEnvironment
 void start_engine(const detail::BackendTraits& traits, const detail::WorldConfig& cfg,
                   std::vector<std::string> snapshot) {
   try {
-    detail::install_model(traits.make(cfg), cfg.rank, cfg.world_size, cfg.timeout, cfg.stall_period, cfg.local_rank);
+    detail::install_model(detail::make_backend(traits, cfg), cfg.rank, cfg.world_size, cfg.timeout, cfg.stall_period, cfg.local_rank);
   } catch (const kindling::Error&) {
     ::kindling::detail::restore_env(snapshot);
     throw;
@@ -288,7 +288,7 @@ void initialize_model(const std::string& backend, const InitOptions& options) {
 
 void initialize(const std::string& backend, const InitOptions& options) {
   try {
-    initialize_model(backend, options);
+    detail::taking_newer_rounds([&] { initialize_model(backend, options); }, options.timeout());
   } catch (const std::exception& e) {
     // Under a launcher, the rank that could not start is the job's first failure (a port
     // another job holds, a refused setting): its error file names it in the summary.

@@ -110,13 +110,14 @@ void watch_steps(Watchdog::State& s) {
   Poller poller(s.verdict.poll);
   const auto note_at = std::chrono::steady_clock::now() + s.verdict.note_after;
   bool noted = !s.verdict.note;
+  const auto stood_down = [&s] { return s.verdict.stand_down && s.verdict.stand_down(); };
   std::unique_lock<std::mutex> lock(s.mutex);
   while (!s.done) {
     const auto now = std::chrono::steady_clock::now();
-    auto wake = s.verdict.poll ? std::min(s.deadline, now + kPollEvery) : s.deadline;
+    auto wake = s.verdict.poll || s.verdict.stand_down ? std::min(s.deadline, now + kPollEvery) : s.deadline;
     if (!noted) wake = std::min(wake, note_at);
     s.changed.wait_until(lock, wake);
-    if (s.done) break;
+    if (s.done || stood_down()) break;
     if (std::chrono::steady_clock::now() >= s.deadline) {
       lock.unlock();
       end_blocked_process(s, bounded_diagnosis(s.verdict.diagnose));
@@ -131,7 +132,7 @@ void watch_steps(Watchdog::State& s) {
     }
     if (s.verdict.poll) {
       const std::string cause = poller.next();
-      if (!cause.empty()) end_decided_process(s, cause);
+      if (!cause.empty() && !stood_down()) end_decided_process(s, cause);
     }
   }
 }

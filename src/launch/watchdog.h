@@ -47,6 +47,10 @@ class Watchdog {
     /// what it waits for and why that may never come; may be empty. It runs on the
     /// watchdog's thread and must own what it uses.
     std::function<std::string()> note;
+    /// Asked every half second, before `poll` and the limit: true ends the watch and leaves
+    /// the process alone (whoever waited for the step gave it up and left it behind on its
+    /// thread). It must own what it uses and answer at once; may be empty.
+    std::function<bool()> stand_down;
     std::chrono::milliseconds note_after{5000};
   };
 

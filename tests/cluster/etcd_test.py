@@ -14,6 +14,12 @@ host, tests/cluster/elastic_train.cpp as the job (tests/cluster/elastic_job.py).
                     the same with --live_recovery (elastic_train's train-live): hosts 1 and 2
                     go on at 2 ranks in the same processes, rank 0's state sent from the
                     survivor that becomes rank 0; every sample once.
+  second_loss_live  3 hosts, --nnodes 1:3, --live_recovery: host 2 killed mid-epoch, host 1 as
+                    soon as the round without host 2 closed (its world half-made): host 0, which
+                    serves, gives that world up for the next round and trains alone within 15 s,
+                    in its first process, every sample once (live_test.py's case of that name,
+                    on the etcd rendezvous; etcd runs on host 0 alone, as a quorum of 3 members
+                    would not outlive two of them).
   member_lost       3 hosts, --nnodes 3; the etcd member of the serving host (the first one in
                     that agent's list) is killed mid-epoch: the job completes in its first round,
                     no restart, no other agent takes over.
@@ -114,6 +120,34 @@ def loses_first_host(args):
 @case
 def loses_first_host_live(args):
     lose_first_host(args, live=True)
+
+
+@case
+def second_loss_live(args):
+    with workspace("kindling-etcd-second-") as work:
+        # etcd on host 0 alone: two of three members lost would take etcd's quorum with them.
+        with cluster.Cluster(hosts=3) as c, EtcdCluster(c, [0]) as etcd:
+            hosts = start_job(args, c, etcd, "second-loss", work, "1:3", [0, 1, 2], live=True)
+            try:
+                i = hosts[0].wait_line(r"PROGRESS world=3 iteration=(2[3-9]|3\d)\b", 120)
+                c.kill_host(2)
+                hosts[0].wait_line(r"rendezvous round 1 \(restart \d+\): 2 nodes", 60, i)
+                c.kill_host(1)
+                lost_at = time.monotonic()
+                j = hosts[0].wait_line(r"PROGRESS world=1 ", 120, i)
+                took = hosts[0].times[j] - lost_at
+                expect(took <= 15, "host 0 trained alone %.1f s after the second loss:\n%s" % (took, hosts[0].text()))
+                finish_all(hosts[:1], 180)
+            finally:
+                Host.kill_left(hosts)
+            lost, repeated = lost_and_repeated(read_ledger(work)[1])
+            expect(lost == 0 and repeated == 0, "samples lost %d, repeated %d" % (lost, repeated))
+            seen = [(s["world"], s["restart"]) for s in starts(hosts[0])]
+            expect(seen == [("3", "0")], "host 0's worker started with (world, restart) %s, not once" % seen)
+            worlds = re.findall(r"WORLD rank=\d+ world=(\d+) pid=(\d+)", hosts[0].text())
+            expect([w for w, _ in worlds] == ["3", "1"] and len({p for _, p in worlds}) == 1,
+                   "host 0's worlds (world, pid): %s" % worlds)
+            print("etcd: host 2 lost, then host 1 during the recovery: host 0 trained alone %.1f s later" % took)
 
 
 @case

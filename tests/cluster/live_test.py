@@ -33,6 +33,26 @@ no checkpoint on disk) as the job (tests/cluster/elastic_job.py).
                         no process of hosts 0 and 1 started again, every sample once, at most 1
                         iteration redone.
 
+  lost_while_starting_live
+                        3 hosts, --nnodes 2:3; host 2 is killed (every process) half a second
+                        after round 0 closed, while the workers are inside initialize(): the agents
+                        form round 1 at once, and the survivors' workers give round 0's
+                        half-made world up and make round 1's in the same processes instead of
+                        waiting out the rendezvous timeout (60 s here). Checked: hosts 0 and 1
+                        train at 2 ranks within 15 s of the kill, in their first processes, every
+                        sample once.
+
+  second_loss_live      3 hosts, --nnodes 1:3; host 2 is killed mid-epoch and host 1 as soon as
+                        the round without host 2 closed, during the recovery: host 0 gives that
+                        round's half-made world up for the next one and trains alone within 15 s. Checked: no process of host 0
+                        started again, every sample once, at most 1 iteration redone.
+
+  lost_while_joining_live
+                        3 hosts, --nnodes 2:3; host 2 killed and started again; while it joins
+                        (the round that takes it back closed), host 1 is killed: hosts 0 and 2 make the next world
+                        within 15 s. Checked: host 0's worker in its first process, host 2's
+                        started once, every sample once.
+
   soak                  (by hand, not in CTest) 3 hosts, --nnodes 2:3: for --soak-minutes (10),
                         every 20-30 s host 1 or 2 (in turn) is killed and started again 10 s
                         later; the job runs on until its epochs are done. Checked: every
@@ -41,6 +61,7 @@ no checkpoint on disk) as the job (tests/cluster/elastic_job.py).
   tests/cluster/live_test.py --build build -k lose_and_rejoin_live [--trials 10]
   tests/cluster/live_test.py --build build -k soak [--soak-minutes 10]
 """
+import contextlib
 import os
 import random
 import re
@@ -199,6 +220,93 @@ def stopped_host_live(args):
             check_kept(hosts[2:], [3, 3], work, None, None, hosts[0])
             print("host 2 stopped: the 2-rank world trained %.1f s after the stop (stall period 5 s)" % resumed)
 
+
+@contextlib.contextmanager
+def live_job(args, prefix, nnodes):
+    """Hosts 0-2 of a new cluster running the live job (train-live) with --nnodes `nnodes` in a new
+    folder; yields (cluster, folder, hosts) and kills the launchers left however the case ends."""
+    with workspace(prefix) as work:
+        with cluster.Cluster(hosts=3) as c:
+            hosts = [Host(c, k, launcher(args, "live", work, nnodes=nnodes, command="train-live",
+                                         flags=("--live_recovery",))) for k in range(3)]
+            try:
+                yield c, work, hosts
+            finally:
+                Host.kill_left(hosts)
+
+
+def trains_again(host, pattern, lost_at, start, bound=15):
+    """The index of `host`'s first line from `start` on matching `pattern`, checked to come within
+    `bound` seconds of `lost_at` (the rendezvous timeout is 60 s: a wait that ignores the newer
+    round shows as a minute)."""
+    i = host.wait_line(pattern, 120, start)
+    took = host.times[i] - lost_at
+    expect(took <= bound, "host %d trained again %.1f s after the loss, more than %d s:\n%s" % (
+        host.k, took, bound, host.text()))
+    return i, took
+
+
+def finish_all(hosts):
+    for h in hosts:
+        expect(h.finish(180) == 0, "host %d's launcher failed:\n%s" % (h.k, h.text()))
+
+
+@case
+def lost_while_starting_live(args):
+    with live_job(args, "kindling-live-start-", "2:3") as (c, work, hosts):
+        hosts[0].wait_line(r"rendezvous round 0 \(restart 0\): 3 nodes", 120)
+        time.sleep(0.5)
+        c.kill_host(2)
+        lost_at = time.monotonic()
+        _, took = trains_again(hosts[0], r"PROGRESS world=2 ", lost_at, 0)
+        hosts[2].finish(30)
+        finish_all(hosts[:2])
+        check_kept(hosts[:2], [2], work, None, None, hosts[0])
+    print("host 2 lost while the workers initialized: the 2-rank world trained %.1f s later" % took)
+
+
+@case
+def second_loss_live(args):
+    with live_job(args, "kindling-live-second-", "1:3") as (c, work, hosts):
+        i = hosts[0].wait_line(r"PROGRESS world=3 iteration=(2[3-9]|3\d)\b", 120)
+        last_before = int(re.search(r"iteration=(\d+)", hosts[0].lines[i]).group(1))
+        c.kill_host(2)
+        # The round without host 2 has closed: hosts 0 and 1 are about to make its world.
+        hosts[0].wait_line(r"rendezvous round 1 \(restart \d+\): 2 nodes", 60, i)
+        c.kill_host(1)
+        lost_at = time.monotonic()
+        j, took = trains_again(hosts[0], r"PROGRESS world=1 ", lost_at, i)
+        first_after = int(re.search(r"iteration=(\d+)", hosts[0].lines[j]).group(1))
+        for h in hosts[1:]:
+            h.finish(30)
+        finish_all(hosts[:1])
+        check_kept(hosts[:1], [3, 1], work, None, None, hosts[0])
+    expect(last_before - first_after + 1 <= 1, "%d iterations redone (last before %d, first after %d)" % (
+        last_before - first_after + 1, last_before, first_after))
+    print("host 2 lost, then host 1 during the recovery: host 0 trained alone %.1f s after the second loss" % took)
+
+
+@case
+def lost_while_joining_live(args):
+    with live_job(args, "kindling-live-joining-", "2:3") as (c, work, hosts):
+        _, j, _, _ = kill_mid_epoch(c, hosts[0])
+        k = hosts[0].wait_line(r"PROGRESS world=2 iteration=(6\d|7\d)\b", 120, j)
+        hosts[2].finish(30)
+        hosts[2] = Host(c, 2, launcher(args, "live", work, command="train-live", flags=("--live_recovery",)))
+        # Host 0's agent has joined the round that takes host 2 back: its workers are about
+        # to make that world, which host 1's will never reach.
+        m = hosts[0].wait_line(r"rendezvous round \d+ \(restart \d+\): 3 nodes", 60, k)
+        c.kill_host(1)
+        lost_at = time.monotonic()
+        w = hosts[0].wait_line(r"WORLD rank=\d+ world=2 ", 120, m)
+        _, took = trains_again(hosts[0], r"PROGRESS world=2 ", lost_at, w)
+        hosts[1].finish(30)
+        finish_all([hosts[0], hosts[2]])
+        seen = [w for _, w, _ in worlds(hosts[0])]
+        expect(seen[:2] == [3, 2] and seen[-1] == 2, "host 0's worlds %s, expected 3, 2, ..., 2" % seen)
+        check_kept(hosts[:1], seen, work, None, None, hosts[0])
+        check_kept(hosts[2:], [2], work, None, None, hosts[0])  # the joiner, not started twice either
+    print("host 1 lost while host 2 joined: hosts 0 and 2 trained %.1f s later" % took)
 
 @case
 def soak(args):

@@ -92,6 +92,10 @@ struct KINDLING_API InitOptions {
 /// gloo with a host cut off during the rendezvous), the throw cannot happen: the process
 /// then ends with exit code 1 after the timeout plus a grace of 3 s and 10%, having logged
 /// the TimeoutError and written it to the launcher's error file (the same holds for new_group).
+/// Under `kindling-run --live_recovery`, a rendezvous round the launcher announces while this
+/// world is being made (a host lost or arriving meanwhile) gives the half-made world up: the
+/// newer round's world is made instead, its rank and world size in the environment as
+/// kindling/dist/live.h's rejoin() sets them (logged as a warning).
 /// Every rank must call it.
 KINDLING_API void initialize(const std::string& backend, const InitOptions& options = InitOptions());
 

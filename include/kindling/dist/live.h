@@ -37,7 +37,9 @@ struct LiveWorld {
 /// one, whose engine is then left behind), and initializes `backend` with `options` at the
 /// new rank and world size (RANK, WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, MASTER_ADDR,
 /// MASTER_PORT and TORCHELASTIC_RESTART_COUNT are set in the environment as the launcher would
-/// have). Every rank that goes on calls it; a new node's ranks do not (they start in the round).
+/// have); a round announced while the new world is being made is taken in its place, as
+/// initialize() does. Every rank that goes on calls it; a new node's ranks do not (they start
+/// in the round).
 /// Throws kindling::UsageError without live recovery, kindling::TimeoutError when no round
 /// comes within `timeout` (the launcher ends the job then), and what initialize() throws.
 KINDLING_API LiveWorld rejoin(const std::string& backend, const InitOptions& options, const std::string& why,

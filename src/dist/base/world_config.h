@@ -4,7 +4,9 @@
 // it includes no other part of kindling.
 #include <c10/util/intrusive_ptr.h>
 
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -32,6 +34,11 @@ struct WorldConfig {
   /// The launcher's variables this process was started with ("RANK=1, WORLD_SIZE=4"; before
   /// initialize set any), for a rank left waiting: what told it its place.
   std::string launch_variables;
+  /// Set once the world being made is given up (live recovery: the launcher announced a newer
+  /// round while this rank waited for the others, src/dist/live_round.h) and left to end on a
+  /// thread of its own: its failure is then neither recorded nor published to the other ranks,
+  /// and its watchdog stands down. Null where nobody can give it up.
+  std::shared_ptr<std::atomic<bool>> given_up;
 };
 
 /// The store the stall monitor talks to (its own connection where the engine's store is a

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "launch/watchdog.h"
+#include "dist/backends/c10d/abandonable_store.h"
 #include "dist/backends/c10d/c10d_communicator.h"
 #include "dist/backends/c10d/c10d_compat.h"
 #include "dist/rendezvous/peers.h"
@@ -34,7 +35,10 @@ void C10dBackend::create_world() { world_ = create_group(0, {}, rank_); }
 
 std::unique_ptr<C10dBackend> start_c10d_world(const std::string& name, const WorldConfig& config, bool monitor,
                                               const std::function<ProcessGroupFactory()>& prepare) {
-  auto store = connect_store(config);
+  const auto joined = connect_store(config);
+  // A world that live recovery may give up waits in a store that ends its waits then.
+  c10::intrusive_ptr<c10d::Store> store = joined;
+  if (config.given_up) store = c10::make_intrusive<AbandonableStore>(joined, config.given_up);
   auto target = connect_monitor_store(config);
   const std::string place = own_place();
   // A file store has no second connection: its board is not watched (another thread's reads
@@ -51,9 +55,12 @@ std::unique_ptr<C10dBackend> start_c10d_world(const std::string& name, const Wor
     backend = std::make_unique<C10dBackend>(name, store, config.rank, config.world_size, config.timeout, prepare());
     backend->set_store_place(store_place(config));
     backend->set_startup_board(board);
+    backend->set_given_up(config.given_up);
     backend->create_world();
-    remember_store_generation(config, store);
+    remember_store_generation(config, joined);
   } catch (const std::exception& e) {
+    // A world given up (live recovery took a newer round) fails for nobody: its ranks left.
+    if (config.given_up && config.given_up->load()) throw;
     record_error(e);  // before the board's wait: this rank's failure comes first in the summary
     board->publish_failure("rank " + std::to_string(config.rank) + " on host " + place.substr(0, place.find(' ')) +
                            " failed while starting: " + e.what());
@@ -159,6 +166,7 @@ std::shared_ptr<Communicator> C10dBackend::join_group(int group_index, int size,
   };
   if (board_ && group_index == 0) verdict.poll = [board = board_] { return board->watch(); };
   if (board_ && group_index == 0) verdict.note = [board = board_] { return board->origin(); };
+  if (given_up_) verdict.stand_down = [given_up = given_up_] { return given_up->load(); };
   Watchdog watchdog(std::move(verdict), "connecting to the other ranks" + through, watchdog_limit(timeout_));
   // Announce this rank, with where it runs, first: a timeout anywhere below can then name
   // who is missing, and an engine's message about an address whose rank that is.
@@ -176,6 +184,7 @@ std::shared_ptr<Communicator> C10dBackend::join_group(int group_index, int size,
     } catch (const kindling::Error&) {
       throw;
     } catch (const std::exception& e) {
+      if (given_up_ && given_up_->load()) throw;  // nobody waits for this world's messages
       const std::string message = engine_message(e);
       if (group_index == 0) record_world_places(*store_, world_size_);
       const std::string at = ranks_behind_addresses(message);

@@ -5,6 +5,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -47,6 +48,9 @@ class C10dBackend : public Backend {
   /// The board on which the world's creation claims this rank and watches for another rank's
   /// failure (startup_board.h). Call before create_world.
   void set_startup_board(std::shared_ptr<StartupBoard> board) { board_ = std::move(board); }
+  /// WorldConfig::given_up: once set, the world's creation is left behind and its watchdog
+  /// stands down. Call before create_world.
+  void set_given_up(std::shared_ptr<std::atomic<bool>> given_up) { given_up_ = std::move(given_up); }
 
  private:
   // create_group's work; a store failure leaves it as a std::exception.
@@ -54,6 +58,7 @@ class C10dBackend : public Backend {
 
   MonitorTarget monitor_;
   std::shared_ptr<StartupBoard> board_;
+  std::shared_ptr<std::atomic<bool>> given_up_;
   std::string store_place_;
   std::string name_;
   c10::intrusive_ptr<c10d::Store> store_;

@@ -160,6 +160,28 @@ inline std::string store_barrier_key(int group_index) {
 #endif
 }
 
+/// The base of a store class of kindling's own: c10d::Store, whose 2.x asks every store for
+/// clone() (pure virtual there: a handle to the same store that another thread may use),
+/// answered by `Derived::clone_store()`; 1.13's Store has no clone().
+template <typename Derived>
+class StoreBase : public ::c10d::Store {
+ public:
+  using ::c10d::Store::Store;
+#if TORCH_VERSION_MAJOR >= 2
+  c10::intrusive_ptr<::c10d::Store> clone() override { return static_cast<Derived&>(*this).clone_store(); }
+#endif
+};
+
+/// A handle to the same store as `store` for another thread: 2.x's Store::clone(); on 1.13,
+/// where no engine asks for one, `store` itself.
+inline c10::intrusive_ptr<::c10d::Store> clone_of(const c10::intrusive_ptr<::c10d::Store>& store) {
+#if TORCH_VERSION_MAJOR >= 2
+  return store->clone();
+#else
+  return store;
+#endif
+}
+
 }  // namespace detail
 }  // namespace dist
 }  // namespace kindling

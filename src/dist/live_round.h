@@ -1,0 +1,65 @@
+#pragma once
+// Live recovery, the worker's view of the launcher's rounds (the files of
+// src/supervisor/live_channel.h): which round is announced, the layout of the round that
+// closed, and a world made so that a newer round can give it up. A world being made waits for
+// every rank of its round; when a host is lost meanwhile (a second loss during a recovery, a
+// loss while a host joins) its ranks never come, and the launcher forms a newer round at once:
+// the ranks that wait must take that round instead of waiting out the rendezvous timeout.
+// Used by initialize() (runtime.cpp) and rejoin() (live.cpp).
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "dist/backends/backend.h"
+#include "dist/backends/registry.h"
+#include "dist/base/world_config.h"
+#include "kindling/error.h"
+
+namespace kindling {
+namespace dist {
+namespace detail {
+
+/// Thrown by make_backend when the world being made was given up for a newer round.
+struct WorldGivenUp : CommunicationError {
+  WorldGivenUp(int round, int announced, const std::string& message)
+      : CommunicationError(message), round(round), announced(announced) {}
+  int round;      // the round whose world was given up
+  int announced;  // the newer round the launcher announced
+};
+
+/// The round this process's world is (or is being) made in: KINDLING_LIVE_ROUND, -1 unset.
+int live_round();
+
+/// The launcher's round file: its key=value fields, empty when not written yet. Local.
+using RoundFields = std::map<std::string, std::string>;
+
+/// Waits up to `timeout` for the layout of a round after `after` (checking every 50 ms).
+/// Throws kindling::TimeoutError, naming `who`, when none comes (the launcher ends the job
+/// when its rendezvous fails). Only under live recovery.
+RoundFields wait_for_round(int after, std::chrono::milliseconds timeout, const char* who);
+
+/// Makes `fields` this process's place, as the launcher would have for a new process: RANK,
+/// WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
+/// TORCHELASTIC_RESTART_COUNT and KINDLING_LIVE_ROUND in the environment, and says so in the
+/// log. Call with no world initialized (finalize() restores the environment it started from).
+/// Throws kindling::Error when a field is missing or not a number.
+void enter_round(const RoundFields& fields, const char* who);
+
+/// `traits.make(config)`. Under live recovery it runs on a thread of its own while this one
+/// watches the launcher's announcements (every 100 ms): when a round newer than the one being
+/// made is announced before the world is made, the world is given up (`config.given_up` set,
+/// the thread left to end by itself, a backend it still makes never used) and WorldGivenUp is
+/// thrown. Throws what `traits.make` throws.
+std::unique_ptr<Backend> make_backend(const BackendTraits& traits, WorldConfig config);
+
+/// Calls `initialize_once` (initialize()'s work) until it makes a world: when it throws
+/// WorldGivenUp, waits up to `timeout` for the newer round's layout, says so in the log,
+/// enters that round and calls it again. Throws what `initialize_once` throws otherwise, and
+/// kindling::TimeoutError when the newer round's layout does not come.
+void taking_newer_rounds(const std::function<void()>& initialize_once, std::chrono::milliseconds timeout);
+
+}  // namespace detail
+}  // namespace dist
+}  // namespace kindling
