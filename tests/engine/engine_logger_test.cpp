@@ -154,8 +154,6 @@ TEST_F(EngineLoggerTest, ALoggerWithoutFunctionsIsRefused) {
   EXPECT_NE(message.find("no write"), std::string::npos) << message;
 }
 
-}  // namespace
-
 // ignite's MNIST examples: a create_supervised_trainer whose EPOCH_COMPLETED runs a
 // create_supervised_evaluator twice (training and validation data). At INFO only the trainer's
 // lines show, named "trainer" (ignite prints nothing for the evaluator at its default level);
@@ -186,3 +184,5 @@ TEST_F(EngineLoggerTest, SupervisedEnginesAreNamedAndTheEvaluatorLogsAtDebug) {
   const std::string debug = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(debug.find("evaluator: Epoch[1] Complete."), std::string::npos) << debug;
 }
+
+}  // namespace
