@@ -176,7 +176,7 @@ int connect_tcp(const std::string& host, int port, std::chrono::milliseconds lim
 }
 
 bool wait_for_listener(const std::string& host, int port, std::chrono::steady_clock::time_point deadline,
-                       std::chrono::milliseconds silent_limit) {
+                       std::chrono::milliseconds silent_limit, const std::atomic<bool>* given_up) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   auto silent_since = start, next_note = start + std::chrono::seconds(10);
@@ -199,6 +199,9 @@ bool wait_for_listener(const std::string& host, int port, std::chrono::steady_cl
                                "MASTER_ADDR and the network between the hosts");
     }
     if (now >= deadline) return false;
+    if (given_up != nullptr && given_up->load())
+      throw CommunicationError(rank_prefix() + "kindling::dist::initialize: the world being made was given up for a "
+                               "newer rendezvous round while waiting for the store at " + where);
     if (now >= next_note) {
       next_note = now + std::chrono::seconds(10);
       log(LogLevel::kWarning,

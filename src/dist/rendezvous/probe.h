@@ -2,6 +2,7 @@
 // Checks made before the rendezvous so that what cannot heal fails at once with a clear
 // message instead of retrying until the timeout: a host name that does not resolve, a
 // missing folder of a file:// store, a port held by a program that is not a store.
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <optional>
@@ -43,9 +44,10 @@ int connect_tcp(const std::string& host, int port, std::chrono::milliseconds lim
 /// at `deadline`. Logs a warning every 10 s of waiting, with the last error. Throws
 /// kindling::CommunicationError naming host:port, its address and the error when the host
 /// has not answered at all (no route, no reply; a refusal is an answer) for `silent_limit`:
-/// rank 0's host is down or cut off, and waiting the whole timeout would only hide it.
+/// rank 0's host is down or cut off, and waiting the whole timeout would only hide it; also
+/// (within 100 ms) once `given_up` is set (WorldConfig::given_up; may be null).
 bool wait_for_listener(const std::string& host, int port, std::chrono::steady_clock::time_point deadline,
-                       std::chrono::milliseconds silent_limit);
+                       std::chrono::milliseconds silent_limit, const std::atomic<bool>* given_up = nullptr);
 
 /// Runs `connect` on a helper thread and waits at most `limit` for it. Returns false when
 /// it has not finished by then (the thread is left behind, blocked: a peer that accepts

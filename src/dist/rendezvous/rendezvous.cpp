@@ -190,7 +190,7 @@ c10::intrusive_ptr<c10d::Store> join_store(const std::string& host, int port, co
   // A host that does not answer at all for the stall period (the timeout when stall
   // detection is off) is gone or cut off: said at once rather than after the whole timeout.
   const auto silent_limit = config.stall_period.count() > 0 ? config.stall_period : config.timeout;
-  if (!wait_for_listener(host, port, deadline, silent_limit)) {
+  if (!wait_for_listener(host, port, deadline, silent_limit, config.given_up.get())) {
     throw TimeoutError(rank_prefix() + "kindling::dist::initialize: nothing accepted connections at " + where +
                        " within " + std::to_string(config.timeout.count()) +
                        " ms, so the rendezvous store never started. Check that rank 0 is running and that "
