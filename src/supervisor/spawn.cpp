@@ -84,6 +84,14 @@ Prepared prepare(const WorkerSpec& spec) {
   ::_exit(127);
 }
 
+// "r/w": the worker's rank and its WORLD_SIZE (as the launcher gave it; "r" where it gave none).
+std::string relayed_rank_tag(const WorkerSpec& spec) {
+  std::string tag = std::to_string(spec.rank);
+  for (const auto& kv : spec.env)
+    if (kv.first == "WORLD_SIZE") tag = std::to_string(spec.rank) + "/" + kv.second;
+  return tag;
+}
+
 }  // namespace
 
 std::unique_ptr<Worker> start_worker(const WorkerSpec& spec, const SupervisorOptions& opt, pid_t supervisor) {
@@ -103,6 +111,10 @@ std::unique_ptr<Worker> start_worker(const WorkerSpec& spec, const SupervisorOpt
   w->err.terminal = ::isatty(STDERR_FILENO) == 1;
   if (w->out.terminal) relayed.env.emplace_back("KINDLING_STDOUT_TERMINAL", "1");
   if (w->err.terminal) relayed.env.emplace_back("KINDLING_STDERR_TERMINAL", "1");
+  // Workers whose lines this launcher tags with "[rank<r>]: " are told which rank of which
+  // world it names (KINDLING_OUTPUT_RANK_PREFIXED=r/w), and kindling's log leaves out its own
+  // "[rank r/w] " tag while the worker is still that rank of that world (common/log.cpp).
+  if (opt.prefix_output) relayed.env.emplace_back("KINDLING_OUTPUT_RANK_PREFIXED", relayed_rank_tag(spec));
   Prepared prep = prepare(relayed);
   // Signals stay blocked across fork until the child has restored the default actions:
   // a SIGTERM that reached the child before that would run this launcher's handler in

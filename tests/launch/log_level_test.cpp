@@ -1,6 +1,8 @@
-// KINDLING_LOG_LEVEL, as a launched program meets it: the library's messages filtered by level.
+// KINDLING_LOG_LEVEL, as a launched program meets it: the library's messages filtered by level;
+// and the rank tag of its lines under kindling-run (one tag per line, the relay's).
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 
 #include "support/multiprocess.h"
@@ -32,6 +34,26 @@ TEST(Logging, LogLevelErrorLeavesHelloDistStderrEmpty) {
     EXPECT_EQ(quiet[i].err, "") << describe(quiet);
     EXPECT_EQ(quiet[i].out, loud[i].out);
   }
+}
+
+// Under kindling-run every line carries one rank tag: the relay's "[rank<r>]: ", not kindling's
+// "[rank r/w] " after it (issue 62). With --no_prefix kindling's own tag is the one. A misspelt
+// kindling variable makes every rank warn in initialize().
+TEST(Logging, KindlingRunLinesCarryOneRankTag) {
+  const std::map<std::string, std::string> misspelt = {{"KINDLING_STALL_TIMEOT", "5"}};
+  const std::string warning = "kindling::dist::initialize: warning: KINDLING_STALL_TIMEOT";
+  auto prefixed = kindling::testing::run_command({KINDLING_RUN_PATH, "--nproc_per_node", "2", HELLO_DIST_PATH}, misspelt);
+  ASSERT_TRUE(prefixed.ok()) << describe({prefixed});
+  for (const std::string rank : {"0", "1"}) {
+    EXPECT_NE(prefixed.err.find("[rank" + rank + "]: " + warning), std::string::npos) << describe({prefixed});
+  }
+  EXPECT_EQ(prefixed.err.find("[rank 0/2]"), std::string::npos) << describe({prefixed});
+  EXPECT_EQ(prefixed.err.find("[rank 1/2]"), std::string::npos) << describe({prefixed});
+  auto plain = kindling::testing::run_command(
+      {KINDLING_RUN_PATH, "--nproc_per_node", "2", "--no_prefix", HELLO_DIST_PATH}, misspelt);
+  ASSERT_TRUE(plain.ok()) << describe({plain});
+  for (const std::string rank : {"0", "1"})
+    EXPECT_NE(plain.err.find("[rank " + rank + "/2] " + warning), std::string::npos) << describe({plain});
 }
 
 }  // namespace
