@@ -1,7 +1,12 @@
 // ZeroRedundancyOptimizer: construction, the layout of this rank's parts, and step
 // (kindling/nn/zero.h). The consolidated state dict is in zero_state.cpp.
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
 
+#include <algorithm>
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -18,6 +23,19 @@ namespace {
 
 using torch::optim::OptimizerOptions;
 using torch::optim::OptimizerParamGroup;
+
+// A gradient accumulator's pre-hook: runs `check` before the gradient is accumulated.
+class BeforeAccumulation : public torch::autograd::FunctionPreHook {
+ public:
+  explicit BeforeAccumulation(std::function<void()> check) : check_(std::move(check)) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& grads) override {
+    check_();
+    return grads;
+  }
+
+ private:
+  std::function<void()> check_;
+};
 
 }  // namespace
 
@@ -86,6 +104,34 @@ void ZeroRedundancyOptimizer::Impl::ensure_layout(const std::vector<OptimizerPar
                      "the DDP model that uses its comm_hook() still trains; keep the optimizer alive as long as the model");
       impl->step_in_backward(bucket);
     };
+    guard_accumulations();
+  }
+}
+
+bool ZeroRedundancyOptimizer::Impl::hides_versions() const {
+  return options.overlap_with_ddp() && layout && layout->size > 1;
+}
+
+void ZeroRedundancyOptimizer::Impl::guard_accumulations() {
+  stepped.assign(params.size(), 0);
+  accumulators.clear();
+  std::weak_ptr<Impl> weak = weak_from_this();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    auto accumulator = torch::autograd::impl::grad_accumulator(params[i]);
+    if (!accumulator) continue;  // no gradient: never stepped
+    accumulator->add_pre_hook(std::make_unique<BeforeAccumulation>([weak, i] {
+      auto impl = weak.lock();
+      if (!impl) return;
+      std::lock_guard<std::mutex> lock(impl->records->mu);
+      KINDLING_CHECK(!impl->stepped[i], "kindling::nn::ZeroRedundancyOptimizer (overlap_with_ddp): a backward on rank ",
+                     impl->group.rank(), " reached parameter ", i, " (shape ", impl->params[i].sizes(),
+                     ") before step(), but the previous synchronised backward already stepped its chunk on this rank: "
+                     "call optimizer.step() after every synchronised backward (accumulate inside model.no_sync() "
+                     "instead). A second backward through the same graph (retain_graph) is not possible with "
+                     "overlap_with_ddp: the weights that graph saved were stepped inside the first backward; make the "
+                     "optimizer without overlap_with_ddp to backward twice through one graph");
+    }));
+    accumulators.push_back(std::move(accumulator));
   }
 }
 
@@ -132,7 +178,8 @@ void ZeroRedundancyOptimizer::Impl::make_inner(const std::vector<OptimizerParamG
   views.clear();
   std::vector<std::vector<std::vector<std::size_t>>> by(count, std::vector<std::vector<std::size_t>>(groups.size()));
   for (std::size_t i = 0; i < pieces.size(); ++i) {
-    views.push_back(part(pieces[i], params[pieces[i].param].detach()));
+    const at::Tensor& param = params[pieces[i].param];
+    views.push_back(part(pieces[i], hides_versions() ? param.variable_data() : param.detach()));
     const std::size_t k = pieces[i].bucket < 0 ? count - 1 : static_cast<std::size_t>(pieces[i].bucket);
     by[k][group_of[pieces[i].param]].push_back(i);
   }
@@ -180,6 +227,7 @@ void ZeroRedundancyOptimizer::Impl::step_in_backward(const GradBucket& bucket) {
   {
     std::lock_guard<std::mutex> lock(records->mu);
     records->awaiting_step = true;
+    for (std::size_t i : inner_pieces[b]) stepped[pieces[i].param] = 1;
   }
   step_inner(b, &bucket.gradients);
   gathers[b] = std::make_unique<zero::Gather>(layout->buckets[b], bucket.index, params, group);
@@ -208,8 +256,13 @@ at::Tensor ZeroRedundancyOptimizer::step(LossClosure closure) {
     gather->finish();
     gather.reset();
   }
+  // The views wrote without moving the parameters' versions (hides_versions): a graph saved
+  // before this step fails autograd's check in a later backward, as with any optimizer.
+  if (s.hides_versions())
+    for (const auto& p : s.params) torch::autograd::impl::bump_version(p);
   std::lock_guard<std::mutex> lock(s.records->mu);
   s.records->awaiting_step = false;
+  std::fill(s.stepped.begin(), s.stepped.end(), 0);
   return loss;
 }
 

@@ -11,6 +11,12 @@
 #include "kindling/nn/zero.h"
 #include "zero_exchange.h"
 
+namespace torch {
+namespace autograd {
+struct Node;
+}  // namespace autograd
+}  // namespace torch
+
 namespace kindling {
 namespace nn {
 
@@ -33,6 +39,11 @@ struct ZeroRedundancyOptimizer::Impl : std::enable_shared_from_this<ZeroRedundan
   std::vector<std::vector<std::size_t>> inner_pieces;   // [inner] -> pieces, in its parameters' order
   std::vector<std::unique_ptr<zero::Gather>> gathers;   // by bucket: its updated chunks in flight
   std::optional<c10::impl::GenericDict> pending;        // a loaded whole state, sharded at the layout
+  // With overlap_with_ddp: each parameter's gradient accumulator, whose pre-hook refuses a
+  // backward that reaches a parameter stepped inside an earlier backward not yet followed by
+  // step() (stepped, by parameter, guarded by records->mu).
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+  std::vector<char> stepped;
 
   // The parameters' layout from the hook's records (or every parameter whole, alone), this
   // rank's pieces and the inner optimizers; then any pending state. Throws as step() documents.
@@ -50,6 +61,12 @@ struct ZeroRedundancyOptimizer::Impl : std::enable_shared_from_this<ZeroRedundan
   // Bucket b stepped inside backward: any earlier gather of it finished, its chunk stepped and
   // posted to the other ranks.
   void step_in_backward(const GradBucket& bucket);
+  // With overlap_with_ddp: the views write the parameters without moving their autograd
+  // version (a retained graph's second backward then meets guard_accumulations()'s refusal, not
+  // autograd's version check), and step() moves every parameter's version itself.
+  bool hides_versions() const;
+  // Installs the accumulators' pre-hooks (see `accumulators`).
+  void guard_accumulations();
   // This rank's per-parameter state, keyed by piece index (zero_state.cpp).
   c10::impl::GenericDict local_state() const;
   // Shards `pending` into the inner optimizers (zero_state.cpp).

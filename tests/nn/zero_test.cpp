@@ -257,6 +257,32 @@ KINDLING_WORKER(zero_overlap_rules) {
   kd::finalize();
 }
 
+// overlap_with_ddp: a second backward through a retained graph is refused with the reason (the
+// first one stepped the weights that graph saved), not left to autograd's version check.
+KINDLING_WORKER(zero_overlap_refuses_a_retained_graph) {
+  initialize();
+  Net net;
+  kn::ZeroRedundancyOptimizer zero(net->parameters(), torch::optim::AdamOptions(1e-2),
+                                   kn::ZeroOptions().overlap_with_ddp(true));
+  auto model = kd::auto_model(net, kn::DdpOptions().comm_hook(zero.comm_hook()).bucket_cap_mb(0.002));
+  for (int step = 0; step < 2; ++step) {  // the second steps inside backward
+    auto [x, y] = batch(step);
+    torch::mse_loss(model(x), y).backward();
+    zero.step();
+  }
+  auto [x, y] = batch(2);
+  auto loss = torch::mse_loss(model(x), y);
+  loss.backward({}, /*retain_graph=*/true);
+  const std::string again = message_of([&] { loss.backward(); });
+  WCHECK(again.find("second backward through the same graph (retain_graph) is not possible") != std::string::npos &&
+             again.find("on rank " + std::to_string(kd::get_rank())) != std::string::npos,
+         << again);
+  zero.step();
+  const auto all = kd::all_gather(flat_parameters(net).unsqueeze(0));
+  WCHECK(torch::equal(all[0], all[1]), << "the ranks' weights differ after step()");
+  kd::finalize();
+}
+
 // In the Engine: create_supervised_trainer steps it as any optimizer, in both modes, and the
 // weights equal the same trainer's with plain DDP and LibTorch's Adam.
 KINDLING_WORKER(zero_in_the_engine) {
@@ -296,6 +322,9 @@ class ZeroTwoRanksTest : public kindling::testing::BackendWorldTest {};
 TEST_P(ZeroTwoRanksTest, GradScalerSkipsOnEveryRank) { expect_ok("zero_grad_scaler_agrees"); }
 TEST_P(ZeroTwoRanksTest, RefusesAModelWithoutItsHook) { expect_ok("zero_refuses_a_model_without_its_hook"); }
 TEST_P(ZeroTwoRanksTest, OverlapStepsInsideBackwardAndRefusesMisuse) { expect_ok("zero_overlap_rules"); }
+TEST_P(ZeroTwoRanksTest, OverlapRefusesASecondBackwardThroughARetainedGraph) {
+  expect_ok("zero_overlap_refuses_a_retained_graph");
+}
 TEST_P(ZeroTwoRanksTest, TrainsInTheEngineAsDdp) { expect_ok("zero_in_the_engine"); }
 INSTANTIATE_TEST_SUITE_P(Backends, ZeroTwoRanksTest, ::testing::ValuesIn(kindling::testing::cpu_backend_world_sizes({2})),
                          [](const auto& info) { return kindling::testing::backend_world_size_name(info.param); });
