@@ -39,7 +39,8 @@
 /// With overlap_with_ddp every synchronised backward steps (as kindling::nn::OptimizerInBackward
 /// does) and must be followed by step() before the next one (kindling::UsageError otherwise), the
 /// parameters are partly updated between backward and step() and are stepped while backward
-/// still runs (a second backward through the same graph, retain_graph, is not possible), and
+/// still runs (a second backward through the same graph, retain_graph, is refused with
+/// kindling::UsageError as soon as it reaches a parameter the first one stepped), and
 /// kindling::nn::Join is refused. In the serial model, or a world of one rank, the optimizer is the ordinary one.
 
 #include <torch/optim/optimizer.h>
