@@ -125,14 +125,14 @@ LogLevel from_spdlog(spdlog::level::level_enum level) {
   }
 }
 
-std::string log_rank_tag() {
+std::string log_rank_tag(bool relayed) {
   try {
     const auto who = process_identity();
     if (!who) return {};
     const std::string rank_of_world = std::to_string(who->first) + "/" + std::to_string(who->second);
     // kindling-run already wrote "[rank<r>]: " in front of the line for this rank of this world
     // (supervisor/spawn.cpp); after a live recovery made the process another rank, both show.
-    if (get_env("KINDLING_OUTPUT_RANK_PREFIXED") == rank_of_world) return {};
+    if (relayed && get_env("KINDLING_OUTPUT_RANK_PREFIXED") == rank_of_world) return {};
     return "[rank " + rank_of_world + "] ";
   } catch (const std::exception&) {
     return {};  // inconsistent launcher variables: initialize() names them; a line is still written

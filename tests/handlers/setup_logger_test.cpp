@@ -124,7 +124,9 @@ TEST(SetupLoggerTest, ProcessKeyAndFormatErrors) {
 KINDLING_WORKER(setup_logger_ranks) {
   const std::string rank = std::getenv("RANK"), ws = std::getenv("WORLD_SIZE");
   const std::string dir = std::getenv("KINDLING_TEST_DIR");
-  const std::string tag = "[rank " + rank + "/" + ws + "] ";
+  // Under kindling-run's prefix (KINDLING_OUTPUT_RANK_PREFIXED) stderr's lines carry no tag of
+  // their own; the file's keep it.
+  const std::string tag = std::getenv("KINDLING_OUTPUT_RANK_PREFIXED") ? "" : "[rank " + rank + "/" + ws + "] ";
   ::testing::internal::CaptureStderr();
   auto early = kh::setup_logger("early", LogLevel::kInfo, "%(name)s: %(message)s");
   early.info("before initialize");
@@ -148,16 +150,19 @@ KINDLING_WORKER(setup_logger_ranks) {
 }
 
 TEST(SetupLoggerTest, RankTagAndOnlyRankZeroWrites) {
-  const std::string dir = kindling::testing::make_temp_dir("logger");
-  kindling::testing::LaunchOptions opts;
-  opts.world_size = 2;
-  opts.env["KINDLING_TEST_DIR"] = dir;
-  const auto results = kindling::testing::run_workers("setup_logger_ranks", opts);
-  for (const auto& r : results) EXPECT_TRUE(r.ok()) << kindling::testing::describe(results);
-  EXPECT_EQ(read_file(dir + "/rank0.log"), "[rank 0/2] dist INFO: after initialize\n");
-  std::ifstream rank1(dir + "/rank1.log");
-  EXPECT_FALSE(rank1.good()) << "rank 1 opened its log file although it is silenced";
-  std::system(("rm -rf '" + dir + "'").c_str());
+  for (bool prefixed : {false, true}) {
+    const std::string dir = kindling::testing::make_temp_dir("logger");
+    kindling::testing::LaunchOptions opts;
+    opts.world_size = 2;
+    opts.env["KINDLING_TEST_DIR"] = dir;
+    for (int r = 0; r < 2 && prefixed; ++r) opts.rank_env[r] = {{"KINDLING_OUTPUT_RANK_PREFIXED", std::to_string(r) + "/2"}};
+    const auto results = kindling::testing::run_workers("setup_logger_ranks", opts);
+    for (const auto& r : results) EXPECT_TRUE(r.ok()) << kindling::testing::describe(results);
+    EXPECT_EQ(read_file(dir + "/rank0.log"), "[rank 0/2] dist INFO: after initialize\n") << "prefixed " << prefixed;
+    std::ifstream rank1(dir + "/rank1.log");
+    EXPECT_FALSE(rank1.good()) << "rank 1 opened its log file although it is silenced";
+    std::system(("rm -rf '" + dir + "'").c_str());
+  }
 }
 
 }  // namespace

@@ -51,13 +51,20 @@ void append_text(spdlog::memory_buf_t& dest, const std::string& text) {
   dest.append(text.data(), text.data() + text.size());
 }
 
-// The rank tag, computed at each line (the rank is known only after initialize).
+// The rank tag, computed at each line (the rank is known only after initialize). On stderr
+// (`relayed`) it is left out where kindling-run's relay already tags the line; a file keeps it.
 class RankTagFlag final : public spdlog::custom_flag_formatter {
  public:
+  explicit RankTagFlag(bool relayed) : relayed_(relayed) {}
   void format(const spdlog::details::log_msg&, const std::tm&, spdlog::memory_buf_t& dest) override {
-    append_text(dest, kindling::detail::log_rank_tag());
+    append_text(dest, kindling::detail::log_rank_tag(relayed_));
   }
-  std::unique_ptr<spdlog::custom_flag_formatter> clone() const override { return std::make_unique<RankTagFlag>(); }
+  std::unique_ptr<spdlog::custom_flag_formatter> clone() const override {
+    return std::make_unique<RankTagFlag>(relayed_);
+  }
+
+ private:
+  bool relayed_;
 };
 
 // %(levelname)s, padded by hand (spdlog's padder is internal to it; user flags get only the spec).
@@ -145,9 +152,11 @@ Logger setup_logger(const std::string& name, LogLevel level, const std::string& 
     }
   }
   impl->logger = std::make_shared<spdlog::logger>(name, sinks.begin(), sinks.end());
-  auto formatter = std::make_unique<spdlog::pattern_formatter>();
-  formatter->add_flag<RankTagFlag>(kRankFlag).add_flag<LevelNameFlag>(kLevelNameFlag).set_pattern(pattern);
-  impl->logger->set_formatter(std::move(formatter));
+  for (std::size_t i = 0; i < sinks.size(); ++i) {  // sinks[0]: stderr, relayed by a launcher
+    auto formatter = std::make_unique<spdlog::pattern_formatter>();
+    formatter->add_flag<RankTagFlag>(kRankFlag, i == 0).add_flag<LevelNameFlag>(kLevelNameFlag).set_pattern(pattern);
+    sinks[i]->set_formatter(std::move(formatter));
+  }
   impl->logger->set_level(impl->silenced ? spdlog::level::off : kindling::detail::to_spdlog(level));
   impl->logger->flush_on(spdlog::level::trace);  // every line reaches the file at once
   return Logger(std::move(impl));
