@@ -3,6 +3,7 @@
 #include "kindling/dist/live.h"
 
 #include <fstream>
+#include <mutex>
 
 #include "common/env.h"
 #include "common/files.h"
@@ -20,6 +21,12 @@ constexpr char kWho[] = "kindling::dist::rejoin";
 
 std::string live_folder() { return ::kindling::detail::get_env(launch::kLiveDirVariable).value_or(""); }
 
+// Tells the agent, once per process, that this program takes part (live_channel.h).
+void say_taking_part(const std::string& folder) {
+  static std::once_flag once;
+  std::call_once(once, [&] { std::ofstream(::kindling::detail::join_path(folder, launch::kLiveTakingPartFile)); });
+}
+
 // Asks the agent for a new round: the request file, written whole.
 void request_round(const std::string& folder, const std::string& why) {
   const std::string path = ::kindling::detail::join_path(folder, launch::kLiveRequestFile);
@@ -30,7 +37,11 @@ void request_round(const std::string& folder, const std::string& why) {
 
 }  // namespace
 
-bool live_recovery_enabled() { return !live_folder().empty(); }
+bool live_recovery_enabled() {
+  const std::string folder = live_folder();
+  if (!folder.empty()) say_taking_part(folder);
+  return !folder.empty();
+}
 
 bool new_round_announced() {
   const std::string folder = live_folder();
@@ -46,6 +57,7 @@ LiveWorld rejoin(const std::string& backend, const InitOptions& options, const s
   KINDLING_CHECK(!folder.empty(), kWho,
                  ": this process was not started by `kindling-run --live_recovery` (KINDLING_LIVE_DIR is not set); "
                  "start the job with --live_recovery, or let it fail and restart");
+  say_taking_part(folder);
   if (!new_round_announced() && is_initialized()) request_round(folder, why.empty() ? "asked for a new round" : why);
   const detail::RoundFields round = detail::wait_for_round(detail::live_round(), timeout, kWho);
   if (is_initialized()) finalize();

@@ -202,7 +202,9 @@ class ElasticAgent {
       SupervisorOptions options = supervisor_;
       options.flight_record_folder = files.flight_folder;
       options.stop_check = [this] { return stop_check(); };
+      kept_through_round_ = false;
       const SupervisorResult result = supervise(specs, options);
+      say_if_not_taking_part(result);
       const std::string flight = result.exit_code != 0 ? flight_line(files) : std::string();
       remove_empty_flight_folders(files.flight_folder);
       if (result.received_signal != 0) {
@@ -283,12 +285,26 @@ class ElasticAgent {
     return !join_live(request ? "failed" : "live", request ? *request : "");
   }
 
+  // Live recovery: after workers kept through a new round failed, says once when none of them
+  // ever said it takes part (LiveChannel's taking_part file): such a program cannot make the
+  // new round's world, and each loss costs it two restarts.
+  void say_if_not_taking_part(const SupervisorResult& result) {
+    if (!live_ || !kept_through_round_ || result.exit_code == 0 || said_not_taking_part_ || live_->taken_part()) return;
+    said_not_taking_part_ = true;
+    say(name_, "--live_recovery: the program does not take part in live recovery (no worker of this node used "
+               "kindling::handlers::LiveRecovery or kindling::dist::live_recovery_enabled() / rejoin()): its workers, "
+               "kept through the new round, failed at their next collective instead of making its world, so each "
+               "lost node costs two restarts (the round the workers were kept through, and the one after they "
+               "failed). Train inside kindling::handlers::LiveRecovery::run, or drop --live_recovery");
+  }
+
   // Live recovery: announces the next round to the workers, joins it and hands them its layout.
   // False (the reason said) when the rendezvous failed.
   bool join_live(const std::string& reason, const std::string& detail) {
     live_->announce(layout_.round + 1);
     if (!join(reason, detail)) return false;
     live_->publish(layout_);
+    kept_through_round_ = true;
     return true;
   }
 
@@ -321,6 +337,8 @@ class ElasticAgent {
   RoundLayout layout_;
   int last_exit_ = 0;
   bool linked_ = true;
+  bool said_not_taking_part_ = false;
+  bool kept_through_round_ = false;  // this attempt's workers were kept through a new round
   std::string why_stopped_;         // what the server said with its request to stop, if anything
   std::string rendezvous_failure_;  // why the rendezvous ended this node's part
 };

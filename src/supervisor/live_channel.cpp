@@ -55,6 +55,8 @@ void LiveChannel::publish(const RoundLayout& r) {
                             "\nmaster_port=" + std::to_string(r.master_port) + "\nhosts=" + r.hosts + "\n");
 }
 
+bool LiveChannel::taken_part() const { return ::access((folder_ + "/" + kLiveTakingPartFile).c_str(), F_OK) == 0; }
+
 std::optional<std::string> LiveChannel::take_request(int round) {
   const std::string path = folder_ + "/" + kLiveRequestFile;
   FILE* f = std::fopen(path.c_str(), "r");

@@ -22,6 +22,10 @@ inline constexpr char kLiveRoundVariable[] = "KINDLING_LIVE_ROUND";
 inline constexpr char kLiveAnnounceFile[] = "announce";
 inline constexpr char kLiveRoundFile[] = "round";
 inline constexpr char kLiveRequestFile[] = "request";
+/// Made by a worker that takes part (the first time it asks whether live recovery is on, as
+/// kindling::handlers::LiveRecovery does at its checks, or when it rejoins): a program without
+/// it cannot make a new round's world in the workers kept through it (the agent says so once).
+inline constexpr char kLiveTakingPartFile[] = "taking_part";
 
 class LiveChannel {
  public:
@@ -42,6 +46,8 @@ class LiveChannel {
   /// when it was made in a round before `round` (a round already formed since answers it).
   /// The request file's first line is the round the worker's world was made in.
   std::optional<std::string> take_request(int round);
+  /// Whether a worker said it takes part (kLiveTakingPartFile). Never throws.
+  bool taken_part() const;
 
  private:
   void write(const std::string& name, const std::string& text);

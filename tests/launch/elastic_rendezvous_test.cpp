@@ -2,8 +2,15 @@
 // name that does not resolve (each said at once, with its cause, instead of waiting for the
 // join timeout, 60 s here), and a refusal that no restart can change (not retried again).
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <string>
+#include <thread>
+
+#include "kindling/dist/dist.h"
 
 #include "kindling/dist/launch_env.h"
 #include "kindling/error.h"
@@ -69,4 +76,49 @@ TEST(KindlingRunEndpoint, ARefusalMetTwiceIsNotRetriedAgain) {
   EXPECT_NE(r.err.find("kindling::UsageError: the global batch 10 does not divide over 3 ranks"), std::string::npos)
       << show(r);
   EXPECT_NE(r.err.find("(restarts made 1 of 5)"), std::string::npos) << show(r);
+}
+
+// --live_recovery with a program that does not use LiveRecovery (issue 62): node 1's agent is
+// lost mid-training (its worker kills it: SIGKILL, the worker follows it), while node 0's worker
+// sits between collectives. Node 0's agent keeps its worker through the new round; the worker,
+// which cannot make that round's world, fails at its next collective, and the agent says once
+// that the program does not take part (the loss cost two restarts), then the job completes.
+// Node 0 serves the rendezvous (node 1 starts a second later).
+KINDLING_WORKER(live_without_taking_part) {
+  kindling::dist::initialize("gloo");
+  const bool pair = kindling::dist::get_world_size() == 2;
+  for (int i = 0; i < 4; ++i) {
+    kindling::dist::barrier();
+    if (std::getenv("KINDLING_TEST_KILL_AGENT") != nullptr) {
+      ::kill(::getppid(), SIGKILL);
+      std::this_thread::sleep_for(std::chrono::seconds(30));  // ended by its agent's death
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(pair ? 4000 : 10));
+  }
+  kindling::dist::finalize();
+}
+
+TEST(KindlingRunLive, AProgramWithoutLiveRecoveryIsToldOnceThatItDoesNotTakePart) {
+  const std::string endpoint = "127.0.0.1:" + std::to_string(kindling::testing::free_port());
+  kindling::testing::LaunchOptions o;
+  o.world_size = 2;
+  o.set_dist_env = false;
+  o.deadline = std::chrono::seconds(60);
+  o.rank_env[1] = {{"KINDLING_TEST_KILL_AGENT", "1"}};
+  for (int node = 0; node < 2; ++node) {
+    const std::string run = std::string(node == 1 ? "sleep 1; " : "") + "exec " + kRun +
+                            " --nnodes 1:2 --rdzv_endpoint " + endpoint +
+                            " --rdzv_id nolive --rdzv_conf last_call_timeout=5 --max_restarts 3 --live_recovery "
+                            "--nproc_per_node 1 " + kindling::testing::self_path() +
+                            " --kindling-worker=live_without_taking_part";
+    o.commands[node] = {"/bin/sh", "-c", run};
+  }
+  const auto results = kindling::testing::run_workers("", o);
+  const auto& node0 = results[0];
+  EXPECT_EQ(node0.exit_code, 0) << show(node0);
+  const std::string said = "the program does not take part in live recovery";
+  const auto first = node0.err.find(said);
+  EXPECT_NE(first, std::string::npos) << show(node0);
+  EXPECT_EQ(node0.err.find(said, first + 1), std::string::npos) << "said more than once\n" << show(node0);
+  EXPECT_NE(node0.err.find("each lost node costs two restarts"), std::string::npos) << show(node0);
 }

@@ -15,7 +15,9 @@ namespace kindling {
 namespace dist {
 
 /// Whether this process was started by `kindling-run --live_recovery` (KINDLING_LIVE_DIR is
-/// set). Local; never throws.
+/// set). Where it was, the first call also tells kindling-run that the program takes part
+/// (kindling::handlers::LiveRecovery calls it at its checks); kindling-run says once when
+/// workers it kept through a new round failed without any having said so. Local; never throws.
 KINDLING_API bool live_recovery_enabled();
 
 /// Whether the launcher has announced a rendezvous round newer than the one this process's
