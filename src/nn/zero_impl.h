@@ -2,10 +2,12 @@
 // ZeroRedundancyOptimizer's state (kindling/nn/zero.h), shared by zero.cpp (construction, the
 // layout, step) and zero_state.cpp (the consolidated state dict).
 #include <ATen/core/Dict.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/optim/optimizer.h>
 
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "kindling/nn/zero.h"
@@ -42,7 +44,7 @@ struct ZeroRedundancyOptimizer::Impl : std::enable_shared_from_this<ZeroRedundan
   // With overlap_with_ddp: each parameter's gradient accumulator, whose pre-hook refuses a
   // backward that reaches a parameter stepped inside an earlier backward not yet followed by
   // step() (stepped, by parameter, guarded by records->mu).
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+  std::vector<decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()))> accumulators;
   std::vector<char> stepped;
 
   // The parameters' layout from the hook's records (or every parameter whole, alone), this
