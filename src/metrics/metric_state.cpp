@@ -1,7 +1,12 @@
 // kindling::metrics::Metric's state_dict: every rank's registered accumulators, gathered as
-// pickled dicts (one all_gather of bytes, whatever the number and kinds of accumulators).
+// pickled dicts (one all_gather of bytes, whatever the number and kinds of accumulators), in
+// ignite's layout; load_state_dict reads it and the per-key lists kindling wrote before.
 #include <ATen/ATen.h>
 #include <torch/serialize.h>
+
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "kindling/metrics/metric.h"
 #include "metrics/reshard.h"
@@ -54,33 +59,82 @@ void Metric::register_state(const std::string& key, std::vector<at::Tensor>* slo
       reshard);
 }
 
+namespace {
+
+// ignite's (0.4.13 to 0.5.5) only key of a metric's state_dict(): a list of one dict per rank.
+const char* const kPerRank = "__metric_state_per_rank";
+
+// Accumulators kindling saves beyond ignite's _state_dict_all_req_keys (the input type a
+// classification metric inferred, also a group member's): a state ignite wrote lacks them,
+// and they keep their value (a fresh metric infers them from its next batch).
+bool beyond_ignite(const std::string& key) {
+  const std::string last = key.substr(key.rfind('/') + 1);
+  return last == "_type" || last == "_num_classes";
+}
+
+// The state in the layout of kindling before 0.5.5's (what the checks below read): {key:
+// [rank 0's value, ...]}, from ignite's layout {"__metric_state_per_rank": [{key: value}, ...]};
+// a state in that older layout is returned as it is. Throws kindling::UsageError naming the
+// saved rank and the key that ignite's layout lacks.
+StateDict by_key(const StateDict& state, const std::vector<std::string>& keys, const std::string& who,
+                 const std::string& metric) {
+  if (!(state.size() == 1 && state.contains(kPerRank))) return state;
+  const c10::IValue& entry = state.at(kPerRank);
+  KINDLING_CHECK(entry.isList(), who, ": '", kPerRank, "' should be a list of one dict per rank, got ",
+                 entry.tagKind());
+  const auto ranks = entry.toList();
+  KINDLING_CHECK(!ranks.empty(), who, ": '", kPerRank, "' holds no rank's state");
+  StateDict lists = new_state_dict();
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const c10::IValue of_rank = ranks.get(r);
+    KINDLING_CHECK(of_rank.isGenericDict(), who, ": '", kPerRank, "' entry ", r, " (saved rank ", r,
+                   "'s state) should be a dict, got ", of_rank.tagKind());
+    const auto dict = of_rank.toGenericDict();
+    for (const std::string& key : keys) {
+      if (beyond_ignite(key) && !ranks.get(0).toGenericDict().contains(key)) continue;  // saved by ignite
+      KINDLING_CHECK(dict.contains(key), who, ": the state of saved rank ", r, " has no key '", key,
+                     "'; it was not saved from this kind of metric (expected the keys of ", metric, "::state_dict())");
+      if (!lists.contains(key)) lists.insert(key, c10::impl::GenericList(c10::AnyType::get()));
+      lists.at(key).toList().push_back(dict.at(key));
+    }
+  }
+  return lists;
+}
+
+}  // namespace
+
 StateDict Metric::state_dict() const {
   StateDict local = new_state_dict();
   for (const StateSlot& s : state_slots_) local.insert(s.key, s.get());
-  std::vector<std::string> per_rank;
+  c10::impl::GenericList ranks(c10::AnyType::get());
   if (dist::get_world_size() > 1) {
     const std::vector<char> bytes = torch::pickle_save(local);
-    per_rank = dist::all_gather(std::string(bytes.begin(), bytes.end()));
+    for (const std::string& of_rank : dist::all_gather(std::string(bytes.begin(), bytes.end()))) {
+      ranks.push_back(torch::pickle_load(std::vector<char>(of_rank.begin(), of_rank.end())).toGenericDict());
+    }
+  } else {
+    ranks.push_back(local);
   }
   StateDict state = new_state_dict();
-  for (const StateSlot& s : state_slots_) state.insert(s.key, c10::impl::GenericList(c10::AnyType::get()));
-  for (size_t r = 0; r < std::max<size_t>(per_rank.size(), 1); ++r) {
-    StateDict of_rank = local;
-    if (!per_rank.empty()) {
-      of_rank = torch::pickle_load(std::vector<char>(per_rank[r].begin(), per_rank[r].end())).toGenericDict();
-    }
-    for (const StateSlot& s : state_slots_) state.at(s.key).toList().push_back(of_rank.at(s.key));
-  }
+  state.insert(kPerRank, ranks);
   return state;
 }
 
-void Metric::load_state_dict(const StateDict& state) {
+void Metric::load_state_dict(const StateDict& saved) {
   const std::string who = "kindling::metrics::" + name() + "::load_state_dict";
+  std::vector<std::string> keys;
+  for (const StateSlot& s : state_slots_) keys.push_back(s.key);
+  const StateDict state = by_key(saved, keys, who, name());
   const int64_t world = std::max(dist::get_world_size(), 1);
   const int64_t rank = dist::get_world_size() > 1 ? dist::get_rank() : 0;
-  std::vector<c10::IValue> mine;
+  std::vector<std::optional<c10::IValue>> mine;  // unset: a key beyond ignite's that the state lacks
   size_t saved_ranks = 0;
+  std::string first;
   for (const StateSlot& s : state_slots_) {
+    if (beyond_ignite(s.key) && !state.contains(s.key)) {
+      mine.emplace_back();
+      continue;
+    }
     KINDLING_CHECK(state.contains(s.key), who, ": the state has no key '", s.key,
                    "'; it was not saved from this kind of metric (expected the keys of ", name(), "::state_dict())");
     const c10::IValue& entry = state.at(s.key);
@@ -88,9 +142,10 @@ void Metric::load_state_dict(const StateDict& state) {
                    entry.tagKind());
     const auto list = entry.toList();
     KINDLING_CHECK(!list.empty(), who, ": '", s.key, "' holds no rank's state");
-    KINDLING_CHECK(mine.empty() || list.size() == saved_ranks, who, ": '", state_slots_.front().key,
-                   "' holds the state of ", saved_ranks, " rank(s) but '", s.key, "' of ", list.size(),
+    KINDLING_CHECK(first.empty() || list.size() == saved_ranks, who, ": '", first, "' holds the state of ", saved_ranks,
+                   " rank(s) but '", s.key, "' of ", list.size(),
                    "; the lists of one metric's state_dict() have one length (the saved world size)");
+    if (first.empty()) first = s.key;
     saved_ranks = list.size();
     for (size_t r = 0; r < list.size(); ++r) {
       if (static_cast<int64_t>(list.size()) == world && static_cast<int64_t>(r) != rank) continue;
@@ -103,7 +158,9 @@ void Metric::load_state_dict(const StateDict& state) {
                                   : ::kindling::detail::reshard_metric_state(s.reshard, list, rank, world, who, s.key);
     mine.push_back(value);
   }
-  for (size_t i = 0; i < state_slots_.size(); ++i) state_slots_[i].set(mine[i]);
+  for (size_t i = 0; i < state_slots_.size(); ++i) {
+    if (mine[i]) state_slots_[i].set(*mine[i]);
+  }
   restored_ = true;
 }
 

@@ -1,7 +1,8 @@
 // Metric::state_dict / load_state_dict: a training run stopped mid-epoch and resumed from
 // saved state (engine + every metric, through pickled bytes as a checkpoint holds them)
 // computes exactly the uninterrupted run's epoch values, on 1 process and on 2 real ranks;
-// the saved lists hold one entry per rank; mismatched states are refused without change.
+// the saved list holds one entry per rank (ignite's layout); mismatched states are refused
+// without change.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -120,7 +121,7 @@ StateDict from_bytes(const std::vector<char>& bytes) { return torch::pickle_load
 // saves (engine + metrics, pickled) after that iteration, ends, and a second engine with new
 // metrics loads the save and finishes the run. Returns "<epoch>:<name>" -> value text of
 // every epoch completed by the engine that finished it, and (with stop_at) the saved metric
-// state of rank `rank` as the lists' lengths ("name:key:length").
+// state of rank `rank` as the number of ranks it lists ("saved:name:ranks").
 std::map<std::string, std::string> train(int rank, std::optional<int64_t> stop_at) {
   std::vector<Value> data;
   for (int64_t b = 0; b < kBatches; ++b) data.push_back(batch(rank, b));
@@ -163,9 +164,10 @@ std::map<std::string, std::string> train(int rank, std::optional<int64_t> stop_a
   for (const auto& [name, m] : fresh) {
     const StateDict state = from_bytes(saved.at(name));
     m->load_state_dict(state);
-    for (const auto& entry : state) {
-      out["saved:" + name + ":" + entry.key().toStringRef()] = std::to_string(entry.value().toList().size());
-    }
+    // ignite's layout: {"__metric_state_per_rank": [one dict per rank]}
+    const bool ignites = state.size() == 1 && state.contains("__metric_state_per_rank");
+    out["saved:" + name + ":ranks"] =
+        ignites ? std::to_string(state.at("__metric_state_per_rank").toList().size()) : "not-ignites-layout";
   }
   second.run(data);
   return out;
@@ -206,10 +208,10 @@ void expect_same_epochs(const std::map<std::string, std::string>& resumed,
 TEST(MetricStateTest, ResumedMidEpochTheEpochValuesAreTheUninterruptedOnes) {
   const auto whole = train(0, std::nullopt);
   ASSERT_EQ(whole.size(), 2 * make_metrics().size());  // every metric, 2 epochs
-  for (int64_t stop : {3, 7, 10}) {  // mid first epoch, its end, mid second epoch
+  for (int64_t stop : {3, 7, 10}) {                    // mid first epoch, its end, mid second epoch
     const auto resumed = train(0, stop);
     expect_same_epochs(resumed, whole, "stopped at iteration " + std::to_string(stop));
-    EXPECT_EQ(resumed.at("saved:accuracy:_num_examples"), "1");  // one rank
+    EXPECT_EQ(resumed.at("saved:accuracy:ranks"), "1");  // one rank
   }
 }
 
@@ -252,12 +254,27 @@ TEST(MetricStateTest, EveryRankSavesItsOwnAccumulatorsAndResumesExactly) {
     const auto whole = parse(r.out.substr(0, split)), resumed = parse(r.out.substr(split));
     ASSERT_EQ(whole.size(), 2 * make_metrics().size()) << r.out;  // every metric, 2 epochs
     expect_same_epochs(resumed, whole, "rank " + std::to_string(r.rank));
-    EXPECT_EQ(resumed.at("saved:accuracy:_num_correct"), "2") << "a list entry per rank";
-    EXPECT_EQ(resumed.at("saved:epoch:_predictions"), "2");
+    EXPECT_EQ(resumed.at("saved:accuracy:ranks"), "2") << "a list entry per rank";
+    EXPECT_EQ(resumed.at("saved:epoch:ranks"), "2");
     EXPECT_NE(r.out.find("CHECKPOINT "), std::string::npos) << r.out;
   }
   std::filesystem::remove_all(dir);
 }
+
+namespace {
+
+// The layout kindling wrote before ignite's, {key: [rank 0's value]}, of a one-rank state.
+StateDict by_key(const StateDict& ignites) {
+  StateDict lists = kindling::new_state_dict();
+  for (const auto& entry : ignites.at("__metric_state_per_rank").toList().get(0).toGenericDict()) {
+    c10::impl::GenericList list(c10::AnyType::get());
+    list.push_back(entry.value());
+    lists.insert(entry.key(), list);
+  }
+  return lists;
+}
+
+}  // namespace
 
 TEST(MetricStateTest, MismatchedStatesAreRefusedAndChangeNothing) {
   km::Accuracy acc(pick("logits", "y"));
@@ -265,7 +282,25 @@ TEST(MetricStateTest, MismatchedStatesAreRefusedAndChangeNothing) {
   const std::string before = text(acc.compute());
   const StateDict good = acc.state_dict();
 
-  StateDict two_ranks = good.copy();
+  // ignite's layout
+  StateDict wrong_rank = kindling::new_state_dict();
+  auto ranks = good.at("__metric_state_per_rank").toList().copy();
+  auto rank0 = ranks.get(0).toGenericDict().copy();
+  rank0.insert_or_assign("_num_examples", std::string("seven"));
+  ranks.set(0, rank0);
+  wrong_rank.insert("__metric_state_per_rank", ranks);
+  EXPECT_NE(error_of([&] { acc.load_state_dict(wrong_rank); }).find("'_num_examples' of rank 0 should be an integer"),
+            std::string::npos);
+  ASSERT_EQ(rank0.erase("_num_correct"), 1u);
+  ranks.set(0, rank0);
+  EXPECT_NE(error_of([&] {
+              acc.load_state_dict(wrong_rank);
+            }).find("Accuracy::load_state_dict: the state of saved rank 0 has no key '_num_correct'"),
+            std::string::npos);
+
+  // The layout kindling wrote before
+  const StateDict old = by_key(good);
+  StateDict two_ranks = old.copy();
   auto list = two_ranks.at("_num_examples").toList().copy();
   list.push_back(list.get(0));
   two_ranks.insert_or_assign("_num_examples", list);
@@ -274,14 +309,14 @@ TEST(MetricStateTest, MismatchedStatesAreRefusedAndChangeNothing) {
                       "have one length"),
             std::string::npos);
 
-  StateDict missing = good.copy();
+  StateDict missing = old.copy();
   ASSERT_EQ(missing.erase("_num_correct"), 1u);
   EXPECT_NE(error_of([&] { acc.load_state_dict(missing); })
                 .find("Accuracy::load_state_dict: the state has no key "
                       "'_num_correct'"),
             std::string::npos);
 
-  StateDict wrong = good.copy();
+  StateDict wrong = old.copy();
   c10::impl::GenericList text_list(c10::AnyType::get());
   text_list.push_back(c10::IValue(std::string("seven")));
   wrong.insert_or_assign("_num_examples", text_list);
@@ -293,6 +328,8 @@ TEST(MetricStateTest, MismatchedStatesAreRefusedAndChangeNothing) {
   EXPECT_NE(error_of([&] { mse.load_state_dict(good); }).find("has no key '_sum'"), std::string::npos);
 
   EXPECT_EQ(text(acc.compute()), before);  // nothing changed
+  acc.load_state_dict(old);                // the layout kindling wrote before loads
+  EXPECT_EQ(text(acc.compute()), before);
 }
 
 namespace {

@@ -148,13 +148,16 @@ class KINDLING_API Metric : public std::enable_shared_from_this<Metric> {
   /// ignite does; throws kindling::UsageError when `name` is one of those keys.
   void completed(engine::Engine& engine, const std::string& name);
 
-  /// Every rank's accumulators, as ignite's Metric.state_dict(): {key: [rank 0's value, rank
-  /// 1's, ...]} with tensors on the CPU (an undefined one as None) and counts as integers, so
-  /// that a checkpoint taken mid-epoch resumes the metric exactly. A collective in a
-  /// distributed run: every rank calls it (a Checkpoint does, being called on every rank).
-  /// Throws kindling::Error when the gather fails.
+  /// Every rank's accumulators in the layout of ignite's (0.4.13 to 0.5.5) Metric.state_dict():
+  /// {"__metric_state_per_rank": [rank 0's {key: value}, rank 1's, ...]} with tensors on the
+  /// CPU (an undefined one as None) and counts as integers, so that a checkpoint taken
+  /// mid-epoch resumes the metric exactly, and ignite's load_state_dict of the same metric
+  /// (same world size) takes it. A collective in a distributed run: every rank calls it (a
+  /// Checkpoint does, being called on every rank). Throws kindling::Error when the gather fails.
   StateDict state_dict() const;
-  /// Restores this rank's accumulators from the entry of its rank in state_dict()'s lists.
+  /// Restores this rank's accumulators from the entry of its rank in state_dict()'s list; also
+  /// reads ignite's files of the same metric, and the layout kindling wrote before it wrote
+  /// ignite's ({key: [rank 0's value, rank 1's, ...]}).
   /// The attached metric then keeps them through the reset that opens a run resumed in the
   /// middle of an epoch (so an epoch-wise value covers the whole epoch across the restart);
   /// an epoch that starts at its beginning resets as usual. A state saved at another world
