@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "common/files.h"
+#include "handlers/checkpointing/deep_copy.h"
 #include "kindling/engine/keep_alive.h"
 #include "kindling/error.h"
 
@@ -303,17 +304,11 @@ void Checkpoint::load_objects(const Objects& to_load, const StateDict& checkpoin
     }
     plan.emplace_back(&entry, state);
   }
-  // Keep every object's current state so that a failure part-way leaves all as they were.
-  std::vector<StateDict> before;
-  for (const auto& step : plan) before.push_back(step.first->second->state_dict().copy());
+  // Keep every object's current state (down to the tensors of a group's members) so that a
+  // failure part-way leaves all as they were.
   std::vector<StateDict> backups;
-  for (auto& b : before) {
-    StateDict deep = new_state_dict();
-    for (const auto& kv : b) {
-      deep.insert(kv.key(), kv.value().isTensor() ? c10::IValue(kv.value().toTensor().clone()) : kv.value());
-    }
-    backups.push_back(deep);
-  }
+  for (const auto& step : plan)
+    backups.push_back(::kindling::detail::deep_copy(step.first->second->state_dict()).toGenericDict());
   std::size_t done = 0;
   try {
     for (; done < plan.size(); ++done) plan[done].first->second->load_state_dict(plan[done].second, strict);

@@ -11,6 +11,7 @@
 #include "kindling/error.h"
 #include "kindling/handlers/checkpointing/checkpoint.h"
 #include "kindling/log.h"
+#include "handlers/checkpointing/deep_copy.h"
 
 namespace kindling {
 namespace handlers {
@@ -23,32 +24,6 @@ constexpr char kLiveWho[] = "kindling::handlers::LiveRecovery";
 struct NewRound : Error {
   NewRound() : Error(std::string(kLiveWho) + ": the launcher forms a new round") {}
 };
-
-// A copy of `value` that shares no tensor storage with it (tensors cloned, containers
-// rebuilt), so that training on after a commit does not change what was committed. A copy,
-// not a pickle: a ResNet-18's state with its momentum is pickled in about 140 ms here, copied
-// in a fraction of that (bench_engine's LiveCommit); the pickle is made only for a new world.
-c10::IValue deep_copy(const c10::IValue& value) {
-  if (value.isTensor()) return value.toTensor().detach().clone();
-  if (value.isGenericDict()) {
-    const c10::impl::GenericDict in = value.toGenericDict();
-    c10::impl::GenericDict out(in.keyType(), in.valueType());
-    for (const auto& entry : in) out.insert(entry.key(), deep_copy(entry.value()));
-    return out;
-  }
-  if (value.isList()) {
-    const c10::List<c10::IValue> in = value.toList();
-    c10::impl::GenericList out(in.elementType());
-    for (const c10::IValue& element : in) out.push_back(deep_copy(element));
-    return out;
-  }
-  if (value.isTuple()) {
-    std::vector<c10::IValue> elements;
-    for (const c10::IValue& element : value.toTupleRef().elements()) elements.push_back(deep_copy(element));
-    return c10::ivalue::Tuple::create(std::move(elements));
-  }
-  return value;  // numbers, strings, None: immutable
-}
 
 }  // namespace
 
@@ -91,7 +66,7 @@ void LiveRecovery::run(const std::function<void(LiveRecovery&)>& train) {
 void LiveRecovery::commit(const Objects& objects, int64_t iteration) {
   StateDict all = new_state_dict();
   for (const auto& [name, object] : objects) all.insert(name, object->state_dict());
-  committed_ = deep_copy(c10::IValue(all)).toGenericDict();
+  committed_ = ::kindling::detail::deep_copy(c10::IValue(all)).toGenericDict();
   committed_iteration_ = iteration;
 }
 

@@ -7,14 +7,17 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
+#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "kindling/error.h"
 #include "kindling/log.h"
 #include "kindling/metrics/metric.h"
 #include "kindling/nn/optimizer_state.h"
+#include "handlers/checkpointing/deep_copy.h"
 
 namespace kindling {
 namespace handlers {
@@ -144,6 +147,54 @@ class MetricState : public Stateful {
   std::shared_ptr<metrics::Metric> metric_;
 };
 
+// Named objects saved as one dict entry (stateful(Objects)).
+class GroupState : public Stateful {
+ public:
+  explicit GroupState(Objects members) : members_(std::move(members)) {
+    KINDLING_CHECK(!members_.empty(), "kindling::handlers::stateful: the group of objects is empty");
+    std::set<std::string> names;
+    for (const auto& [name, object] : members_) {
+      KINDLING_CHECK(object != nullptr, "kindling::handlers::stateful: the group's object '", name, "' is null");
+      KINDLING_CHECK(names.insert(name).second, "kindling::handlers::stateful: the group has two objects named '", name,
+                     "'");
+    }
+  }
+  StateDict state_dict() const override {
+    StateDict sd = new_state_dict();
+    for (const auto& [name, object] : members_) sd.insert(name, object->state_dict());
+    return sd;
+  }
+  void load_state_dict(const StateDict& state, bool strict) override {
+    std::vector<StateDict> states;
+    for (const auto& [name, object] : members_) {
+      KINDLING_CHECK(state.contains(name), "the group has no entry '", name, "' (it holds: ", keys_of(state), ")");
+      const c10::IValue& v = state.at(name);
+      KINDLING_CHECK(v.isGenericDict(), "the group's entry '", name, "' is a ", v.tagKind(), ", not a state dict");
+      states.push_back(v.toGenericDict());
+    }
+    KINDLING_CHECK(!strict || state.size() == members_.size(), "the group's state has entries no object of it has (it ",
+                   "holds: ", keys_of(state), "); load with strict=false to ignore them");
+    std::vector<StateDict> before;
+    for (const auto& member : members_)
+      before.push_back(::kindling::detail::deep_copy(member.second->state_dict()).toGenericDict());
+    size_t done = 0;
+    try {
+      for (; done < members_.size(); ++done) members_[done].second->load_state_dict(states[done], strict);
+    } catch (const std::exception& e) {
+      for (size_t i = 0; i < done; ++i) members_[i].second->load_state_dict(before[i], false);
+      KINDLING_CHECK(false, "the group's object '", members_[done].first, "': ", e.what());
+    }
+  }
+
+ private:
+  static std::string keys_of(const StateDict& state) {
+    std::string keys;
+    for (const auto& kv : state) keys += (keys.empty() ? "" : ", ") + kv.key().toStringRef();
+    return keys;
+  }
+  Objects members_;
+};
+
 class RngStates : public Stateful {
  public:
   StateDict state_dict() const override {
@@ -202,6 +253,7 @@ std::shared_ptr<Stateful> stateful(std::shared_ptr<nn::CommHook> hook) {
   };
   return std::make_shared<HookState>(std::move(hook));
 }
+std::shared_ptr<Stateful> stateful(Objects objects) { return std::make_shared<GroupState>(std::move(objects)); }
 std::shared_ptr<Stateful> rng_states() { return std::make_shared<RngStates>(); }
 
 RandomStateKeeper::RandomStateKeeper() : saved_(RngStates().state_dict()) {}
@@ -217,4 +269,30 @@ RandomStateKeeper::~RandomStateKeeper() {
 }
 
 }  // namespace handlers
+
+namespace detail {
+
+c10::IValue deep_copy(const c10::IValue& value) {
+  if (value.isTensor()) return value.toTensor().detach().clone();
+  if (value.isGenericDict()) {
+    const c10::impl::GenericDict in = value.toGenericDict();
+    c10::impl::GenericDict out(in.keyType(), in.valueType());
+    for (const auto& entry : in) out.insert(entry.key(), deep_copy(entry.value()));
+    return out;
+  }
+  if (value.isList()) {
+    const c10::List<c10::IValue> in = value.toList();
+    c10::impl::GenericList out(in.elementType());
+    for (const c10::IValue& element : in) out.push_back(deep_copy(element));
+    return out;
+  }
+  if (value.isTuple()) {
+    std::vector<c10::IValue> elements;
+    for (const c10::IValue& element : value.toTupleRef().elements()) elements.push_back(deep_copy(element));
+    return c10::ivalue::Tuple::create(std::move(elements));
+  }
+  return value;
+}
+
+}  // namespace detail
 }  // namespace kindling

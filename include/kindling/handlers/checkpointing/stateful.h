@@ -11,8 +11,8 @@
 /// \endcode
 ///
 /// The adapters refer to their objects (modules and what is passed as a std::shared_ptr are
-/// shared, the others by reference): the objects must outlive the adapters. Everything here is local (no communication) except a
-/// metric's and a comm hook's state_dict, which gather every rank's state.
+/// shared, the others by reference): the objects must outlive the adapters. Everything here is local (no communication)
+/// except a metric's and a comm hook's state_dict, which gather every rank's state.
 
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
@@ -78,6 +78,20 @@ KINDLING_API std::shared_ptr<Stateful> stateful(engine::Engine& engine);
 /// checkpoint saving it is called on every rank, as it must be anyway); loading restores
 /// this rank's. Keeps the metric alive.
 KINDLING_API std::shared_ptr<Stateful> stateful(std::shared_ptr<metrics::Metric> metric);
+/// Named objects saved as one entry, a dict {name: that object's state dict}: ignite's
+/// `to_save={"metrics": {"accuracy": acc, "loss": loss}}`, whose file Python's ignite
+/// (Checkpoint.load_objects with the same nesting) reads and which reads ignite's. Groups nest.
+/// \code
+///   kh::Objects to_save{{"model", kh::stateful(model)},
+///                       {"metrics", kh::stateful(kh::Objects{{"accuracy", kh::stateful(acc)},
+///                                                            {"loss", kh::stateful(loss)}})}};
+/// \endcode
+/// Saving is a collective where a member's is (a metric's); loading is local and all or
+/// nothing: a member that fails puts the members loaded before it back. Throws
+/// kindling::UsageError for no objects, a null one or two of one name; loading throws it
+/// naming the member for a missing entry (as ignite, also when not strict), one that is not a
+/// dict, an entry no member has (when strict) or what the member refuses.
+KINDLING_API std::shared_ptr<Stateful> stateful(Objects objects);
 /// The default CPU generator's state ("torch_cpu") and, where LibTorch has CUDA, each
 /// GPU's ("torch_cuda_<i>"): what dropout and random initialisation draw from.
 KINDLING_API std::shared_ptr<Stateful> rng_states();
