@@ -72,9 +72,9 @@ bool beyond_ignite(const std::string& key) {
   return last == "_type" || last == "_num_classes";
 }
 
-// The state in the layout of kindling before 0.5.5's (what the checks below read): {key:
-// [rank 0's value, ...]}, from ignite's layout {"__metric_state_per_rank": [{key: value}, ...]};
-// a state in that older layout is returned as it is. Throws kindling::UsageError naming the
+// The state in the layout kindling wrote before it wrote ignite's (what the checks below
+// read): {key: [rank 0's value, ...]}, from ignite's layout {"__metric_state_per_rank": [{key:
+// value}, ...]}; a state in that older layout is returned as it is. Throws kindling::UsageError naming the
 // saved rank and the key that ignite's layout lacks.
 StateDict by_key(const StateDict& state, const std::vector<std::string>& keys, const std::string& who,
                  const std::string& metric) {
