@@ -121,6 +121,33 @@ std::string EtcdClient::call(const std::string& path, const std::string& body) {
   throw EtcdError("no etcd member answered (" + problems + ")", false);
 }
 
+bool EtcdProbe::etcd() const {
+  if (status != 200) return false;
+  const auto json = nlohmann::json::parse(reply, nullptr, false);
+  return !json.is_discarded() && json.is_object() && json.contains("etcdserver");
+}
+
+EtcdProbe EtcdClient::probe(std::size_t index, std::chrono::milliseconds limit) {
+  CURL* curl = static_cast<CURL*>(curl_);
+  const std::string url = "http://" + endpoints_.at(index) + "/version";
+  EtcdProbe p;
+  curl_easy_reset(curl);
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(limit.count()));
+  curl_easy_setopt(curl, CURLOPT_HTTP09_ALLOWED, 1L);  // a program that is not HTTP: its own first line
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, append_reply);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &p.reply);
+  const CURLcode result = curl_easy_perform(curl);
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &p.status);
+  curl_off_t connect_us = 0;
+  curl_easy_getinfo(curl, CURLINFO_CONNECT_TIME_T, &connect_us);
+  p.connected = connect_us > 0;
+  if (result != CURLE_OK) p.error = curl_easy_strerror(result);
+  p.reply = p.reply.substr(0, 300);
+  return p;
+}
+
 std::optional<EtcdValue> EtcdClient::get(const std::string& key) {
   const auto reply = parsed(call("/v3/kv/range", nlohmann::json{{"key", to_base64(key)}}.dump()));
   if (!reply.contains("kvs") || reply["kvs"].empty()) return std::nullopt;

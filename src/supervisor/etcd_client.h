@@ -27,6 +27,23 @@ class EtcdError : public std::runtime_error {
   bool reached_;
 };
 
+/// What one member answered to GET /version (EtcdClient::probe): an etcd member answers its
+/// version as JSON ({"etcdserver":"3.4.23",...}) without asking its cluster.
+struct EtcdProbe {
+  /// Whether the TCP connection was made (false: nothing listens there, or no route).
+  bool connected = false;
+  /// The HTTP status; 0 when the answer was not HTTP (or there was none).
+  long status = 0;
+  /// The first bytes of what came back (HTTP/0.9 allowed: any program's first line).
+  std::string reply;
+  /// libcurl's reason when the request did not complete ("Timeout was reached"); else empty.
+  std::string error;
+  /// Connected, and nothing came back within the limit.
+  bool silent() const { return connected && reply.empty() && !error.empty(); }
+  /// Answered as an etcd member does.
+  bool etcd() const;
+};
+
 /// A key's value and the revision that last changed it.
 struct EtcdValue {
   std::string value;
@@ -57,6 +74,9 @@ class EtcdClient {
   bool keep_alive(int64_t lease);
   /// Ends `lease` and every key attached to it. Throws EtcdError.
   void revoke(int64_t lease);
+  /// GET /version on member `index` of endpoints(), waiting up to `limit`: what the program at
+  /// that endpoint is (etcd_rendezvous.cpp tells etcd from other programs by it). Never throws.
+  EtcdProbe probe(std::size_t index, std::chrono::milliseconds limit);
   /// This host's address on the connection of the last answered request ("10.0.0.2"): the one
   /// the cluster's hosts reach it by. Empty before the first answer.
   const std::string& local_address() const { return local_address_; }

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "common/host.h"
@@ -35,6 +36,28 @@ using Clock = std::chrono::steady_clock;
 // was killed starts afresh a minute later (a job that ends well removes it at once).
 constexpr int kStateLeaseSeconds = 60;
 constexpr auto kRequestLimit = std::chrono::seconds(2);
+// What a member that fails a request is asked (GET /version, which an etcd member answers
+// without its cluster), how long it may take to answer, and how long members that accept
+// connections but answer nothing are waited for: an etcd member that waits for the other
+// members of its cluster does that too, so silence is not refused at once.
+constexpr auto kProbeLimit = std::chrono::seconds(5);
+constexpr auto kSilentLimit = std::chrono::seconds(30);
+
+// What a program that is not an etcd member answered to GET /version, and what to do.
+std::string what_answered(const EtcdProbe& p) {
+  const std::string first = p.reply.substr(0, p.reply.find_first_of("\r\n"));
+  if (p.reply.rfind(kRendezvousGreeting, 0) == 0) {
+    return "is a kindling-run rendezvous of --rdzv_backend c10d (it greeted '" + first +
+           "'): the nodes were given different --rdzv_backend; give every node the same --rdzv_backend and "
+           "--rdzv_endpoint";
+  }
+  const std::string answer =
+      p.status > 0 ? "answered HTTP " + std::to_string(p.status) + " ('" + first.substr(0, 80) + "')"
+      : p.reply.empty() ? "closed the connection without an answer (" + p.error + ")"
+                        : "answered '" + first.substr(0, 80) + "', which is not HTTP";
+  return answer + " to GET /version, which an etcd member answers with its version; give --rdzv_endpoint the "
+                  "client address of each etcd member (port 2379 unless the members were set otherwise)";
+}
 
 std::string state_text(const RendezvousState& s) {
   return nlohmann::json{{"round", s.round},          {"restarts", s.restarts},    {"instance", s.instance},
@@ -93,16 +116,28 @@ class EtcdAccess : public RendezvousAccess {
   }
 
   LineSocket connect(std::string& error) override {
+    if (!names_checked_) {  // a name that does not exist, or a DNS server that does not answer
+      names_checked_ = true;
+      std::vector<std::string> hosts;
+      for (const auto& member : o_.etcd_endpoints) {
+        const bool v6 = member[0] == '[';
+        hosts.push_back(v6 ? member.substr(1, member.find(']') - 1) : member.substr(0, member.rfind(':')));
+      }
+      error = unresolvable(hosts, name_);
+      if (!error.empty()) return LineSocket();
+    }
     const char* advice =
         "Start the etcd cluster (or check the members given to --rdzv_endpoint) and the other nodes' agents";
-    return keep_trying(o_.rendezvous.join_timeout, name_, where(), advice, error, [&](std::string& problem, bool&) {
-      try {
-        return try_connect(problem);
-      } catch (const EtcdError& e) {
-        problem = e.what();
-        return LineSocket();
-      }
-    });
+    return keep_trying(o_.rendezvous.join_timeout, name_, where(), advice, error,
+                       [&](std::string& problem, bool& done) {
+                         try {
+                           return try_connect(problem);
+                         } catch (const EtcdError& e) {
+                           problem = e.what();
+                           identify(problem, done);
+                           return LineSocket();
+                         }
+                       });
   }
   bool movable() const override { return true; }
   bool serving() const override {
@@ -146,6 +181,43 @@ class EtcdAccess : public RendezvousAccess {
       return s;
     }
     return greeted(s, host + ":" + std::to_string(port), 0, problem) ? std::move(s) : LineSocket();
+  }
+
+  // After a request that no member answered as etcd does, until one has: asks each member what
+  // it is. Sets `done` with `problem` when one is another program (an HTTP server, a kindling-run
+  // c10d rendezvous), or when members have accepted connections and answered nothing for
+  // kSilentLimit.
+  void identify(std::string& problem, bool& done) {
+    if (etcd_seen_) return;
+    std::string others, silent;
+    for (std::size_t i = 0; i < o_.etcd_endpoints.size(); ++i) {
+      const EtcdProbe p = client_.probe(i, kProbeLimit);
+      etcd_seen_ = p.etcd();
+      if (etcd_seen_) return;
+      const std::string& member = o_.etcd_endpoints[i];
+      // A listener that accepts nothing fills its queue of connections: then they time out.
+      was_silent_.resize(o_.etcd_endpoints.size());
+      was_silent_[i] = p.silent() || (was_silent_[i] && !p.connected && !p.error.empty());
+      if (was_silent_[i]) {
+        silent += (silent.empty() ? "" : ", ") + member;
+      } else if (p.connected) {
+        others += (others.empty() ? "" : "; ") + member + " " + what_answered(p);
+      }
+    }
+    if (!others.empty()) {
+      done = true;
+      problem = "--rdzv_backend etcd: not an etcd member: " + others;
+      return;
+    }
+    if (silent.empty()) return silent_since_.reset();
+    if (!silent_since_) silent_since_ = Clock::now();
+    problem += "; " + silent + " accepted the connection but answered nothing";
+    if (Clock::now() - *silent_since_ < kSilentLimit) return;
+    done = true;
+    problem = "--rdzv_backend etcd: " + silent + " accepted connections but answered nothing to etcd's GET /version for " +
+              std::to_string(kSilentLimit.count()) +
+              " s: not an etcd member (check the ports given to --rdzv_endpoint: etcd's client port, 2379 unless set "
+              "otherwise), or etcd members that wait for the other members of their cluster (start those)";
   }
 
   // A lease kept alive by a thread of its own (with its own client) every third of its TTL.
@@ -233,6 +305,10 @@ class EtcdAccess : public RendezvousAccess {
   std::atomic<int64_t> state_lease_{0};
   std::string own_value_;  // "address port" of this agent's server
   bool finished_ = false;
+  bool names_checked_ = false;
+  bool etcd_seen_ = false;                        // a member answered GET /version as etcd
+  std::optional<Clock::time_point> silent_since_;  // members silent since (see identify)
+  std::vector<bool> was_silent_;                   // by member: silent at the last probe
   std::atomic<bool> lost_{false};
   mutable std::mutex mutex_;  // server_, stopping_
   std::condition_variable wake_;

@@ -20,18 +20,44 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Empty when `host` resolves or may resolve later (a temporary failure), else why it never
-// will: waiting the join timeout for a name that does not exist helps nobody.
-std::string unresolvable(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
-  if (rc == 0) ::freeaddrinfo(found);
-  if (rc != EAI_NONAME && rc != EAI_FAIL) return {};
-  return "the endpoint host '" + host + "' does not resolve to an address (" + ::gai_strerror(rc) +
-         "); give --rdzv_endpoint a host name or address that every node resolves";
+// How long a host name is tried again while the resolver fails for the time being (a DNS server
+// that does not answer): the bound kindling::dist::initialize gives MASTER_ADDR.
+constexpr auto kResolverLimit = std::chrono::seconds(30);
+
+}  // namespace
+
+std::string unresolvable(const std::vector<std::string>& hosts, const std::string& name) {
+  const auto deadline = Clock::now() + kResolverLimit;
+  for (bool said = false;; said = true) {
+    std::string why, waiting;
+    for (const auto& host : hosts) {
+      addrinfo hints{};
+      hints.ai_socktype = SOCK_STREAM;
+      addrinfo* found = nullptr;
+      const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
+      if (rc == 0) ::freeaddrinfo(found);
+      if (rc != EAI_AGAIN && rc != EAI_NONAME && rc != EAI_FAIL) return {};  // resolves, or left to connect
+      if (rc == EAI_AGAIN) waiting = host;
+      why += (why.empty() ? "" : "; ") + ("the endpoint host '" + host + "' ") +
+             (rc == EAI_AGAIN ? "could not be resolved for " + std::to_string(kResolverLimit.count()) + " s (" +
+                                    ::gai_strerror(rc) + "): this host's DNS server does not answer"
+                              : std::string("does not resolve to an address (") + ::gai_strerror(rc) + ")");
+    }
+    if (waiting.empty() || Clock::now() >= deadline) {
+      return why + ". Give --rdzv_endpoint " + (waiting.empty() ? "host names or addresses that every node resolves"
+                                                                : "an IP address, or check this host's resolver "
+                                                                  "(/etc/resolv.conf)");
+    }
+    // A DNS server that did not answer may answer again: tried for a while, as MASTER_ADDR is.
+    if (!said) {
+      say(name, "cannot resolve '" + waiting + "' yet (" + ::gai_strerror(EAI_AGAIN) + "); trying again for up to " +
+                    std::to_string(kResolverLimit.count()) + " s");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
 }
+
+namespace {
 
 // The agent of the endpoint's host serves the rendezvous; every agent connects to it.
 class EndpointAccess : public RendezvousAccess {
@@ -43,7 +69,7 @@ class EndpointAccess : public RendezvousAccess {
   // agents of one host that bind at the same moment can both fail to listen (both sockets are
   // bound before either listens).
   LineSocket connect(std::string& error) override {
-    error = unresolvable(o_.endpoint_host);
+    error = unresolvable({o_.endpoint_host}, name_);
     if (!error.empty()) return LineSocket();
     int listen_errno = 0;
     const char* advice = "Start the agent of that host, or check --rdzv_endpoint";

@@ -53,6 +53,12 @@ LineSocket keep_trying(std::chrono::milliseconds limit, const std::string& name,
                        const std::string& advice, std::string& error,
                        const std::function<LineSocket(std::string&, bool&)>& attempt);
 
+/// Empty when one of `hosts` resolves (or fails in a way left to the connection to say); else
+/// why none ever will, each named: a name that does not exist at once; a resolver that fails for
+/// the time being (a DNS server that does not answer) after trying again for 30 s, said once as
+/// `name`. Never throws.
+std::string unresolvable(const std::vector<std::string>& hosts, const std::string& name);
+
 /// Writes "<name>: <text>" on stderr at once. Never throws.
 void say(const std::string& name, const std::string& text);
 

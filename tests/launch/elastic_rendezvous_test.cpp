@@ -55,6 +55,41 @@ TEST(KindlingRunEndpoint, AHostNameThatDoesNotResolveIsRefusedAtOnce) {
       << show(r);
 }
 
+// A DNS server that does not answer (a temporary failure: EAI_AGAIN), made in a network and
+// mount namespace of the test's own: /etc/resolv.conf names 10.250.77.2, an address behind a
+// veth pair whose far end answers nothing (the queries are dropped). The endpoint's name is
+// tried again for 30 s, as MASTER_ADDR is, then refused, instead of waiting the join timeout
+// (90 s here); the same for the members of an etcd cluster.
+TEST(KindlingRunEndpoint, ADnsServerThatDoesNotAnswerEndsTheWaitAfter30s) {
+  const std::string setup =
+      "set -e; d=$(mktemp -d); trap 'rm -rf $d' EXIT; printf 'nameserver 10.250.77.2\\noptions timeout:1 "
+      "attempts:1\\n' > $d/resolv.conf; mount --bind $d/resolv.conf /etc/resolv.conf; ip link set lo up; "
+      "ip link add v0 type veth peer name v1; ip addr add 10.250.77.1/24 dev v0; ip link set v0 up; "
+      "ip link set v1 up; set +e; ";
+  const std::string agent = kRun + " --nnodes 1:2 --rdzv_id dns --rdzv_conf join_timeout=90 ";
+  const std::string body = agent + "--rdzv_endpoint rdzv.kindling.test:29400 /bin/true & a=$!; " + agent +
+                           "--rdzv_backend etcd --rdzv_endpoint etcd1.kindling.test,etcd2.kindling.test:2380 "
+                           "/bin/true; echo etcd_exit=$?; wait $a; echo c10d_exit=$?";
+  if (run_command({"/usr/bin/unshare", "--net", "--mount", "/bin/sh", "-c", setup + "true"}).exit_code != 0)
+    GTEST_SKIP() << "no network and mount namespaces here (unshare --net --mount needs root)";
+  const auto r = run_command({"/usr/bin/unshare", "--net", "--mount", "/bin/sh", "-c", setup + body}, {},
+                             std::chrono::seconds(120));
+  EXPECT_NE(r.out.find("etcd_exit=1"), std::string::npos) << show(r) << r.out;
+  EXPECT_NE(r.out.find("c10d_exit=1"), std::string::npos) << show(r) << r.out;
+  EXPECT_LT(r.seconds, 60.0) << show(r);
+  EXPECT_NE(r.err.find("cannot resolve 'rdzv.kindling.test' yet (Temporary failure in name resolution); trying "
+                       "again for up to 30 s"),
+            std::string::npos)
+      << show(r);
+  EXPECT_NE(r.err.find("the endpoint host 'rdzv.kindling.test' could not be resolved for 30 s (Temporary failure "
+                       "in name resolution): this host's DNS server does not answer. Give --rdzv_endpoint an IP "
+                       "address, or check this host's resolver (/etc/resolv.conf)"),
+            std::string::npos)
+      << show(r);
+  EXPECT_NE(r.err.find("'etcd1.kindling.test' could not be resolved for 30 s"), std::string::npos) << show(r);
+  EXPECT_NE(r.err.find("'etcd2.kindling.test' could not be resolved for 30 s"), std::string::npos) << show(r);
+}
+
 // A worker refused the same way in every attempt (as a global batch that the world size does
 // not divide): after the second identical refusal by the same nodes, no further restart.
 KINDLING_WORKER(refused_each_time) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "support/multiprocess.h"
+#include "support/silent_port.h"
 
 namespace {
 
@@ -104,4 +105,49 @@ TEST(KindlingRunEtcd, MembersThatDoNotAnswerAreNamed) {
       << show_all(r);
   EXPECT_NE(r.err.find("Start the etcd cluster (or check the members given to --rdzv_endpoint)"), std::string::npos)
       << show_all(r);
+}
+
+// Endpoints that are not etcd members, refused instead of waited for until the join timeout
+// (90 s here): an HTTP server answering 501 to everything and a kindling-run rendezvous of
+// --rdzv_backend c10d (the nodes were given different backends) at once, by what they answer
+// to etcd's GET /version; a listener that never answers after 30 s of silence (an etcd member
+// waiting for the other members of its cluster is silent too, so it is not refused at once).
+TEST(KindlingRunEtcd, AnEndpointThatIsNotEtcdIsRefused) {
+  const std::string http = std::to_string(kindling::testing::free_port());
+  const std::string c10d = std::to_string(kindling::testing::free_port());
+  const std::string py = KINDLING_PYTHON;
+  const std::string agent = kRunEtcd + " --nnodes 2 --rdzv_backend etcd --rdzv_id stranger "
+                                       "--rdzv_conf join_timeout=90 --rdzv_endpoint 127.0.0.1:";
+  const std::string script =
+      py + " -c 'import http.server as h; h.HTTPServer((\"127.0.0.1\", " + http +
+      "), h.BaseHTTPRequestHandler).serve_forever()' 2>/dev/null & s=$!; " + kRunEtcd +
+      " --nnodes 2 --rdzv_endpoint 127.0.0.1:" + c10d +
+      " --rdzv_id stranger --rdzv_conf join_timeout=90 /bin/true 2>/dev/null & c=$!; sleep 1; "
+      "t=$(date +%s); " + agent + http + " /bin/true; echo http_exit=$? after $(($(date +%s) - t)) s; t=$(date +%s); " + agent +
+      c10d + " /bin/true; echo c10d_exit=$? after $(($(date +%s) - t)) s; kill $s $c";
+  const auto r = run_command({"/bin/sh", "-c", script}, {}, std::chrono::seconds(60));
+  EXPECT_NE(r.out.find("http_exit=1 after 0 s"), std::string::npos) << show_all(r);
+  EXPECT_NE(r.out.find("c10d_exit=1 after 0 s"), std::string::npos) << show_all(r);
+  EXPECT_NE(r.err.find("--rdzv_backend etcd: not an etcd member: 127.0.0.1:" + http +
+                       " answered HTTP 501 ('<!DOCTYPE HTML>') to GET /version, which an etcd member answers with "
+                       "its version; give --rdzv_endpoint the client address of each etcd member"),
+            std::string::npos)
+      << show_all(r);
+  EXPECT_NE(r.err.find("127.0.0.1:" + c10d +
+                       " is a kindling-run rendezvous of --rdzv_backend c10d (it greeted 'KINDLING-RENDEZVOUS 1'): the "
+                       "nodes were given different --rdzv_backend; give every node the same --rdzv_backend"),
+            std::string::npos)
+      << show_all(r);
+
+  const kindling::testing::SilentPort silent;
+  const std::string member = "127.0.0.1:" + std::to_string(silent.port());
+  const auto s = run_command({kRunEtcd, "--nnodes", "1:2", "--rdzv_backend", "etcd", "--rdzv_endpoint", member,
+                              "--rdzv_id", "silent", "--rdzv_conf", "join_timeout=90", "/bin/true"},
+                             {}, std::chrono::seconds(100));
+  EXPECT_EQ(s.exit_code, 1) << show_all(s);
+  EXPECT_LT(s.seconds, 60.0) << show_all(s);
+  EXPECT_NE(s.err.find(member + " accepted connections but answered nothing to etcd's GET /version for 30 s: not an "
+                                "etcd member (check the ports given to --rdzv_endpoint"),
+            std::string::npos)
+      << show_all(s);
 }
