@@ -33,6 +33,22 @@ std::string join_names(const std::vector<std::string>& names, const char* separa
   return out;
 }
 
+// A refusal without the ranks that kindling's checks name ("[rank 1/2] "): every rank of a world
+// meets a refusal such as a batch that the world size does not divide, and which of them fails
+// first, and so is reported first, changes from one round to the next.
+std::string without_ranks(std::string text) {
+  for (auto at = text.find("[rank "); at != std::string::npos; at = text.find("[rank ", at)) {
+    const auto end = text.find("] ", at);
+    const auto digits = text.find_first_not_of("0123456789/", at + 6);
+    if (end == std::string::npos || digits != end) {
+      at += 6;
+      continue;
+    }
+    text.erase(at, end + 2 - at);
+  }
+  return text;
+}
+
 }  // namespace
 
 struct RendezvousServer::Agent {
@@ -217,7 +233,7 @@ void RendezvousServer::on_join(Agent& agent, const std::string& line) {
       cause_ = Cause::kFailure;
       first_failure_ = agent.label() + (agent.detail.empty() ? "" : ": " + agent.detail);
       const auto refused = agent.detail.find("kindling::UsageError: ");
-      refusal_ = refused == std::string::npos ? "" : agent.detail.substr(refused);
+      refusal_ = refused == std::string::npos ? "" : without_ranks(agent.detail.substr(refused));
     }
     if (!member && static_cast<int>(last_members_.size()) < settings_.max_nodes) cause_ = Cause::kMembership;
   }

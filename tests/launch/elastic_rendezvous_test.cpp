@@ -157,3 +157,32 @@ TEST(KindlingRunLive, AProgramWithoutLiveRecoveryIsToldOnceThatItDoesNotTakePart
   EXPECT_EQ(node0.err.find(said, first + 1), std::string::npos) << "said more than once\n" << show(node0);
   EXPECT_NE(node0.err.find("each lost node costs two restarts"), std::string::npos) << show(node0);
 }
+
+// Every rank meets the same refusal (as a global batch that the new world size does not
+// divide), named with its rank as kindling's checks do; which rank fails first changes from one
+// attempt to the next (here it alternates: the other rank is stopped before it fails). The
+// refusal is the same, so the job ends after meeting it twice rather than at --max_restarts.
+KINDLING_WORKER(refused_by_turns) {
+  const int rank = std::atoi(std::getenv("RANK"));
+  const int attempt = std::atoi(std::getenv("TORCHELASTIC_RESTART_COUNT"));
+  if (rank != attempt % 2) std::this_thread::sleep_for(std::chrono::seconds(4));
+  const kindling::UsageError refusal("[rank " + std::to_string(rank) +
+                                     "/2] Engine::run: 36 samples are not a whole number of iterations of 8 samples");
+  kindling::dist::record_error(refusal);
+  throw refusal;
+}
+
+TEST(KindlingRunEndpoint, ARefusalMetTwiceOnAnyRankIsNotRetriedAgain) {
+  const std::string agent = kRun + " --nnodes 2 --rdzv_endpoint 127.0.0.1:" +
+                            std::to_string(kindling::testing::free_port()) +
+                            " --rdzv_id by-turns --max_restarts 5 --grace_period 1 " + kindling::testing::self_path() +
+                            " --kindling-worker=refused_by_turns";
+  const auto r = run_command({"/bin/sh", "-c", agent + " & a=$!; " + agent + "; b=$?; wait $a; echo exit=$?,$b"}, {},
+                             std::chrono::seconds(90));
+  EXPECT_EQ(r.out.find("exit=0"), std::string::npos) << show(r) << r.out;
+  EXPECT_NE(r.err.find("refused twice in a row the same way with the same 2 node(s), so a restart cannot succeed"),
+            std::string::npos)
+      << show(r);
+  EXPECT_NE(r.err.find("(restarts made 1 of 5)"), std::string::npos) << show(r);
+  EXPECT_EQ(r.err.find("rendezvous round 3"), std::string::npos) << show(r);
+}
