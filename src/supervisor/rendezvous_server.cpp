@@ -61,7 +61,7 @@ struct RendezvousServer::Agent {
   int node_rank = -1;  // in the last round; -1: not a member
   int serving = 0;     // 1: the agent that runs this server (node 0 when it is new)
   bool done = false;
-  Clock::time_point heard = Clock::now();  // its last line
+  Clock::time_point heard = Clock::now();  // its last line, or the ROUND that answered its JOIN
   std::string label() const { return host + " (" + address + ")"; }
 };
 
@@ -416,6 +416,9 @@ void RendezvousServer::close_round(std::vector<Agent*> joined) {
     a->socket.send(reply.str());
     offset += a->nproc;
     a->joined = false;
+    // Its silence counts from this answer: the time it waited in the round was no silence (live
+    // recovery's early close otherwise took a member that waited the last call for gone).
+    a->heard = Clock::now();
   }
   open_ = min_reached_ = false;
 }

@@ -15,6 +15,11 @@
                    checkpoints: the job goes on at 2 ranks in the run folder it started, from
                    its last checkpoint at the same sample (the global batch is kept), and
                    completes every iteration of every epoch.
+  late_after_close_live
+                   3 hosts under --live_recovery; host 2 starts the moment round 0 closes (at 2
+                   hosts, after the last call, which the members spent waiting): round 1 takes all 3
+                   hosts (it left out a healthy one before, taken back a round later: the wait in
+                   the round counted as the silence of a lost agent).
   below_min        2 hosts, --nnodes 2:3; host 1 is killed: the next round cannot reach MIN,
                    and host 0's launcher ends non-zero within the join timeout, naming node1.
   torchrun_loses_a_host
@@ -223,6 +228,27 @@ def below_min(args):
                    "host 0 should say the round has fewer than MIN nodes and name node1:\n" + text)
             expect(took < 8 + 3 + 30, "host 0 ended %.0f s after the loss, beyond the join timeout" % took)
             expect(not c.pids_on(0), "processes left on host 0: %s" % c.pids_on(0))
+
+
+@case
+def late_after_close_live(args):
+    with workspace("kindling-elastic-") as work:
+        with cluster.Cluster(hosts=3) as c:
+            start = lambda k: launcher(args, "late", work, command="train-live", flags=("--live_recovery",))  # noqa: E731
+            hosts = [Host(c, k, start(k)) for k in range(2)]
+            try:
+                # Host 2 starts the moment host 0 reports round 0 (closed at 2 hosts by the last call).
+                hosts[0].wait_line(r"rendezvous round 0 \(restart 0\): 2 nodes", 60)
+                hosts.append(Host(c, 2, start(2)))
+                codes = [h.finish(180) for h in hosts]
+            finally:
+                Host.kill_left(hosts)
+            for h, code in zip(hosts, codes):
+                expect(code == 0, "host %d's launcher exited %s:\n%s" % (h.k, code, h.text()))
+            rounds = [line for line in hosts[0].lines if re.search(r"rendezvous round \d+ \(", line)]
+            expect(len(rounds) == 2 and "round 1 (restart 0): 3 nodes [node0,node1,node2]" in rounds[1],
+                   "host 2 arrived just after round 0 closed: round 1 should take all 3 hosts, and no host should "
+                   "be left out; host 0 saw:\n" + "\n".join(rounds))
 
 
 def main():
