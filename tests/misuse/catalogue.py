@@ -25,6 +25,30 @@ import sys
 import tempfile
 import time
 
+# kindling-run --rdzv_backend etcd pointed at a program that is not etcd (formatted with "http": an
+# HTTP server answering 501 to every request; "c10d": another node's kindling-run serving the c10d
+# rendezvous, as when the nodes were given different --rdzv_backend), with a join timeout of 50 s.
+ETCD_STRANGER = """
+import http.server, socket, subprocess, sys, threading, time
+run = "{build}/kindling-run"
+if "%s" == "http":
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port, other = server.server_port, None
+else:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    other = subprocess.Popen([run, "--nnodes", "2", "--rdzv_endpoint", "127.0.0.1:%%d" %% port, "--rdzv_id", "j",
+                              "--rdzv_conf", "join_timeout=50", "/bin/true"], stderr=subprocess.DEVNULL)
+    time.sleep(1)
+code = subprocess.call([run, "--nnodes", "2", "--rdzv_backend", "etcd", "--rdzv_endpoint", "127.0.0.1:%%d" %% port,
+                        "--rdzv_id", "j", "--rdzv_conf", "join_timeout=50", "/bin/true"])
+if other:
+    other.kill()
+sys.exit(code)
+"""
+
 # (area, name, argv (first word: a program of the build), extra environment, expected text[, checks])
 # Environment values of None remove the variable; checks: see the docstring. {python} is this
 # interpreter.
@@ -59,6 +83,11 @@ CASES = [
                                                      "--rdzv_endpoint", "127.0.0.1:9,127.0.0.1:7", "--rdzv_id", "j",
                                                      "--rdzv_conf", "join_timeout=2", "/bin/true"], {},
      "no etcd member answered (127.0.0.1:9: Couldn't connect to server; 127.0.0.1:7"),
+    ("launcher", "etcd endpoint is an HTTP server", ["python", "-c", ETCD_STRANGER % "http"], {},
+     "not an etcd member: 127.0.0.1:"),
+    ("launcher", "etcd endpoint is a c10d rendezvous", ["python", "-c", ETCD_STRANGER % "c10d"], {},
+     "is a kindling-run rendezvous of --rdzv_backend c10d (it greeted 'KINDLING-RENDEZVOUS 1'): the nodes were "
+     "given different --rdzv_backend"),
     ("launcher", "elastic without id", ["kindling-run", "--nnodes", "1:2", "--rdzv_endpoint", "node0", "/bin/true"],
      {}, "elastic mode on several nodes needs --rdzv_id ID"),
     ("launcher", "elastic with node rank", ["kindling-run", "--nnodes", "1:2", "--rdzv_endpoint", "node0",
