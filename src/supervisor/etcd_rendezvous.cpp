@@ -188,12 +188,12 @@ class EtcdAccess : public RendezvousAccess {
   // c10d rendezvous), or when members have accepted connections and answered nothing for
   // kSilentLimit.
   void identify(std::string& problem, bool& done) {
-    if (etcd_seen_) return;
+    if (etcd_seen_ || !client_.local_address().empty()) return;  // a member has answered a request
     std::string others, silent;
     for (std::size_t i = 0; i < o_.etcd_endpoints.size(); ++i) {
       const EtcdProbe p = client_.probe(i, kProbeLimit);
       etcd_seen_ = p.etcd();
-      if (etcd_seen_) return;
+      if (etcd_seen_ || !client_.local_address().empty()) return;  // a member has answered a request
       const std::string& member = o_.etcd_endpoints[i];
       // A listener that accepts nothing fills its queue of connections: then they time out.
       was_silent_.resize(o_.etcd_endpoints.size());
