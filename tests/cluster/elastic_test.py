@@ -20,6 +20,12 @@
                    hosts, after the last call, which the members spent waiting): round 1 takes all 3
                    hosts (it left out a healthy one before, taken back a round later: the wait in
                    the round counted as the silence of a lost agent).
+  refusal_after_loss
+                   3 hosts, a global batch of 9; host 2 is killed: the 2-rank world refuses the
+                   3-rank checkpoint in every attempt, and the job ends at the second refusal
+                   (restart 2 of 3), whichever rank reports it first (before, the rank in the
+                   message made two refusals differ when the other rank reported first: then
+                   every restart was spent: 4 of 5 runs).
   below_min        2 hosts, --nnodes 2:3; host 1 is killed: the next round cannot reach MIN,
                    and host 0's launcher ends non-zero within the join timeout, naming node1.
   torchrun_loses_a_host
@@ -249,6 +255,28 @@ def late_after_close_live(args):
             expect(len(rounds) == 2 and "round 1 (restart 0): 3 nodes [node0,node1,node2]" in rounds[1],
                    "host 2 arrived just after round 0 closed: round 1 should take all 3 hosts, and no host should "
                    "be left out; host 0 saw:\n" + "\n".join(rounds))
+
+
+@case
+def refusal_after_loss(args):
+    with workspace("kindling-elastic-") as work:
+        with cluster.Cluster(hosts=3) as c:
+            # A global batch of 9: 3 per rank at 3 ranks, 4 at 2 (auto_dataloader floors it), so the
+            # 2-rank world refuses the 3-rank checkpoint (a position of 9k samples is no whole number
+            # of 8-sample iterations), on both ranks, in every attempt.
+            hosts = [Host(c, k, launcher(args, "refusal", work, extra=("--batch", "9"))) for k in range(3)]
+            try:
+                hosts[0].wait_line(r"PROGRESS world=3 iteration=(2[3-9]|3\d)\b", 120)
+                c.kill_host(2)
+                codes = [h.finish(120) for h in hosts[:2]]
+            finally:
+                Host.kill_left(hosts)
+            text = hosts[0].text()
+            expect(codes[0] not in (0, None) and codes[1] not in (0, None), "hosts 0 and 1 exited %s" % codes)
+            expect("refused twice in a row the same way with the same 2 node(s)" in text and
+                   "(restarts made 2 of 3)" in text and "not a whole number of iterations of 8 samples" in text,
+                   "the refusal at world size 2 should end the job at its second occurrence (restart 2 of 3), "
+                   "whichever rank reported it first:\n" + text)
 
 
 def main():
