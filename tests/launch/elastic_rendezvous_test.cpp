@@ -11,7 +11,6 @@
 #include <thread>
 
 #include "kindling/dist/dist.h"
-
 #include "kindling/dist/launch_env.h"
 #include "kindling/error.h"
 #include "support/multiprocess.h"
