@@ -35,7 +35,7 @@ using kindling::testing::pick;
 
 namespace {
 
-// The batch of ignite_checkpoint.py.
+// The batch the saved metrics saw (ignite_checkpoint.py computes from their saved state).
 Value batch() {
   return Value::named({{"logits", at::tensor({0.1f, 0.9f, 0.8f, 0.2f, 0.3f, 0.7f}).reshape({3, 2})},
                        {"y", at::tensor({1, 1, 0}, at::kLong)}});
