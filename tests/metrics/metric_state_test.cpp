@@ -178,18 +178,6 @@ void print(const std::map<std::string, std::string>& values) {
   std::fflush(stdout);
 }
 
-std::map<std::string, std::string> parse(const std::string& output) {
-  std::map<std::string, std::string> got;
-  std::istringstream lines(output);
-  std::string line;
-  while (std::getline(lines, line)) {
-    std::istringstream fields(line);
-    std::string tag, key, value;
-    if (fields >> tag >> key >> value && tag == "VALUE") got[key] = value;
-  }
-  return got;
-}
-
 // The resumed run's values of the epochs it completed equal the uninterrupted run's.
 void expect_same_epochs(const std::map<std::string, std::string>& resumed,
                         const std::map<std::string, std::string>& whole, const std::string& where) {
@@ -251,7 +239,8 @@ TEST(MetricStateTest, EveryRankSavesItsOwnAccumulatorsAndResumesExactly) {
     ASSERT_TRUE(r.ok()) << kindling::testing::describe(results);
     const auto split = r.out.find("RESUMED");
     ASSERT_NE(split, std::string::npos) << r.out;
-    const auto whole = parse(r.out.substr(0, split)), resumed = parse(r.out.substr(split));
+    const auto whole = kindling::testing::tagged_lines(r.out.substr(0, split), "VALUE"),
+               resumed = kindling::testing::tagged_lines(r.out.substr(split), "VALUE");
     ASSERT_EQ(whole.size(), 2 * make_metrics().size()) << r.out;  // every metric, 2 epochs
     expect_same_epochs(resumed, whole, "rank " + std::to_string(r.rank));
     EXPECT_EQ(resumed.at("saved:accuracy:ranks"), "2") << "a list entry per rank";

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kindling/engine/engine.h"
+#include "support/metrics.h"
 
 namespace kindling {
 namespace testing {
@@ -71,15 +72,7 @@ inline bool same_number(double have, double want, double tolerance) {
 
 /// name -> text of a worker's "METRIC <name> <text>" lines (other lines are skipped).
 inline std::map<std::string, std::string> metric_lines(const std::string& out) {
-  std::map<std::string, std::string> got;
-  std::istringstream lines(out);
-  std::string line;
-  while (std::getline(lines, line)) {
-    std::istringstream fields(line);
-    std::string tag, name, text;
-    if (fields >> tag >> name >> text && tag == "METRIC") got[name] = text;
-  }
-  return got;
+  return tagged_lines(out, "METRIC");
 }
 
 }  // namespace testing

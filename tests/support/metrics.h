@@ -2,7 +2,9 @@
 // Helpers the metric tests share.
 #include <kindling/kindling.h>
 
+#include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -15,8 +17,22 @@ inline metrics::OutputTransform pick(const std::string& pred, const std::string&
   return [pred, target](const engine::Value& o) { return engine::Value{o[pred], o[target]}; };
 }
 
+/// name -> text of the lines "<tag> <name> <text>" of a worker's output (other lines skipped).
+inline std::map<std::string, std::string> tagged_lines(const std::string& out, const std::string& tag) {
+  std::map<std::string, std::string> got;
+  std::istringstream lines(out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    std::string first, name, text;
+    if (fields >> first >> name >> text && first == tag) got[name] = text;
+  }
+  return got;
+}
+
 /// The single-rank states of `per_rank` joined into one state of per_rank.size() ranks, as a
-/// distributed Metric::state_dict() lists them (entry r of each key's list is rank r's).
+/// distributed Metric::state_dict() lists them (entry r of each list is rank r's: ignite's
+/// "__metric_state_per_rank", or a key of the layout kindling wrote before).
 inline StateDict join_rank_states(const std::vector<std::shared_ptr<metrics::Metric>>& per_rank) {
   StateDict state = new_state_dict();
   for (const auto& m : per_rank) {
