@@ -341,6 +341,22 @@ def start_failures_end_every_host(args):
             print("%s: both hosts ended in %.1f s" % (trial, took))
 
 
+@case
+def missing_rank_named_not_store_host(args):
+    """World of 3 on 2 hosts, the store given by its IP address, rank 2 never started: each
+    rank's rendezvous timeout names rank 2 as the one missing, and no parenthesis blames the
+    store's host (the store's address in the message is where the ranks meet, not a lost peer)."""
+    with cluster.Cluster(hosts=2) as c:
+        commands = [["env", "RANK=%d" % k, "WORLD_SIZE=3", "LOCAL_RANK=0", "MASTER_ADDR=" + c.address(0),
+                     "MASTER_PORT=29500", args.tutorial, "train", "--timeout", "5", "--limit", "200"] for k in range(2)]
+        outputs = run_hosts(c, commands, timeout=90)
+        text = "\n".join("== host %d (exit %s)\n%s" % (k, code, out) for k, (code, out) in enumerate(outputs))
+        expect(all(code != 0 for code, _ in outputs), "a rank succeeded without rank 2:\n" + text)
+        for k, (_, out) in enumerate(outputs):
+            expect("Ranks that have not joined yet: 2." in out, "host %d does not name rank 2 as missing:\n%s" % (k, text))
+            expect("is host node0" not in out, "host %d blames the store's host for rank 2's absence:\n%s" % (k, text))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--build", required=True)

@@ -52,7 +52,20 @@ void record_places(const std::vector<std::optional<std::string>>& entries, bool 
   places = std::move(out);
 }
 
-std::string ranks_behind_addresses(const std::string& engine_message) {
+namespace {
+
+// Whether the text right after an address names `port`: "A:port" (gloo, TCPStore), or the
+// "(A, port)" of LibTorch 2.x's TCPStore client.
+bool names_port(const std::string& after, int port) {
+  if (port < 0) return false;
+  static const std::regex kPort(R"(^(?::|, )(\d+))");
+  std::smatch m;
+  return std::regex_search(after, m, kPort) && m[1].str() == std::to_string(port);
+}
+
+}  // namespace
+
+std::string ranks_behind_addresses(const std::string& engine_message, int store_port) {
   // Gloo writes peers as "[address]:port"; other engines as "address:port".
   static const std::regex kAddress(R"(\[([0-9A-Fa-f:.]+)\]|\b(\d{1,3}(?:\.\d{1,3}){3})\b)");
   std::lock_guard<std::mutex> lock(places_mu);
@@ -60,6 +73,9 @@ std::string ranks_behind_addresses(const std::string& engine_message) {
   std::string out;
   for (std::sregex_iterator m(engine_message.begin(), engine_message.end(), kAddress), end; m != end; ++m) {
     const std::string address = (*m)[1].matched ? (*m)[1].str() : (*m)[2].str();
+    // The rendezvous store's own address is where every rank meets, not a rank that was lost:
+    // naming its host's ranks would blame the store's host for another rank's absence.
+    if (names_port(m->suffix().str(), store_port)) continue;
     if (seen[address]) continue;
     seen[address] = true;
     std::string host, ranks;

@@ -25,8 +25,10 @@ void record_places(const std::vector<std::optional<std::string>>& places, bool k
 /// For each address in `engine_message` (IPv4 or IPv6 in brackets, or IPv4 before ":port")
 /// that belongs to known ranks: "the peer at A is host H (ranks R1, R2)", joined by "; ".
 /// Empty when no address of the message is known (one host: every peer has only loopback).
+/// An address followed by `store_port` (":P", or ", P" as LibTorch 2.x's store client writes
+/// "(A, P)") is the rendezvous store's, not a peer's, and is left out; -1: none is.
 /// Local; never throws.
-std::string ranks_behind_addresses(const std::string& engine_message);
+std::string ranks_behind_addresses(const std::string& engine_message, int store_port = -1);
 
 /// " on host H" when rank's place is known, else "" (for "rank 3 on host node1"). Local;
 /// never throws.

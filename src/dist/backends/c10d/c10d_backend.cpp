@@ -53,7 +53,7 @@ std::unique_ptr<C10dBackend> start_c10d_world(const std::string& name, const Wor
   std::unique_ptr<C10dBackend> backend;
   try {
     backend = std::make_unique<C10dBackend>(name, store, config.rank, config.world_size, config.timeout, prepare());
-    backend->set_store_place(store_place(config));
+    backend->set_store_place(store_place(config), config.init_method.rfind("file://", 0) == 0 ? -1 : config.master_port);
     backend->set_startup_board(board);
     backend->set_given_up(config.given_up);
     backend->create_world();
@@ -187,7 +187,7 @@ std::shared_ptr<Communicator> C10dBackend::join_group(int group_index, int size,
       if (given_up_ && given_up_->load()) throw;  // nobody waits for this world's messages
       const std::string message = engine_message(e);
       if (group_index == 0) record_world_places(*store_, world_size_);
-      const std::string at = ranks_behind_addresses(message);
+      const std::string at = ranks_behind_addresses(message, store_port_);
       throw TimeoutError(::kindling::detail::rank_prefix() + what +
                          ": connecting to the other ranks failed (rendezvous timeout " +
                          std::to_string(timeout_.count()) + " ms): " + message + (at.empty() ? "" : " (" + at + ")") +

@@ -40,8 +40,13 @@ class C10dBackend : public Backend {
   c10::intrusive_ptr<c10d::Store> store() override { return store_; }
   std::shared_ptr<Communicator> create_group(int group_index, const std::vector<int>& ranks, int group_rank) override;
   /// Who hosts the store ("the rendezvous store at node0:29500", rendezvous.h's
-  /// store_place), named when a rank stays blocked in the rendezvous. Call before create_world.
-  void set_store_place(std::string place) { store_place_ = std::move(place); }
+  /// store_place), named when a rank stays blocked in the rendezvous, and its TCP port (-1:
+  /// a file store), which an engine's message names for the store rather than a lost peer.
+  /// Call before create_world.
+  void set_store_place(std::string place, int port) {
+    store_place_ = std::move(place);
+    store_port_ = port;
+  }
   /// The stall monitor's own store connection (rendezvous.h); without one it uses store().
   void set_monitor_target(MonitorTarget target) { monitor_ = std::move(target); }
   MonitorTarget monitor_target() override { return monitor_.store ? monitor_ : Backend::monitor_target(); }
@@ -60,6 +65,7 @@ class C10dBackend : public Backend {
   std::shared_ptr<StartupBoard> board_;
   std::shared_ptr<std::atomic<bool>> given_up_;
   std::string store_place_;
+  int store_port_ = -1;
   std::string name_;
   c10::intrusive_ptr<c10d::Store> store_;
   int rank_, world_size_;
