@@ -211,7 +211,7 @@ class ElasticAgent {
         std::fputs(result.summary.c_str(), stderr);
         return result.exit_code;
       }
-      if (!rendezvous_failure_.empty()) return last_exit_ != 0 ? last_exit_ : 1;  // a live round failed
+      if (!rendezvous_failure_.empty()) return last_exit_ != 0 ? last_exit_ : 1;  // the rendezvous failed while they ran
       if (result.exit_code == 0 && !result.stopped_on_request) {
         link_.send("DONE");
         link_.finished();
@@ -266,6 +266,13 @@ class ElasticAgent {
     std::optional<std::string> request = live_ ? live_->take_request(layout_.round) : std::nullopt;
     if (!request) {
       const auto answer = link_.ask([] { return std::string("POLL"); }, std::chrono::seconds(10));
+      if (answer && answer->rfind("FAIL ", 0) == 0) {
+        // The job failed for good on another node: stop the workers (asking them for their
+        // flight records) and end, rather than leave them to fail at their next collective.
+        rendezvous_failure_ = answer->substr(5);
+        say(name_, rendezvous_failure_ + "; stopping this node's workers");
+        return true;
+      }
       if (!answer || answer->rfind("WAITING ", 0) != 0) {
         if (live_) return !reach_again();
         linked_ = false;

@@ -168,6 +168,10 @@ void RendezvousServer::on_line(Agent& agent, const std::string& line) {
   agent.heard = Clock::now();
   if (line.rfind("JOIN ", 0) == 0) {
     on_join(agent, line);
+  } else if (line == "POLL" && failed_) {
+    // The job has failed for good (a member's workers failed with no restart left): the
+    // running members stop their workers now rather than at their next collective.
+    agent.socket.send("FAIL " + failure_);
   } else if (line == "POLL") {
     // Someone waits for the next round: a member that left the running one, or a new node
     // while the running round has room for it.
@@ -181,12 +185,12 @@ void RendezvousServer::on_line(Agent& agent, const std::string& line) {
       member_waits = member_waits || a->node_rank >= 0;
     }
     if (!member_waits && members >= settings_.max_nodes) waiting = 0;
-    // Stop the workers: after a failure the join gets it; after a lost member, the next round.
-    if (failed_ || stop_running_) waiting = std::max(waiting, 1);
+    // Stop the workers after a lost member: the next round.
+    if (stop_running_) waiting = std::max(waiting, 1);
     std::string why = stop_running_ ? first_failure_ : "";
     // An agent whose workers run but which is no member: its round went on without it (it did
     // not answer in time, e.g. its host was stopped). Its workers wait on peers that left.
-    if (agent.node_rank < 0 && round_ >= 0 && !failed_) {
+    if (agent.node_rank < 0 && round_ >= 0) {
       waiting = std::max(waiting, 1);
       why = agent.label() + ": this node was left out of round " + std::to_string(round_);
     }

@@ -14,7 +14,8 @@
 // "POLL", "DONE", "MEMBER <round> <node_rank>" (an agent that reconnects to a server that took
 // over: it was that node of that round). Server -> agent: "ROUND <round> <restarts> <node_rank> <nnodes>
 // <rank_offset> <world_size> <master_addr> <master_port> <hosts,...> [lost:...]",
-// "WAITING <n> [lost: <which member, why>]", "FAIL <message>".
+// "WAITING <n> [lost: <which member, why>]", "FAIL <message>" (also to a POLL once the job has
+// failed for good: the agent stops its workers and ends).
 #include <atomic>
 #include <chrono>
 #include <functional>

@@ -26,6 +26,10 @@
                    (restart 2 of 3), whichever rank reports it first (before, the rank in the
                    message made two refusals differ when the other rank reported first: then
                    every restart was spent: 4 of 5 runs).
+  failure_stops_every_node
+                   2 hosts, --max_restarts 0, a program without collectives: rank 0 fails, and
+                   host 1's launcher, told by the rendezvous that the job failed, stops its rank
+                   at once (not when the program would end) and exits non-zero.
   below_min        2 hosts, --nnodes 2:3; host 1 is killed: the next round cannot reach MIN,
                    and host 0's launcher ends non-zero within the join timeout, naming node1.
   torchrun_loses_a_host
@@ -277,6 +281,27 @@ def refusal_after_loss(args):
                    "(restarts made 2 of 3)" in text and "not a whole number of iterations of 8 samples" in text,
                    "the refusal at world size 2 should end the job at its second occurrence (restart 2 of 3), "
                    "whichever rank reported it first:\n" + text)
+
+
+@case
+def failure_stops_every_node(args):
+    # The program makes no collective: nothing but the launchers can stop host 1's rank.
+    program = ["/bin/sh", "-c", 'if [ "$RANK" = 0 ]; then sleep 3; exit 3; else sleep 100; fi']
+    with cluster.Cluster(hosts=2) as c:
+        hosts = [Host(c, k, [args.kindling_run, "--nnodes", "2", "--nproc_per_node", "1", "--rdzv_endpoint",
+                             "node0:29400", "--rdzv_id", "fails", "--max_restarts", "0"] + program) for k in range(2)]
+        try:
+            hosts[0].wait_line(r"rendezvous round 0 \(restart 0\)", 60)
+            started = time.monotonic()
+            codes = [h.finish(60) for h in hosts]
+        finally:
+            Host.kill_left(hosts)
+        took = time.monotonic() - started
+        text = "\n".join("== host %d (exit %s)\n%s" % (h.k, code, h.text()) for h, code in zip(hosts, codes))
+        expect(codes[0] == 3 and codes[1] not in (0, None), "the hosts exited %s:\n%s" % (codes, text))
+        expect(took < 3 + 10, "host 1 ran on %.0f s after rank 0 failed:\n%s" % (took, text))
+        expect("the failure was on node0 (%s): rank 0 exited with code 3; stopping this node's workers" % c.address(0)
+               in hosts[1].text(), "host 1 should say the job failed on node0 and that it stops its workers:\n" + text)
 
 
 def main():
