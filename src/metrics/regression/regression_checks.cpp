@@ -1,5 +1,5 @@
 // The input rules of ignite.metrics.regression (regression_checks.h).
-#include "metrics/regression_checks.h"
+#include "metrics/regression/regression_checks.h"
 
 #include <ATen/ATen.h>
 

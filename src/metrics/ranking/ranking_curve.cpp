@@ -1,5 +1,5 @@
 // The exact computation the ranking metrics share (see ranking_curve.h).
-#include "metrics/ranking_curve.h"
+#include "metrics/ranking/ranking_curve.h"
 
 #include <ATen/ATen.h>
 

@@ -1,7 +1,7 @@
 // COCO's matching of one image's detections to its ground truth, and one class's interpolated
 // average precision and recall, as ignite 0.5.5's ObjectDetectionAvgPrecisionRecall computes
 // them (its IoU in the boxes' dtype, thresholds compared in float64).
-#include "metrics/object_detection_match.h"
+#include "metrics/detection/object_detection_match.h"
 
 #include <algorithm>
 #include <tuple>

@@ -3,7 +3,7 @@
 
 #include <utility>
 
-#include "metrics/ranking_curve.h"
+#include "metrics/ranking/ranking_curve.h"
 
 namespace kindling {
 namespace metrics {

@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
-#include "metrics/rank_correlation.h"
+#include "metrics/regression/rank_correlation.h"
 #include "kindling/error.h"
-#include "metrics/regression_checks.h"
+#include "metrics/regression/regression_checks.h"
 
 namespace kindling {
 namespace metrics {

@@ -9,7 +9,7 @@
 #include <map>
 #include <utility>
 
-#include "metrics/object_detection_match.h"
+#include "metrics/detection/object_detection_match.h"
 
 namespace kindling {
 namespace metrics {

@@ -1,6 +1,6 @@
 // Spearman's rho and Kendall's tau (rank_correlation.h). Written here rather than taken from a
 // library: no C++ package of Debian's computes them with scipy's tie rules.
-#include "metrics/rank_correlation.h"
+#include "metrics/regression/rank_correlation.h"
 
 #include <algorithm>
 #include <cmath>

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <utility>
 
-#include "metrics/regression_checks.h"
+#include "metrics/regression/regression_checks.h"
 
 namespace kindling {
 namespace metrics {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kindling/log.h"
-#include "metrics/ranking_curve.h"
+#include "metrics/ranking/ranking_curve.h"
 
 namespace kindling {
 namespace metrics {
