@@ -60,7 +60,8 @@ PUBLIC_HOMES = {
     "kindling/error.h": "src/common",  # src/common/error.cpp
     "kindling/log.h": "src/common",  # src/common/log.cpp
     "kindling/timeline.h": "src/common",  # src/common/timeline.cpp
-    "kindling/engine/state_dict.h": "src/common",  # StateDict, an alias of LibTorch's dict: nothing to implement
+    "kindling/engine/state_dict.h": "src/common",
+    "kindling/detail/torch_compat.h": "src/common",  # the LibTorch version tests, macros only  # StateDict, an alias of LibTorch's dict: nothing to implement
     "kindling/dist/launch_env.h": "src/launch",  # src/launch/launch_env.cpp
     "kindling/dist/parallel.h": "src/parallel",  # src/parallel/parallel.cpp
     # idist's spelling, built of nn's DDP and data's sampler and loader: src/parallel/auto.cpp.

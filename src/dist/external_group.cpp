@@ -8,6 +8,7 @@
 #include "dist/backends/c10d/c10d_backend.h"
 #include "dist/backends/registry.h"
 #include "dist/runtime.h"
+#include "kindling/detail/torch_compat.h"
 #include "kindling/dist/c10d.h"
 #include "kindling/error.h"
 
@@ -50,7 +51,7 @@ void use_process_group(c10::intrusive_ptr<::c10d::ProcessGroup> pg, c10::intrusi
   rt.need_sync = true;
 }
 
-#if TORCH_VERSION_MAJOR >= 2
+#if KINDLING_TORCH_C10D_BACKEND_CLASS
 void use_process_group(c10::intrusive_ptr<::c10d::Backend> engine, c10::intrusive_ptr<::c10d::Store> store,
                        std::string backend, std::chrono::milliseconds timeout) {
   KINDLING_CHECK(engine, "kindling::dist::use_process_group: the backend is null");

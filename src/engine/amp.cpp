@@ -3,10 +3,10 @@
 #include "kindling/engine/amp.h"
 
 #include <ATen/autocast_mode.h>
-#include <torch/version.h>
 
 #include <vector>
 
+#include "kindling/detail/torch_compat.h"
 #include "kindling/dist/dist.h"
 #include "kindling/error.h"
 #include "kindling/nn/optimizer_in_backward.h"
@@ -17,7 +17,7 @@ namespace engine {
 namespace {
 
 bool autocast_enabled(c10::DeviceType t) {
-#if TORCH_VERSION_MAJOR >= 2
+#if KINDLING_TORCH_AUTOCAST_BY_DEVICE_TYPE
   return at::autocast::is_autocast_enabled(t);
 #else
   return t == c10::kCUDA ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
@@ -25,7 +25,7 @@ bool autocast_enabled(c10::DeviceType t) {
 }
 
 void set_autocast(c10::DeviceType t, bool on) {
-#if TORCH_VERSION_MAJOR >= 2
+#if KINDLING_TORCH_AUTOCAST_BY_DEVICE_TYPE
   at::autocast::set_autocast_enabled(t, on);
 #else
   if (t == c10::kCUDA) {
@@ -37,7 +37,7 @@ void set_autocast(c10::DeviceType t, bool on) {
 }
 
 at::ScalarType autocast_dtype(c10::DeviceType t) {
-#if TORCH_VERSION_MAJOR >= 2
+#if KINDLING_TORCH_AUTOCAST_BY_DEVICE_TYPE
   return at::autocast::get_autocast_dtype(t);
 #else
   return t == c10::kCUDA ? at::autocast::get_autocast_gpu_dtype() : at::autocast::get_autocast_cpu_dtype();
@@ -45,7 +45,7 @@ at::ScalarType autocast_dtype(c10::DeviceType t) {
 }
 
 void set_autocast_dtype(c10::DeviceType t, at::ScalarType dtype) {
-#if TORCH_VERSION_MAJOR >= 2
+#if KINDLING_TORCH_AUTOCAST_BY_DEVICE_TYPE
   at::autocast::set_autocast_dtype(t, dtype);
 #else
   if (t == c10::kCUDA) {

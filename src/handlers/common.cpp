@@ -8,13 +8,13 @@
 #include <string>
 #include <utility>
 
+#include "kindling/detail/torch_compat.h"
 #include "kindling/error.h"
 #include "kindling/handlers/stopping.h"
 #include "kindling/metrics/running_average.h"
 
-#if __has_include(<c10/core/CachingDeviceAllocator.h>)  // LibTorch 2.x: the device-generic allocator
+#if KINDLING_TORCH_DEVICE_ALLOCATOR
 #include <c10/core/CachingDeviceAllocator.h>
-#define KINDLING_DEVICE_ALLOCATOR 1
 #endif
 
 namespace kindling {
@@ -61,7 +61,7 @@ std::shared_ptr<EarlyStopping> add_early_stopping_by_val_score(int patience, Eng
 
 void empty_cuda_cache(Engine&) {
   if (!torch::cuda::is_available()) return;
-#ifdef KINDLING_DEVICE_ALLOCATOR
+#if KINDLING_TORCH_DEVICE_ALLOCATOR
   c10::getDeviceAllocator(c10::kCUDA)->emptyCache();
 #else
   throw UsageError(

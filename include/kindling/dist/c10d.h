@@ -9,12 +9,12 @@
 /// \endcode
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
-#include <torch/version.h>
 
 #include <chrono>
 #include <string>
 #include <type_traits>
 
+#include "kindling/detail/torch_compat.h"
 #include "kindling/export.h"
 
 namespace kindling {
@@ -27,7 +27,7 @@ KINDLING_API void use_process_group(c10::intrusive_ptr<::c10d::ProcessGroup> pg,
                                     c10::intrusive_ptr<::c10d::Store> store = {}, std::string backend = "gloo",
                                     std::chrono::milliseconds timeout = std::chrono::minutes(30));
 
-#if TORCH_VERSION_MAJOR >= 2
+#if KINDLING_TORCH_C10D_BACKEND_CLASS
 /// LibTorch 2.x, where an engine such as c10d::ProcessGroupGloo is a c10d::Backend rather
 /// than a process group: kindling wraps `engine` in a c10d::ProcessGroup that serves CPU
 /// and CUDA tensors ("gloo") or CUDA tensors ("nccl"), as torch.distributed does, then

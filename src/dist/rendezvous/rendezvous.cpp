@@ -3,7 +3,6 @@
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <torch/version.h>
 
 #include <algorithm>
 #include <cctype>
@@ -18,6 +17,7 @@
 #include "dist/base/engine_error.h"
 #include "dist/rendezvous/probe.h"
 #include "dist/rendezvous/store_client.h"
+#include "kindling/detail/torch_compat.h"
 #include "kindling/error.h"
 
 namespace kindling {
@@ -47,10 +47,10 @@ bool uses_agent_store(const std::string& host, int port) {
 // from 2.6 on the agent makes a new store per restart and torch.distributed adds no prefix.
 // kindling must do what the Python ranks of its own LibTorch version do, or a mixed
 // C++/Python job under torchrun waits for keys the others never write (seen with 2.15).
-// torchrun's own rule, not c10d's: hence here and not in backends/c10d/c10d_compat.h.
+// torchrun's own rule, not c10d's: hence kindling/detail/torch_compat.h, not backends/c10d/c10d_compat.h.
 c10::intrusive_ptr<c10d::Store> agent_prefixed(c10::intrusive_ptr<c10d::Store> store, const std::string& host,
                                                int port) {
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 6)
+#if KINDLING_TORCH_AGENT_STORE_PER_RESTART
   (void)host, (void)port;
   return store;
 #else

@@ -1,16 +1,9 @@
 // Client connections to a TCPStore server (see store_client.h).
 #include "dist/rendezvous/store_client.h"
 
-#include <torch/version.h>
+#include "kindling/detail/torch_compat.h"
 
-// LibTorch before 2.2: c10d::TCPStore's client opens a watch connection served by a thread.
-#if TORCH_VERSION_MAJOR < 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 2)
-#define KINDLING_C10D_CLIENT_HAS_WATCH_THREAD 1
-#else
-#define KINDLING_C10D_CLIENT_HAS_WATCH_THREAD 0
-#endif
-
-#if KINDLING_C10D_CLIENT_HAS_WATCH_THREAD
+#if KINDLING_TORCH_STORE_CLIENT_HAS_WATCH_THREAD
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -32,7 +25,7 @@ namespace kindling {
 namespace dist {
 namespace detail {
 
-#if KINDLING_C10D_CLIENT_HAS_WATCH_THREAD
+#if KINDLING_TORCH_STORE_CLIENT_HAS_WATCH_THREAD
 namespace {
 
 // Hand-written because no package offers it: a client of the TCPStore wire protocol of
@@ -246,7 +239,7 @@ class StoreClient : public c10d::Store {
 
 c10::intrusive_ptr<c10d::Store> open_store_client(const std::string& host, const c10d::TCPStoreOptions& opts) {
   TORCH_CHECK(!opts.isServer, "open_store_client opens clients only");
-#if KINDLING_C10D_CLIENT_HAS_WATCH_THREAD
+#if KINDLING_TORCH_STORE_CLIENT_HAS_WATCH_THREAD
   return c10::make_intrusive<StoreClient>(host, opts);
 #else
   return c10::make_intrusive<c10d::TCPStore>(host, opts);

@@ -8,13 +8,13 @@
 #include <cstdio>
 #include <utility>
 
+#include "kindling/detail/torch_compat.h"
 #include "kindling/error.h"
 #include "kindling/handlers/profilers/timer.h"
 
-#if __has_include(<c10/core/CachingDeviceAllocator.h>)  // LibTorch 2.x: device-generic allocator statistics
+#if KINDLING_TORCH_DEVICE_ALLOCATOR
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
-#define KINDLING_DEVICE_ALLOCATOR_STATS 1
 #endif
 
 namespace kindling {
@@ -88,7 +88,7 @@ std::string learning_rates(torch::optim::Optimizer* optimizer) {
 }
 
 std::string gpu_max_memory() {
-#ifdef KINDLING_DEVICE_ALLOCATOR_STATS
+#if KINDLING_TORCH_DEVICE_ALLOCATOR
   if (!torch::cuda::is_available()) return "";
   const c10::DeviceIndex device = c10::impl::getDeviceGuardImpl(c10::kCUDA)->getDevice().index();
   const auto stats = c10::getDeviceAllocator(c10::kCUDA)->getDeviceStats(device);
