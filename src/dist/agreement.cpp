@@ -9,7 +9,7 @@
 
 #include "common/env.h"
 #include "dist/backends/c10d/c10d_backend.h"
-#include "dist/fingerprint.h"
+#include "dist/diagnostics/fingerprint.h"
 #include "kindling/config.h"
 #include "kindling/error.h"
 #include "kindling/log.h"

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <string>
 
-#include "dist/flight_dump.h"
+#include "dist/diagnostics/flight_dump.h"
 #include "dist/rendezvous/peers.h"
 
 namespace kindling {

@@ -9,10 +9,10 @@
 #include <exception>
 #include <memory>
 
-#include "dist/fingerprint.h"
-#include "dist/flight_recorder.h"
+#include "dist/diagnostics/fingerprint.h"
+#include "dist/diagnostics/flight_recorder.h"
+#include "dist/diagnostics/timeline_ops.h"
 #include "dist/runtime.h"
-#include "dist/timeline_ops.h"
 #include "kindling/dist/dist.h"
 #include "kindling/error.h"
 

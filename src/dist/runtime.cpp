@@ -20,7 +20,7 @@
 #include "common/strings.h"
 #include "dist/agreement.h"
 #include "dist/backends/registry.h"
-#include "dist/flight_dump.h"
+#include "dist/diagnostics/flight_dump.h"
 #include "dist/init_options.h"
 #include "dist/layout.h"
 #include "dist/live_round.h"

@@ -10,7 +10,7 @@
 
 #include "dist/backends/backend.h"
 #include "dist/backends/registry.h"
-#include "dist/stall_monitor.h"
+#include "dist/diagnostics/stall_monitor.h"
 #include "kindling/dist/dist.h"
 
 namespace c10d {

@@ -1,5 +1,5 @@
 // Collective fingerprints (see fingerprint.h).
-#include "dist/fingerprint.h"
+#include "dist/diagnostics/fingerprint.h"
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 

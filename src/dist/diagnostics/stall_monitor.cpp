@@ -1,5 +1,5 @@
 // Stall monitor (see stall_monitor.h).
-#include "dist/stall_monitor.h"
+#include "dist/diagnostics/stall_monitor.h"
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 

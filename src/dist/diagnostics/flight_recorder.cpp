@@ -1,5 +1,5 @@
 // The flight recorder's ring (flight_recorder.h).
-#include "dist/flight_recorder.h"
+#include "dist/diagnostics/flight_recorder.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,5 +1,5 @@
 // The collectives on the timeline (timeline_ops.h).
-#include "dist/timeline_ops.h"
+#include "dist/diagnostics/timeline_ops.h"
 
 #include <c10/core/ScalarType.h>
 
