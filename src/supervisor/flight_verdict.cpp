@@ -1,5 +1,5 @@
 // The flight records of a failed attempt, read back (flight_verdict.h). The files are the
-// layout written by src/dist/flight_dump.cpp: a pickled dict whose "entries" hold, per
+// layout written by src/dist/diagnostics/flight_dump.cpp: a pickled dict whose "entries" hold, per
 // collective, "process_group" (name, description), "collective_seq_id", "profiling_name"
 // ("<engine>:<operation>"), "input_sizes", "input_dtypes" and "state".
 #include "supervisor/flight_verdict.h"

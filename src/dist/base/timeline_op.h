@@ -1,5 +1,5 @@
 #pragma once
-// One operation as the timeline shows it (src/dist/timeline_ops.h records it), here at the
+// One operation as the timeline shows it (src/dist/diagnostics/timeline_ops.h records it), here at the
 // runtime's leaf because WorkState (src/dist/backends/backend.h) keeps one.
 #include <c10/core/ScalarType.h>
 

@@ -1,6 +1,6 @@
 #pragma once
 // The progress store of an mpi job. mpirun and srun connect MPI ranks without a rendezvous
-// store, but the stall monitor (dist/stall_monitor.h) publishes and reads progress through
+// store, but the stall monitor (dist/diagnostics/stall_monitor.h) publishes and reads progress through
 // one, on a connection that a frozen rank cannot block in MPI. Rank 0 therefore starts a
 // small c10d TCPStore on a free port and tells the others where it is (MPI_Bcast).
 #include "dist/backends/mpi/mpi_c.h"
