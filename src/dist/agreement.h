@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/runtime.h"
+#include "dist/runtime_state.h"
 
 namespace kindling {
 namespace dist {

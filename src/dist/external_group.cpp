@@ -30,7 +30,8 @@ void sync() {
   const int size = pg->getSize();
   std::optional<int> local = get_env_int("LOCAL_RANK");
   const auto timeout = rt.external_timeout;
-  detail::install_model(detail::adopt_c10d_group(pg, store, rt.external_backend, timeout), rank, size, timeout,
+  const detail::BackendTraits* traits = detail::find_backend(rt.external_backend);
+  detail::install_model(detail::adopt_c10d_group(pg, store, traits, rt.external_backend, timeout), rank, size, timeout,
                         detail::default_stall_period(), local);
 }
 

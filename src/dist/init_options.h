@@ -3,7 +3,7 @@
 // so that each refuses the same values with the same words.
 #include <string>
 
-#include "dist/backends/registry.h"
+#include "dist/backends/backend_traits.h"
 #include "kindling/dist/dist.h"
 
 namespace kindling {

@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "dist/runtime.h"
+#include "dist/runtime_state.h"
 
 namespace kindling {
 namespace dist {

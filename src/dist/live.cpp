@@ -7,6 +7,7 @@
 
 #include "common/env.h"
 #include "common/files.h"
+#include "dist/backends/registry.h"
 #include "dist/live_round.h"
 #include "kindling/error.h"
 #include "kindling/log.h"
@@ -67,6 +68,11 @@ LiveWorld rejoin(const std::string& backend, const InitOptions& options, const s
   return LiveWorld{detail::live_round(),
                    ::kindling::detail::get_env_int("TORCHELASTIC_RESTART_COUNT").value_or(0), get_rank(),
                    get_world_size()};
+}
+
+std::string why_no_new_world(const std::string& backend) {
+  const detail::BackendTraits* traits = detail::find_backend(backend);
+  return traits != nullptr ? traits->no_new_world : std::string();
 }
 
 }  // namespace dist

@@ -34,11 +34,6 @@ namespace kindling {
 namespace dist {
 namespace detail {
 
-Runtime& runtime() {
-  static Runtime* rt = new Runtime();  // never destroyed: safe to use from atexit paths
-  return *rt;
-}
-
 void maybe_sync() {
   auto& rt = runtime();
   if (rt.need_sync.load(std::memory_order_relaxed) && rt.world == nullptr) sync();
@@ -59,7 +54,8 @@ std::chrono::milliseconds default_stall_period() { return stall_period_from_env(
 
 void install_model(std::unique_ptr<Backend> backend, int rank, int world_size, std::chrono::milliseconds timeout,
                    std::chrono::milliseconds stall_period, std::optional<int> env_local_rank) {
-  flight_start_world(rank, world_size, backend->name());
+  const BackendTraits* traits = find_backend(backend->name());
+  flight_start_world(rank, world_size, backend->name(), traits);
   auto& rt = runtime();
   auto world = std::make_shared<GroupState>();
   world->id = 0;
@@ -70,7 +66,7 @@ void install_model(std::unique_ptr<Backend> backend, int rank, int world_size, s
   world->timeout = timeout;
   rt.backend_name = backend->name();
   note_model_installed();
-  rt.traits = find_backend(rt.backend_name);
+  rt.traits = traits;
   rt.rank = rank;
   rt.world_size = world_size;
   rt.world = world;

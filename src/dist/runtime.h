@@ -1,55 +1,16 @@
 #pragma once
-// Process-global state of kindling::dist (the "computation model" of idist).
-#include <c10/util/intrusive_ptr.h>
-
+// The lifecycle of kindling::dist (runtime.cpp): installing a distributed model, picking up
+// a user's process group, finding a group's state. The state itself: runtime_state.h.
+#include <chrono>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <string>
-#include <vector>
 
-#include "dist/backends/backend.h"
-#include "dist/backends/registry.h"
-#include "dist/diagnostics/stall_monitor.h"
+#include "dist/runtime_state.h"
 #include "kindling/dist/dist.h"
-
-namespace c10d {
-class ProcessGroup;
-}
 
 namespace kindling {
 namespace dist {
 namespace detail {
-
-struct Runtime {
-  std::mutex mu;
-  std::unique_ptr<Backend> backend;   // null in the serial model
-  std::shared_ptr<GroupState> world;  // null in the serial model
-  std::vector<std::weak_ptr<GroupState>> groups;
-  std::unique_ptr<StallMonitor> monitor;
-  std::string backend_name = "serial";
-  // What generic code asks about the backend; null in the serial model and for an adopted
-  // c10d group of an engine kindling does not know.
-  const BackendTraits* traits = nullptr;
-  int rank = 0, world_size = 1, local_rank = 0, nproc_per_node = 1, nnodes = 1, node_rank = 0;
-  int next_group_index = 1;
-  std::optional<std::vector<std::string>> env_snapshot;
-  std::optional<int> local_rank_hint;
-  std::atomic<bool> need_sync{true};
-  // Set when a collective failed or timed out: the engine may still hold threads blocked
-  // on peers, so nothing more is sent, and finalize() leaves the engine objects alone
-  // (destroying them would wait for those threads) instead of hanging.
-  std::atomic<bool> broken{false};
-  std::string broken_reason;
-
-  // A process group handed over by the user (kindling/dist/c10d.h), picked up by sync().
-  c10::intrusive_ptr<c10d::ProcessGroup> external_pg;
-  c10::intrusive_ptr<c10d::Store> external_store;
-  std::string external_backend;
-  std::chrono::milliseconds external_timeout{std::chrono::minutes(30)};
-};
-
-Runtime& runtime();
 
 /// Lazily picks up an external context while serial (idist's _need_to_sync).
 void maybe_sync();

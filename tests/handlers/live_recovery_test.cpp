@@ -66,6 +66,16 @@ TEST(LiveRecoveryTest, RejoinWithoutTheLauncherIsRefused) {
   }
 }
 
+// The backends' traits say which cannot make a new world in the same process, and why (the
+// reason LiveRecovery's refusal gives).
+TEST(LiveRecoveryTest, BackendsSayWhetherTheyMakeANewWorld) {
+  EXPECT_EQ(kd::why_no_new_world("gloo"), "");
+  EXPECT_EQ(kd::why_no_new_world("nccl"), "");
+  EXPECT_NE(kd::why_no_new_world("mpi").find("MPI is initialized once per process"), std::string::npos)
+      << kd::why_no_new_world("mpi");
+  EXPECT_EQ(kd::why_no_new_world("no-such-backend"), "");
+}
+
 TEST(LiveRecoveryTest, MpiUnderLiveRecoveryIsRefusedBeforeAnyWorld) {
   kindling::testing::ScopedEnv live_dir;
   live_dir.set("KINDLING_LIVE_DIR", "/nonexistent-live-dir");

@@ -20,6 +20,11 @@ namespace dist {
 /// workers it kept through a new round failed without any having said so. Local; never throws.
 KINDLING_API bool live_recovery_enabled();
 
+/// Why backend `backend` ("mpi") cannot make a new world in this process, which rejoin() needs
+/// (its traits say: "MPI is initialized once per process, ..."); empty where it can, and for a
+/// name kindling does not know (initialize() refuses that one). Local; never throws.
+KINDLING_API std::string why_no_new_world(const std::string& backend);
+
 /// Whether the launcher has announced a rendezvous round newer than the one this process's
 /// world was made in (a node was lost, failed or waits to join): the ranks should leave their
 /// step and rejoin(). Reads one small file. Local; never throws (false without live recovery).

@@ -5,7 +5,7 @@
 //
 // The files a backend <name> provides, in src/dist/backends/<name>/:
 //   <name>_backend.h    declares <name>_traits() and the factory make_<name>_backend(WorldConfig)
-//   <name>_traits.cpp   defines <name>_traits() (registry.h's BackendTraits); compiled in every
+//   <name>_traits.cpp   defines <name>_traits() (backend_traits.h's BackendTraits); compiled in every
 //                       build, it sets `make` only where KINDLING_HAS_<NAME> says the engine is built
 //   <name>_backend.cpp  the Backend and its factory (and more files as the engine needs), compiled
 //                       only with KINDLING_WITH_<NAME>

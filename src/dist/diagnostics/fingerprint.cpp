@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "common/env.h"
-#include "dist/runtime.h"
+#include "dist/runtime_state.h"
 #include "kindling/error.h"
 
 namespace kindling {

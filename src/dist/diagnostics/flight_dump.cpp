@@ -53,11 +53,6 @@ std::string job_identity() {
   return "pid-" + std::to_string(::getpid());
 }
 
-// The analyzer knows these engines' names; the others are written as c10d's.
-std::string engine_prefix(const std::string& backend) {
-  return backend == "gloo" || backend == "nccl" ? backend : std::string("c10d");
-}
-
 // The analyzer's name of a kindling collective.
 std::string torch_op(const std::string& op) {
   const std::string async = "_async";
@@ -133,7 +128,7 @@ void write_entry(PickleWriter& w, const FlightEntry& e, const std::string& engin
 
 std::string serialize(const FlightSnapshot& s, const std::string& reason) {
   PickleWriter w;
-  const std::string engine = engine_prefix(s.backend);
+  const std::string engine = s.engine.empty() ? std::string("c10d") : s.engine;  // as the analyzer knows it
   w.begin_dict();
   w.text("version"), w.text("2.10");
   w.text("comm_lib_version"), w.text("");
@@ -303,8 +298,8 @@ std::atomic<bool> g_failure_dumped{false};  // the failure's own record is not r
 
 }  // namespace
 
-void flight_start_world(int rank, int world_size, const std::string& backend) {
-  flight_reset(rank, world_size, backend);
+void flight_start_world(int rank, int world_size, const std::string& backend, const BackendTraits* traits) {
+  flight_reset(rank, world_size, backend, traits);
   g_failure_dumped = false;
   if (!flight_enabled()) return;
   static std::once_flag hooks;

@@ -7,6 +7,7 @@
 
 #include "common/env.h"
 #include "dist/backends/backend.h"
+#include "dist/backends/backend_traits.h"
 #include "kindling/error.h"
 
 namespace kindling {
@@ -31,7 +32,8 @@ struct Ring {
   int64_t next_id = 0;
   std::vector<std::pair<int, std::vector<int>>> groups;
   int rank = 0, world_size = 1;
-  std::string backend;
+  std::string backend, engine;
+  bool polls_from_any_thread = false;
 };
 
 Ring& ring() {
@@ -56,7 +58,7 @@ void note_group(Ring& r, const GroupState& g) {
 
 }  // namespace
 
-void flight_reset(int rank, int world_size, const std::string& backend) {
+void flight_reset(int rank, int world_size, const std::string& backend, const BackendTraits* traits) {
   static const int64_t capacity = configured_entries();
   Ring& r = ring();
   std::lock_guard<std::mutex> lock(r.mu);
@@ -66,6 +68,8 @@ void flight_reset(int rank, int world_size, const std::string& backend) {
   r.rank = rank;
   r.world_size = world_size;
   r.backend = backend;
+  r.engine = traits ? traits->flight_recorder_name : std::string();
+  r.polls_from_any_thread = traits && traits->polls_from_any_thread;
 }
 
 bool flight_enabled() noexcept {
@@ -121,6 +125,7 @@ void flight_complete(int64_t id) noexcept {
 
 FlightSnapshot flight_snapshot() {
   FlightSnapshot s;
+  bool polls = false;
   {
     Ring& r = ring();
     std::lock_guard<std::mutex> lock(r.mu);
@@ -130,14 +135,16 @@ FlightSnapshot flight_snapshot() {
     s.rank = r.rank;
     s.world_size = r.world_size;
     s.backend = r.backend;
+    s.engine = r.engine;
+    polls = r.polls_from_any_thread;
   }
   std::sort(s.entries.begin(), s.entries.end(),
             [](const FlightEntry& a, const FlightEntry& b) { return a.id < b.id; });
   // An asynchronous operation that completed but was not waited for yet is complete: every
-  // rank's part of it is done. Asked outside the ring's lock, of c10d's engines only, whose
-  // work objects may be asked from any thread (an mpi request must not be tested while
-  // another thread waits on it).
-  if (s.backend != "gloo" && s.backend != "nccl") return s;
+  // rank's part of it is done. Asked outside the ring's lock, of the engines whose operations
+  // may be asked from any thread (the traits' polls_from_any_thread: c10d's work objects, not
+  // an mpi request, which must not be tested while another thread waits on it).
+  if (!polls) return s;
   for (FlightEntry& e : s.entries) {
     if (e.completed_steady != 0) continue;
     if (auto work = e.work.lock()) {

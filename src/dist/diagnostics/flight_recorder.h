@@ -15,6 +15,7 @@ namespace kindling {
 namespace dist {
 namespace detail {
 
+struct BackendTraits;
 struct GroupState;
 struct WorkState;
 
@@ -41,6 +42,7 @@ struct FlightSnapshot {
   std::vector<std::pair<int, std::vector<int>>> groups;  // id, global ranks
   int rank = 0, world_size = 1;
   std::string backend;
+  std::string engine;  // the traits' flight_recorder_name: empty for c10d's
 };
 
 /// Records collective #seq `name` on `g` as started (`tensor`, if not null, gives its dtype
@@ -54,8 +56,9 @@ void flight_complete(int64_t id) noexcept;
 
 /// A new world (initialize): empties the ring and notes who this rank is. Makes the ring on
 /// the first call when the recorder is on (KINDLING_FLIGHT_RECORDER; throws
-/// kindling::UsageError for a malformed value).
-void flight_reset(int rank, int world_size, const std::string& backend);
+/// kindling::UsageError for a malformed value). `traits` (null for an engine kindling does not
+/// know) say how the engine is named in the files and whether pending operations may be asked.
+void flight_reset(int rank, int world_size, const std::string& backend, const BackendTraits* traits);
 
 /// Whether the recorder is on (after flight_reset).
 bool flight_enabled() noexcept;

@@ -35,11 +35,12 @@ LiveRecovery::LiveRecovery(LiveRecoveryOptions options) : options_(std::move(opt
 }
 
 void LiveRecovery::run(const std::function<void(LiveRecovery&)>& train) {
-  // MPI is initialized once per process and a lost rank ends its whole job: no next world.
-  KINDLING_CHECK(options_.backend() != "mpi" || !dist::live_recovery_enabled(), kLiveWho,
-                 ": backend 'mpi' cannot make a new world in the same process (MPI is initialized once per process, "
-                 "and a lost rank ends the whole MPI job); use backend 'gloo' for live recovery, or run the mpi job "
-                 "without --live_recovery and resume it from a checkpoint");
+  // A backend that cannot make a next world in this process (mpi) says why.
+  const std::string no_new_world = dist::why_no_new_world(options_.backend());
+  KINDLING_CHECK(no_new_world.empty() || !dist::live_recovery_enabled(), kLiveWho, ": backend '", options_.backend(),
+                 "' cannot make a new world in the same process (", no_new_world, "); use backend 'gloo' for live "
+                 "recovery, or run the ", options_.backend(), " job without --live_recovery and resume it from a "
+                 "checkpoint");
   if (!dist::is_initialized()) dist::initialize(options_.backend(), options_.init_options());
   while (true) {
     std::string why;

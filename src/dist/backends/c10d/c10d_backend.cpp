@@ -22,9 +22,10 @@ std::string joined_key(int group_index, int rank) {
   return "kindling/joined/" + std::to_string(group_index + 1) + "/" + std::to_string(rank);
 }
 
-C10dBackend::C10dBackend(std::string name, c10::intrusive_ptr<c10d::Store> store, int rank, int world_size,
-                         std::chrono::milliseconds timeout, ProcessGroupFactory factory)
+C10dBackend::C10dBackend(std::string name, bool widens_missing_dtypes, c10::intrusive_ptr<c10d::Store> store, int rank,
+                         int world_size, std::chrono::milliseconds timeout, ProcessGroupFactory factory)
     : name_(std::move(name)),
+      widens_missing_dtypes_(widens_missing_dtypes),
       store_(std::move(store)),
       rank_(rank),
       world_size_(world_size),
@@ -33,7 +34,7 @@ C10dBackend::C10dBackend(std::string name, c10::intrusive_ptr<c10d::Store> store
 
 void C10dBackend::create_world() { world_ = create_group(0, {}, rank_); }
 
-std::unique_ptr<C10dBackend> start_c10d_world(const std::string& name, const WorldConfig& config, bool monitor,
+std::unique_ptr<C10dBackend> start_c10d_world(const BackendTraits& traits, const WorldConfig& config, bool monitor,
                                               const std::function<ProcessGroupFactory()>& prepare) {
   const auto joined = connect_store(config);
   // A world that live recovery may give up waits in a store that ends its waits then.
@@ -52,7 +53,8 @@ std::unique_ptr<C10dBackend> start_c10d_world(const std::string& name, const Wor
   if (!target.store) target.store = store;
   std::unique_ptr<C10dBackend> backend;
   try {
-    backend = std::make_unique<C10dBackend>(name, store, config.rank, config.world_size, config.timeout, prepare());
+    backend = std::make_unique<C10dBackend>(traits.name, traits.widens_missing_dtypes, store, config.rank,
+                                            config.world_size, config.timeout, prepare());
     backend->set_store_place(store_place(config), config.init_method.rfind("file://", 0) == 0 ? -1 : config.master_port);
     backend->set_startup_board(board);
     backend->set_given_up(config.given_up);
@@ -71,15 +73,14 @@ std::unique_ptr<C10dBackend> start_c10d_world(const std::string& name, const Wor
 }
 
 void C10dBackend::adopt_world(c10::intrusive_ptr<c10d::ProcessGroup> pg) {
-  world_ = std::make_shared<C10dCommunicator>(std::move(pg), /*owned=*/false);
+  world_ = std::make_shared<C10dCommunicator>(std::move(pg), widens_missing_dtypes_, /*owned=*/false);
 }
 
 std::unique_ptr<Backend> adopt_c10d_group(c10::intrusive_ptr<c10d::ProcessGroup> pg,
-                                          c10::intrusive_ptr<c10d::Store> store, const std::string& name,
-                                          std::chrono::milliseconds timeout) {
+                                          c10::intrusive_ptr<c10d::Store> store, const BackendTraits* traits,
+                                          const std::string& name, std::chrono::milliseconds timeout) {
   const int rank = pg->getRank();
   const int size = pg->getSize();
-  const BackendTraits* traits = find_backend(name);
   ProcessGroupFactory factory;
   if (traits != nullptr && traits->adopted_groups) {
     factory = traits->adopted_groups(timeout);
@@ -91,7 +92,8 @@ std::unique_ptr<Backend> adopt_c10d_group(c10::intrusive_ptr<c10d::ProcessGroup>
       return {};
     };
   }
-  auto backend = std::make_unique<C10dBackend>(name, std::move(store), rank, size, timeout, std::move(factory));
+  auto backend = std::make_unique<C10dBackend>(name, traits != nullptr && traits->widens_missing_dtypes, std::move(store),
+                                               rank, size, timeout, std::move(factory));
   backend->adopt_world(std::move(pg));
   return backend;
 }
@@ -180,7 +182,7 @@ std::shared_ptr<Communicator> C10dBackend::join_group(int group_index, int size,
     const std::string group_name = std::to_string(group_index);
     auto pg_store = group_store(store_, group_name);
     try {
-      comm = std::make_shared<C10dCommunicator>(factory_(pg_store, group_rank, size, group_name));
+      comm = std::make_shared<C10dCommunicator>(factory_(pg_store, group_rank, size, group_name), widens_missing_dtypes_);
     } catch (const kindling::Error&) {
       throw;
     } catch (const std::exception& e) {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "dist/backends/backend.h"
-#include "dist/backends/registry.h"
+#include "dist/backends/backend_traits.h"
 #include "dist/base/world_config.h"
 #include "dist/rendezvous/startup_board.h"
 
@@ -27,8 +27,9 @@ namespace detail {
 /// Python does, c10d_compat.h), then the members agree on a sequence number.
 class C10dBackend : public Backend {
  public:
-  C10dBackend(std::string name, c10::intrusive_ptr<c10d::Store> store, int rank, int world_size,
-              std::chrono::milliseconds timeout, ProcessGroupFactory factory);
+  /// `widens_missing_dtypes`: the traits' (backend_traits.h), given to every communicator.
+  C10dBackend(std::string name, bool widens_missing_dtypes, c10::intrusive_ptr<c10d::Store> store, int rank,
+              int world_size, std::chrono::milliseconds timeout, ProcessGroupFactory factory);
 
   /// Creates the world group through the factory (collective over all ranks).
   void create_world();
@@ -67,6 +68,7 @@ class C10dBackend : public Backend {
   std::string store_place_;
   int store_port_ = -1;
   std::string name_;
+  bool widens_missing_dtypes_ = false;
   c10::intrusive_ptr<c10d::Store> store_;
   int rank_, world_size_;
   std::chrono::milliseconds timeout_;
@@ -74,22 +76,24 @@ class C10dBackend : public Backend {
   std::shared_ptr<Communicator> world_;
 };
 
-/// The start every c10d engine shares: connects to `config`'s store and opens the second
+/// The start every c10d engine shares, for the backend of `traits` (its name, what the
+/// communicators ask): connects to `config`'s store and opens the second
 /// connection, calls `prepare` for the engine's factory (where it checks its own settings,
 /// e.g. gloo's interface), and creates the world with a startup board, so that a failure of
 /// this rank while starting (thrown by `prepare` or the world's creation) reaches every other
 /// rank within a second, and theirs reaches this one. `monitor`: the second connection also
 /// serves the stall monitor. Collective over the world; throws what the steps throw.
-std::unique_ptr<C10dBackend> start_c10d_world(const std::string& name, const WorldConfig& config, bool monitor,
+std::unique_ptr<C10dBackend> start_c10d_world(const BackendTraits& traits, const WorldConfig& config, bool monitor,
                                               const std::function<ProcessGroupFactory()>& prepare);
 
 /// Wraps a process group a user made with c10d (kindling/dist/c10d.h) as the world of a
-/// backend called `name`: new_group makes groups with the traits' adopted_groups of that
-/// name (refused with a kindling::UsageError where it has none, or without a store).
+/// backend called `name`, of `traits` (the registry's for that name; null where kindling does
+/// not know it): new_group makes groups with the traits' adopted_groups (refused with a
+/// kindling::UsageError where there are none, or without a store).
 /// Called by sync() on every rank; never throws itself.
 std::unique_ptr<Backend> adopt_c10d_group(c10::intrusive_ptr<c10d::ProcessGroup> pg,
-                                          c10::intrusive_ptr<c10d::Store> store, const std::string& name,
-                                          std::chrono::milliseconds timeout);
+                                          c10::intrusive_ptr<c10d::Store> store, const BackendTraits* traits,
+                                          const std::string& name, std::chrono::milliseconds timeout);
 
 /// Python torch.distributed's store-based barrier after creating group `group_index`
 /// (0 = world): every rank adds 1 to the version's barrier key (c10d_compat.h), the rank

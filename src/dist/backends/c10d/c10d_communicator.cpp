@@ -148,14 +148,8 @@ C10dCommunicator::~C10dCommunicator() {
   }
 }
 
-C10dCommunicator::C10dCommunicator(c10::intrusive_ptr<c10d::ProcessGroup> pg, bool owned)
-    : pg_(std::move(pg)), owned_(owned) {
-  try {
-    gloo_ = pg_->getBackendName() == "gloo";
-  } catch (const std::exception&) {
-    gloo_ = false;  // a process group that does not say its name
-  }
-}
+C10dCommunicator::C10dCommunicator(c10::intrusive_ptr<c10d::ProcessGroup> pg, bool widens_missing_dtypes, bool owned)
+    : pg_(std::move(pg)), owned_(owned), gloo_(widens_missing_dtypes) {}
 
 OpPtr C10dCommunicator::all_reduce(at::Tensor& tensor, ReduceOp op) {
   std::function<void()> back;

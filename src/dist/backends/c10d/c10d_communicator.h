@@ -11,9 +11,10 @@ namespace detail {
 
 class C10dCommunicator : public Communicator {
  public:
-  /// `owned`: kindling made `pg` and shuts it down when the communicator goes (finalize);
-  /// a process group handed over by the user stays as it is.
-  explicit C10dCommunicator(c10::intrusive_ptr<c10d::ProcessGroup> pg, bool owned = true);
+  /// `widens_missing_dtypes`: the backend's trait (backend_traits.h). `owned`: kindling made
+  /// `pg` and shuts it down when the communicator goes (finalize); a process group handed over
+  /// by the user stays as it is.
+  C10dCommunicator(c10::intrusive_ptr<c10d::ProcessGroup> pg, bool widens_missing_dtypes, bool owned = true);
   ~C10dCommunicator() override;
   const c10::intrusive_ptr<c10d::ProcessGroup>& process_group() const { return pg_; }
 
@@ -32,7 +33,7 @@ class C10dCommunicator : public Communicator {
  private:
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;
   bool owned_ = true;
-  bool gloo_ = false;  // Gloo lacks some dtypes: they are moved as bytes or reduced in a wider type
+  bool gloo_ = false;  // the engine lacks some dtypes (gloo): they are moved as bytes or reduced in a wider type
 };
 
 }  // namespace detail

@@ -90,7 +90,7 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_gloo(c10::intrusive_ptr<c10d::Store>
 }  // namespace
 
 std::unique_ptr<Backend> make_gloo_backend(const WorldConfig& config) {
-  return start_c10d_world("gloo", config, /*monitor=*/true, [&config]() -> ProcessGroupFactory {
+  return start_c10d_world(gloo_traits(), config, /*monitor=*/true, [&config]() -> ProcessGroupFactory {
     const auto timeout = config.timeout;
     const int threads = config.gloo_threads;
     const auto device = gloo_device(true, config.master_addr, spans_several_nodes());

@@ -5,13 +5,13 @@
 #include <memory>
 
 #include "dist/backends/backend.h"
-#include "dist/backends/registry.h"
+#include "dist/backends/backend_traits.h"
 
 namespace kindling {
 namespace dist {
 namespace detail {
 
-/// What generic code knows about gloo (registry.h), made once by the registry. Never throws.
+/// What generic code knows about gloo (backend_traits.h), made once by the registry. Never throws.
 BackendTraits gloo_traits();
 
 /// Creates the gloo backend: rendezvous, world ProcessGroupGloo and Python-compatible

@@ -4,13 +4,13 @@
 #include <memory>
 
 #include "dist/backends/backend.h"
-#include "dist/backends/registry.h"
+#include "dist/backends/backend_traits.h"
 
 namespace kindling {
 namespace dist {
 namespace detail {
 
-/// What generic code knows about mpi (registry.h), made once by the registry. Never throws.
+/// What generic code knows about mpi (backend_traits.h), made once by the registry. Never throws.
 BackendTraits mpi_traits();
 
 /// Creates the mpi backend on Open MPI: initializes MPI (MPI_THREAD_MULTIPLE) unless the

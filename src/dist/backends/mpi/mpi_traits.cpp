@@ -1,4 +1,4 @@
-// What generic code knows about the mpi backend (registry.h); compiled in every build.
+// What generic code knows about the mpi backend (backend_traits.h); compiled in every build.
 #include "dist/backends/mpi/mpi_backend.h"
 #include "kindling/config.h"
 
@@ -17,6 +17,10 @@ BackendTraits mpi_traits() {
   t.stall_watch = StallWatch::kInside;
   // MPI must be finalized, and its shared-memory path gives up cleanly.
   t.abandon_engine_after_failure = false;
+  // A lost rank ends the whole job; MPI is initialized once per process.
+  t.no_new_world = "MPI is initialized once per process, and a lost rank ends the whole MPI job";
+  // An MPI request must not be tested while another thread waits on it; the recorder writes
+  // its records as c10d's (flight_recorder_name empty).
   t.agreed_variables = {"KINDLING_MPI_NO_SHM", "KINDLING_MPI_SHM_SEGMENT", "KINDLING_MPI_SHM_MIN_BYTES",
                         "KINDLING_MPI_SHM_HEAP_MB"};
 #if KINDLING_HAS_MPI

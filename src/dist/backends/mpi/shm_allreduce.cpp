@@ -146,7 +146,7 @@ std::unique_ptr<ShmAllreduce> ShmAllreduce::create(MPI_Comm comm) {
   mine = align_line(mine);
   static_assert(sizeof(Control) <= kControlBytes, "control block too large");
   new (mine) Control();
-  s->heap_ = std::make_shared<Heap>();
+  s->heap_ = std::make_shared<ShmHeap>();
   s->heap_->base = mine + kControlBytes + kSlots * segment_bytes();
   s->heap_->capacity = heap;
   if (heap > 0) s->heap_->free.emplace(0, heap);
@@ -179,7 +179,7 @@ at::Tensor ShmAllreduce::empty(at::IntArrayRef sizes, const at::TensorOptions& o
       numel * static_cast<std::int64_t>(c10::elementSize(c10::typeMetaToScalarType(opts.dtype())));
   char* p = heap_->allocate(bytes);
   if (p == nullptr) return at::empty(sizes, opts);  // heap full: an ordinary tensor (staged path)
-  std::shared_ptr<Heap> heap = heap_;
+  std::shared_ptr<ShmHeap> heap = heap_;
   at::Tensor t = at::from_blob(
       p, sizes, [heap](void* q) { heap->release(q); }, opts);
   std::lock_guard<std::mutex> lock(heap_->mu);

@@ -29,6 +29,8 @@ namespace kindling {
 namespace dist {
 namespace detail {
 
+struct ShmHeap;  // shm_heap.h
+
 class ShmAllreduce {
  public:
   /// Null unless every member of `comm` shares memory with this rank (one node) and the
@@ -56,7 +58,6 @@ class ShmAllreduce {
  private:
   ShmAllreduce() = default;
   struct Control;
-  struct Heap;
   Control* control(int rank) const;
   char* slot(int rank, std::int64_t s) const;
   void wait_all(int which, std::int64_t value, const char* phase, std::chrono::steady_clock::time_point deadline,
@@ -80,7 +81,7 @@ class ShmAllreduce {
   MPI_Win win_ = MPI_WIN_NULL;
   int rank_ = 0;
   int size_ = 1;
-  std::shared_ptr<Heap> heap_;
+  std::shared_ptr<ShmHeap> heap_;
   std::vector<char*> base_;  // each rank's segment of the window, mapped here
   std::int64_t seq_ = 0;     // segments completed by this rank
   bool broken_ = false;

@@ -1,7 +1,7 @@
 #pragma once
-// ShmAllreduce's heap (shm_allreduce.h): the communication buffers (empty_comm_buffer) carved out
-// of this rank's part of the MPI shared-memory window, and what becomes of the tensors still alive
-// in it when the window goes.
+// ShmAllreduce's heap (shm_allreduce.h, which holds it): the communication buffers
+// (empty_comm_buffer) carved out of this rank's part of the MPI shared-memory window, and what
+// becomes of the tensors still alive in it when the window goes. Knows nothing of the all-reduce.
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/util/intrusive_ptr.h>
@@ -14,15 +14,13 @@
 #include <mutex>
 #include <vector>
 
-#include "dist/backends/mpi/shm_allreduce.h"
-
 namespace kindling {
 namespace dist {
 namespace detail {
 
 // The communication-buffer heap in this rank's part of the window: first fit, 256-byte
 // aligned blocks. Shared with the tensors' deleters, so it outlives the communicator.
-struct ShmAllreduce::Heap {
+struct ShmHeap {
   std::mutex mu;
   char* base = nullptr;
   std::int64_t capacity = 0;
@@ -78,7 +76,7 @@ struct ShmAllreduce::Heap {
     }
     for (auto& storage : live) {
       const std::size_t bytes = storage->nbytes();
-      at::DataPtr copy = c10::GetCPUAllocator()->allocate(bytes);
+      c10::DataPtr copy = c10::GetCPUAllocator()->allocate(bytes);
       if (bytes > 0) std::memcpy(copy.get(), storage->data_ptr().get(), bytes);
       storage->set_data_ptr_noswap(std::move(copy));
     }

@@ -29,7 +29,7 @@ std::unique_ptr<Backend> make_nccl_backend(const WorldConfig& config) {
   enable_nccl_async_errors();
 
   const auto timeout = config.timeout;
-  return start_c10d_world("nccl", config, /*monitor=*/false, [timeout, gpu]() -> ProcessGroupFactory {
+  return start_c10d_world(nccl_traits(), config, /*monitor=*/false, [timeout, gpu]() -> ProcessGroupFactory {
     return [timeout, gpu](c10::intrusive_ptr<c10d::Store> s, int rank, int size, const std::string& name) {
       auto opts = c10d::ProcessGroupNCCL::Options::create();
       opts->timeout = timeout;

@@ -4,13 +4,13 @@
 #include <memory>
 
 #include "dist/backends/backend.h"
-#include "dist/backends/registry.h"
+#include "dist/backends/backend_traits.h"
 
 namespace kindling {
 namespace dist {
 namespace detail {
 
-/// What generic code knows about nccl (registry.h), made once by the registry. Never throws.
+/// What generic code knows about nccl (backend_traits.h), made once by the registry. Never throws.
 BackendTraits nccl_traits();
 
 /// Creates the nccl backend (c10d ProcessGroupNCCL): picks this rank's GPU, cuda:<local

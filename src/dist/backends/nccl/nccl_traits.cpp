@@ -1,4 +1,4 @@
-// What generic code knows about the nccl backend (registry.h); compiled in every build.
+// What generic code knows about the nccl backend (backend_traits.h); compiled in every build.
 #include "dist/backends/nccl/nccl_backend.h"
 #include "kindling/config.h"
 
@@ -13,6 +13,8 @@ BackendTraits nccl_traits() {
   t.serves_cpu = false;
   // A wait on NCCL work does not block the CPU; c10d's watchdog reports timeouts.
   t.stall_watch = StallWatch::kNone;
+  t.flight_recorder_name = "nccl";
+  t.polls_from_any_thread = true;
 #if KINDLING_HAS_NCCL
   t.make = make_nccl_backend;
 #endif
