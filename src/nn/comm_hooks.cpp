@@ -13,6 +13,7 @@ namespace nn {
 PendingBucket::~PendingBucket() = default;
 CommHook::~CommHook() = default;
 StateDict CommHook::state_dict() const { return new_state_dict(); }
+JoinNeeds CommHook::join_needs() const { return {}; }
 void CommHook::load_state_dict(const StateDict& state) {
   KINDLING_CHECK(state.empty(), "kindling::nn::CommHook::load_state_dict: the hook '", name(),
                  "' keeps no state, but the checkpoint holds ", state.size(),

@@ -59,10 +59,8 @@ Join::Join(GradientReducer* reducer, JoinOptions options) {
                  "not finished; it remakes the buckets at steps a joined rank cannot mirror: make the Join after it "
                  "(GradientReducer::bucket_autotune() has a score for every size) or set bucket_cap_mb instead");
   const auto& hook = s.options.comm_hook();
-  KINDLING_CHECK(!hook || hook->name() != "zero_reduce_scatter_and_step", "kindling::nn::Join: the model reduces "
-                 "through the hook of a ZeroRedundancyOptimizer made with ZeroOptions::overlap_with_ddp, which steps "
-                 "inside backward, before Join could scale the gradients of the ranks still training: make that "
-                 "optimizer without overlap_with_ddp to train with Join");
+  const std::string refusal = hook ? hook->join_needs().refusal : std::string();
+  KINDLING_CHECK(refusal.empty(), "kindling::nn::Join: ", refusal);
   KINDLING_CHECK(!s.joining, "kindling::nn::Join: the model is already in a Join that is still alive; one Join "
                  "per model at a time");
   s.joining = true;
@@ -85,9 +83,8 @@ void Join::join(const std::function<void()>& after_each_backward) {
   KINDLING_CHECK(!joined_, "kindling::nn::Join::join: called twice on rank ", dist::get_rank(),
                  "; call it once, after this rank's last batch");
   const auto& hook = s.options.comm_hook();
-  KINDLING_CHECK(after_each_backward || !hook || hook->name() != "zero_reduce_scatter",
-                 "kindling::nn::Join::join: the model reduces through a ZeroRedundancyOptimizer's hook, whose "
-                 "step() the training ranks run together; pass it: join.join([&] { optimizer.step(); })");
+  const std::string step = hook ? hook->join_needs().step : std::string();
+  KINDLING_CHECK(after_each_backward || step.empty(), "kindling::nn::Join::join: ", step);
   joined_ = true;
   const dist::Group& group = s.options.group();
   while (true) {

@@ -180,11 +180,22 @@ void record(HookRecords& records, const GradBucket& bucket, const dist::Group& g
                  "DDP model per optimizer and do not change its parameters");
 }
 
+// What Join needs (comm_hook.h): with overlap_with_ddp the hook steps inside backward; without,
+// the optimizer's step() all-gathers the chunks the hook reduced.
+const JoinNeeds kJoinStepsInBackward{
+    "the model reduces through the hook of a ZeroRedundancyOptimizer made with ZeroOptions::overlap_with_ddp, which "
+    "steps inside backward, before Join could scale the gradients of the ranks still training: make that optimizer "
+    "without overlap_with_ddp to train with Join",
+    ""};
+const JoinNeeds kJoinNeedsTheStep{"", "the model reduces through a ZeroRedundancyOptimizer's hook, whose step() the "
+                                      "training ranks run together; pass it: join.join([&] { optimizer.step(); })"};
+
 class ZeroHook : public CommHook {
  public:
   ZeroHook(std::shared_ptr<HookRecords> records, bool steps)
       : records_(std::move(records)), progress_(steps ? std::make_unique<Progress>() : nullptr) {}
   std::string name() const override { return progress_ ? "zero_reduce_scatter_and_step" : "zero_reduce_scatter"; }
+  JoinNeeds join_needs() const override { return progress_ ? kJoinStepsInBackward : kJoinNeedsTheStep; }
   std::unique_ptr<PendingBucket> run(GradBucket& bucket, const dist::Group& group) override {
     record(*records_, bucket, group);
     const int size = group.size();

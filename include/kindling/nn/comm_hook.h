@@ -47,12 +47,28 @@ class KINDLING_API PendingBucket {
   virtual void wait() = 0;
 };
 
+/// What nn::Join (kindling/nn/join.h) needs to mirror a hook on a rank that joined early
+/// (CommHook::join_needs). Each field is empty, or the reason Join gives, with what to do, when
+/// it cannot do without it.
+struct KINDLING_API JoinNeeds {
+  /// Join cannot mirror the hook at all (it steps an optimizer inside backward, before Join
+  /// could scale the gradients of the ranks still training): Join refuses the model, saying this.
+  std::string refusal;
+  /// The training ranks' step communicates for the hook (ZeRO's all-gather): a joined rank's
+  /// join() must run it (`after_each_backward`), and without it throws, saying this.
+  std::string step;
+};
+
 /// A communication hook (torch's register_comm_hook). One object serves one DDP model.
 class KINDLING_API CommHook {
  public:
   virtual ~CommHook();
   /// The hook's name, for logs ("allreduce", "fp16_compress", ...).
   virtual std::string name() const = 0;
+  /// What nn::Join needs to mirror this hook on a rank that joined early (asked by Join's
+  /// constructor and join(), on every rank). The default, nothing: running the hook on zero
+  /// gradients mirrors it. Local; never throws.
+  virtual JoinNeeds join_needs() const;
   /// Starts averaging `bucket` over `group` (of `group.size()` ranks). Called on every rank of
   /// the group for every bucket, in index order; it must start the same collectives everywhere.
   virtual std::unique_ptr<PendingBucket> run(GradBucket& bucket, const dist::Group& group) = 0;
