@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Fails when a source file includes a header from a floor above its own (docs/design.md).
+"""Fails when a source file includes a header from a floor above its own (docs/design.md), when
+units include each other in a cycle, or when LibTorch reaches code that must stay without it.
 
 Usage: check-includes.py REPOSITORY_ROOT     checks src/, include/ and tools/
-       check-includes.py --self-test          checks that a made-up violation is caught
+       scripts/check-includes-selftest.py    checks that planted violations are caught
 
 Rules, read from the quoted #include lines (angle-bracket includes are other projects'):
   * src/: a file may include headers of its own floor or of a floor below (FLOORS, lowest
@@ -15,15 +16,22 @@ Rules, read from the quoted #include lines (angle-bracket includes are other pro
     PUBLIC_HOMES names the folder that implements it. A file of src/ or tools/, and a public
     header, includes public headers of its own floor or below, as above (tools/ is the top).
     The umbrella kindling/kindling.h is on the top floor: it includes everything by design.
-  * no cycle of quoted includes among the files of one folder (a.h -> b.h -> a.h).
+  * no cycle among units: a unit is a .cpp with its header (same folder, same stem: runtime.h
+    and runtime.cpp), and unit A depends on unit B when a file of A includes a file of B; so
+    runtime.cpp including agreement.h while agreement.cpp includes runtime.h is a cycle, as is
+    a.h -> b.h -> a.h.
+And from the angle-bracket includes, the link boundary: LibTorch's headers (<torch/...>,
+<ATen/...>, <c10/...>) are included, directly or through our headers, by no file of src/common
+(the lowest floor, parts of which are built without LibTorch) and by no source of a target of
+CMakeLists.txt that links neither torch nor a target that does (kindling_supervisor, kindling-run).
 Exceptions: scripts/include-exceptions.txt, one a line, `source -> target  reason` (both
-repository-relative, as the check names them). Each needs its reason, and an entry that
-silences nothing any more is itself reported, so that the list stays as short as the truth.
+repository-relative, as the check names them; a LibTorch header as written, <torch/torch.h>).
+Each needs its reason, and an entry that silences nothing any more is itself reported, so that
+the list stays as short as the truth.
 """
 import os
 import re
 import sys
-import tempfile
 
 import exception_list  # scripts/, beside this file
 
@@ -78,6 +86,11 @@ PUBLIC_HOMES = {
 EXCEPTIONS = "scripts/include-exceptions.txt"
 EXCEPTION = re.compile(r"^(\S+)\s+->\s+(\S+)(?:\s+(.*))?$")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+LIBTORCH_INCLUDE = re.compile(r"^\s*#\s*include\s*(<(?:torch|ATen|c10)/[^>]+>)")
+LIBTORCH_FREE_FOLDER = "src/common"  # the lowest floor: kindling_supervisor builds parts of it (pickle.cpp)
+LIBTORCH_TARGETS = ("torch",)  # what brings LibTorch to a CMake target that links it
+CMAKE_TARGET = re.compile(r"\b(add_library|add_executable|target_sources|target_link_libraries)\s*\(([^)]*)\)",
+                          re.S)
 SOURCE_ENDINGS = (".h", ".hpp", ".cpp", ".cc", ".h.in")
 
 
@@ -151,8 +164,8 @@ def violation(source, target):
 
 def scan(root):
     """Every quoted include of ours: (source, line, as written, target), all repository-relative;
-    and the public headers that have no floor."""
-    includes, homeless = [], []
+    every include of LibTorch: (source, line, as written); and the public headers that have no floor."""
+    includes, libtorch, homeless = [], [], []
     for top in ("src", "include", "tools"):
         for folder, subfolders, files in os.walk(os.path.join(root, top)):
             subfolders.sort()
@@ -168,30 +181,173 @@ def scan(root):
                         target = m and resolve(root, path, m.group(1))
                         if target:
                             includes.append((path, number, m.group(1), target.replace(os.sep, "/")))
-    return includes, homeless
+                        torch = LIBTORCH_INCLUDE.match(line)
+                        if torch:
+                            libtorch.append((path, number, torch.group(1)))
+    return includes, libtorch, homeless
 
 
-def cycles(includes):
-    """The cycles of includes among the files of one folder, each once from its first file in
-    order of name: [(the first include's (source, line, as written), [files in order])]."""
+def unit_of(path):
+    """The unit of a file: its path without the ending (src/dist/runtime for runtime.h and runtime.cpp)."""
+    for ending in sorted(SOURCE_ENDINGS, key=len, reverse=True):
+        if path.endswith(ending):
+            return path[:-len(ending)]
+    return path
+
+
+def unit_edges(includes, left_out=frozenset()):
+    """{unit: {unit it includes: its first include (source, line, as written)}}, but the includes
+    (source, target) in `left_out`."""
     edges = {}
     for source, number, written, target in includes:
-        if os.path.dirname(source) == os.path.dirname(target):
-            edges.setdefault(source, {}).setdefault(target, (source, number, written))
-    found = []
+        a, b = unit_of(source), unit_of(target)
+        if a != b and (source, target) not in left_out:
+            edges.setdefault(a, {}).setdefault(b, (source, number, written))
+    return edges
+
+
+def knots(edges):
+    """The strongly connected sets of more than one unit of `edges`, each sorted, in order of their
+    first unit (Tarjan's algorithm, without recursion)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(unit, work):
+        index[unit] = low[unit] = len(index)
+        stack.append(unit)
+        on_stack.add(unit)
+        work.append((unit, iter(sorted(edges.get(unit, {})))))
+
     for start in sorted(edges):
-        paths, seen = [[start]], {start}
-        while paths:  # breadth first: the shortest way back to `start` over files named after it
+        if start in index:
+            continue
+        work = []
+        visit(start, work)
+        while work:
+            unit, targets = work[-1]
+            target = next(targets, None)
+            if target is not None:
+                if target not in index:
+                    visit(target, work)
+                elif target in on_stack:
+                    low[unit] = min(low[unit], index[target])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[unit])
+            if low[unit] == index[unit]:
+                knot = []
+                while not knot or knot[-1] != unit:
+                    knot.append(stack.pop())
+                    on_stack.discard(knot[-1])
+                if len(knot) > 1:
+                    found.append(sorted(knot))
+    return sorted(found)
+
+
+def shortest_cycle(edges, knot):
+    """The shortest way from the knot's first unit back to it, inside the knot: [units]."""
+    start, paths, seen = knot[0], [[knot[0]]], {knot[0]}
+    while paths:
+        path = paths.pop(0)
+        for target in sorted(edges.get(path[-1], {})):
+            if target == start:
+                return path + [start]
+            if target in knot and target not in seen:
+                seen.add(target)
+                paths.append(path + [target])
+    raise AssertionError("a knot without a cycle through %s" % start)
+
+
+def unit_cycles(includes, entries):
+    """The problems of the unit cycles left once the excepted includes are taken out, and the
+    exceptions used: those of an include between two units of one knot of the whole graph."""
+    knot_of = {unit: i for i, knot in enumerate(knots(unit_edges(includes))) for unit in knot}
+    used = {(s, t) for s, _, _, t in includes if (s, t) in entries and unit_of(s) != unit_of(t)
+            and knot_of.get(unit_of(s), -1) == knot_of.get(unit_of(t), -2)}
+    edges = unit_edges(includes, used)
+    problems = []
+    for knot in knots(edges):
+        cycle = shortest_cycle(edges, knot)
+        links = [edges[a][b] for a, b in zip(cycle, cycle[1:])]
+        steps = "; ".join("%s:%d includes \"%s\"" % link for link in links[1:])
+        more = [u for u in knot if u not in cycle]
+        problems.append("%s:%d: includes \"%s\": a cycle of units (a .cpp with its header): %s (then %s)%s: move "
+                        "what both sides need into a header of its own below them, or a declaration into the unit "
+                        "that implements it" % (links[0] + (" -> ".join(cycle), steps,
+                                                            "; the same knot holds %s" % ", ".join(more) if more else "")))
+    return problems, used
+
+
+def cmake_targets(root):
+    """The targets of CMakeLists.txt: {name: (sources, what it links)}, read from add_library,
+    add_executable, target_sources and target_link_libraries with their words as written."""
+    path = os.path.join(root, "CMakeLists.txt")
+    targets = {}
+    if not os.path.exists(path):
+        return targets
+    with open(path, encoding="utf-8") as f:
+        text = "\n".join(line.split("#")[0] for line in f)
+    for command, arguments in CMAKE_TARGET.findall(text):
+        words = re.findall(r"[\w./:+${}<>-]+", arguments)
+        if not words:
+            continue
+        sources, links = targets.setdefault(words[0], ([], []))
+        if command == "target_link_libraries" or words[1:2] == ["ALIAS"]:
+            links.extend(re.sub(r"^\$<\w+:|>$", "", w) for w in words[1:])
+        else:
+            sources.extend(w.replace("${CMAKE_CURRENT_SOURCE_DIR}/", "") for w in words[1:]
+                           if w.endswith(SOURCE_ENDINGS) and "$" not in w.replace("${CMAKE_CURRENT_SOURCE_DIR}/", ""))
+    return targets
+
+
+def without_libtorch(targets):
+    """The sources that targets linking no LibTorch compile: {source: target}."""
+    def links_torch(name, seen):
+        if name in LIBTORCH_TARGETS:
+            return True
+        if name not in targets or name in seen:
+            return False
+        return any(links_torch(item, seen | {name}) for item in targets[name][1])
+    free = {}
+    for name in sorted(targets):
+        if not links_torch(name, set()):
+            for source in targets[name][0]:
+                free.setdefault(source, name)
+    return free
+
+
+def libtorch_reached(root, includes, libtorch, entries):
+    """The problems of LibTorch includes reached from src/common or from a target without LibTorch,
+    and the exceptions used (`source -> <torch/...>`)."""
+    graph = {}
+    for source, _, _, target in includes:
+        graph.setdefault(source, []).append(target)
+    files = sorted(set(s for s, _, _, _ in includes) | set(s for s, _, _ in libtorch))
+    roots = {path: "it is in %s/, the lowest floor, which kindling_supervisor builds from too" % LIBTORCH_FREE_FOLDER
+             for path in files if path.startswith(LIBTORCH_FREE_FOLDER + "/")}
+    for source, target in sorted(without_libtorch(cmake_targets(root)).items()):
+        roots.setdefault(source, "%s compiles it (CMakeLists.txt) and links no LibTorch" % target)
+    reached = {}  # file: the way to it from a root, [root, ..., file]
+    for start in sorted(roots):
+        paths = [[start]]
+        while paths:
             path = paths.pop(0)
-            targets = sorted(edges.get(path[-1], {}))
-            if start in targets:
-                found.append((edges[start][path[1] if len(path) > 1 else start], path + [start]))
-                break
-            for t in targets:
-                if t > start and t not in seen:
-                    seen.add(t)
-                    paths.append(path + [t])
-    return found
+            if path[-1] not in reached:
+                reached[path[-1]] = path
+                paths.extend(path + [t] for t in graph.get(path[-1], []) if t not in reached)
+    problems, used = [], set()
+    for source, number, written in libtorch:
+        if source in reached and (source, written) in entries:
+            used.add((source, written))
+        elif source in reached:
+            way = reached[source]
+            problems.append("%s:%d: includes %s, a LibTorch header, but %s%s: keep LibTorch out of it (move what needs "
+                            "LibTorch to a unit of src/dist or above, or declare it without LibTorch's types)"
+                            % (source, number, written, roots[way[0]],
+                               " (%s includes it by way of %s)" % (way[0], " -> ".join(way)) if len(way) > 1 else ""))
+    return problems, used
+
+
 
 
 def read_exceptions(root):
@@ -206,9 +362,9 @@ def read_exceptions(root):
 
 
 def check(root):
-    """The lines to print for each include not excepted, each cycle, each stale exception, each
-    bad entry; and the number of exceptions used."""
-    includes, homeless = scan(root)
+    """The lines to print for each include not excepted, each unit cycle, each LibTorch include past
+    the link boundary, each stale exception, each bad entry; and the number of exceptions used."""
+    includes, libtorch, homeless = scan(root)
     entries, problems = read_exceptions(root)
     problems += ["%s:1: a public header with no floor: add it to PUBLIC_HOMES in scripts/check-includes.py"
                  % path for path in homeless]
@@ -219,78 +375,17 @@ def check(root):
             used.add((source, target))
         elif why:
             problems.append("%s:%d: includes \"%s\": %s" % (source, number, written, why))
-    for (source, number, written), files in cycles(includes):
-        problems.append("%s:%d: includes \"%s\": a cycle in %s/: %s" % (
-            source, number, written, os.path.dirname(source), " -> ".join(os.path.basename(f) for f in files)))
+    cycle_problems, cycle_used = unit_cycles(includes, entries)
+    torch_problems, torch_used = libtorch_reached(root, includes, libtorch, entries)
+    problems += cycle_problems + torch_problems
+    used |= cycle_used | torch_used
     for key in sorted(set(entries) - used, key=entries.get):
         problems.append("%s:%d: '%s -> %s' names no include that breaks a rule any more: remove the entry"
                         % ((EXCEPTIONS, entries[key]) + key))
     return problems, len(used)
 
 
-SELF_TEST_FILES = {
-    "src/common/log.h": '#include "dist/runtime.h"\n',  # up a floor
-    "src/dist/runtime.h": '#include "common/log.h"\n',  # fine
-    "src/dist/backends/gloo/g.h": '#include "dist/backends/mpi/m.h"\n#include "dist/backends/c10d/c.h"\n',
-    "src/dist/backends/mpi/m.h": "",
-    "src/dist/backends/c10d/c.h": "",
-    "src/handlers/h.cpp": '#include "dist/runtime.h"\n#include "kindling/log.h"\n',  # the first is wrong
-    "src/nn/n.cpp": '#include "data/d.h"\n',  # peers on one floor (silenced by the entry with no reason)
-    "src/data/d.h": "",
-    "include/kindling/log.h": '#include "common/log.h"\n',  # public includes private
-    # A public header of a floor above: the first is excepted, the second is not; the third is below.
-    "src/dist/auto.cpp": '#include "kindling/nn/ddp.h"\n#include "kindling/data/loader.h"\n#include "kindling/log.h"\n',
-    "src/common/watchdog.cpp": '#include "kindling/dist/launch_env.h"\n',  # PUBLIC_HOMES: floor 1
-    "src/launch/env.cpp": '#include "kindling/dist/launch_env.h"\n',  # fine: its own floor
-    "src/metrics/m.cpp": '#include "kindling/kindling.h"\n',  # the umbrella is on the top floor
-    "tools/cli/main.cpp": '#include "kindling/kindling.h"\n#include "kindling/handlers/saver.h"\n',  # fine
-    "include/kindling/kindling.h": '#include "kindling/handlers/saver.h"\n#include "kindling/config.h"\n',  # fine
-    "include/kindling/config.h.in": "",
-    "include/kindling/engine/events.h": '#include "kindling/metrics/metric.h"\n#include "kindling/dist/dist.h"\n',
-    "include/kindling/metrics/metric.h": '#include "kindling/engine/engine.h"\n',  # fine: a floor below
-    "include/kindling/nn/ddp.h": '#include "kindling/data/loader.h"\n',  # peers on one floor
-    "include/kindling/strays.h": "",  # top level, no floor
-    # A cycle in one folder (reported once, at its first file), and a file that only joins it.
-    "src/handlers/a.h": '#include "handlers/b.h"\n',
-    "src/handlers/b.h": '#include "c.h"\n',
-    "src/handlers/c.h": '#include "a.h"\n',
-    "src/handlers/d.h": '#include "a.h"\n',
-    EXCEPTIONS: "# made up\n"
-                "src/dist/auto.cpp -> include/kindling/nn/ddp.h  silences its own include, not the next\n"
-                "src/nn/n.cpp -> include/kindling/models/resnet.h  stale: no such include\n"
-                "src/dist/runtime.h -> src/common/log.h  stale: the include breaks no rule\n"
-                "src/nn/n.cpp -> src/data/d.h\n",  # no reason, though it silences its include
-}
-SELF_TEST_EXPECTED = [
-    "include/kindling/engine/events.h:1", "include/kindling/log.h:1", "include/kindling/nn/ddp.h:1",
-    "include/kindling/strays.h:1", "scripts/include-exceptions.txt:3", "scripts/include-exceptions.txt:4",
-    "scripts/include-exceptions.txt:5", "src/common/log.h:1", "src/common/watchdog.cpp:1", "src/dist/auto.cpp:2",
-    "src/dist/backends/gloo/g.h:1", "src/handlers/a.h:1", "src/handlers/h.cpp:1", "src/metrics/m.cpp:1",
-]
-
-
-def self_test():
-    """A tree with one violation of each kind must report exactly those."""
-    with tempfile.TemporaryDirectory() as root:
-        for path, text in SELF_TEST_FILES.items():
-            os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)
-            with open(os.path.join(root, path), "w") as f:
-                f.write(text)
-        problems, used = check(root)
-    found = sorted(p.split(":")[0] + ":" + p.split(":")[1] for p in problems)
-    cycle = [p for p in problems if "a cycle" in p]
-    expected = sorted(SELF_TEST_EXPECTED)
-    if found != expected or used != 2 or not cycle or not cycle[0].endswith(": a.h -> b.h -> c.h -> a.h"):
-        print("check-includes self-test FAILED: reported %s, expected %s (and the cycle a.h -> b.h -> c.h -> a.h, "
-              "2 exceptions used, not %d)" % (problems, expected, used))
-        return 1
-    print("check-includes self-test: the %d planted violations were reported, nothing else" % len(expected))
-    return 0
-
-
 def main(argv):
-    if argv[1:] == ["--self-test"]:
-        return self_test()
     if len(argv) != 2:
         print(__doc__)
         return 2
@@ -302,7 +397,8 @@ def main(argv):
               "list the include in %s (docs/design.md, 'What may include what')" % (len(problems), EXCEPTIONS))
         return 1
     print("include floors: every quoted include in src/, include/ and tools/ points down or across its own folder, "
-          "but the %d listed in %s; no folder's includes make a cycle" % (used, EXCEPTIONS))
+          "but the %d listed in %s; no units include each other in a cycle, and no LibTorch header reaches %s or a "
+          "target without LibTorch" % (used, EXCEPTIONS, LIBTORCH_FREE_FOLDER))
     return 0
 
 

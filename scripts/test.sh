@@ -18,13 +18,13 @@ mark=$SECONDS
 ./scripts/install-deps.sh
 took "installing dependencies"
 # Sizes and include floors next (a file over 450 lines, a function over 80; an include up a floor
-# or in a cycle; docs/design.md): they need no build, so a violation fails in seconds, not after
-# the builds; after the installs, which bring python3 to a bare machine. Each self-test before its
-# check: a check that no longer catches anything would pass.
+# or in a cycle of units; LibTorch past the link boundary; docs/design.md): they need no build, so
+# a violation fails in seconds, not after the builds; after the installs, which bring python3 to
+# a bare machine. Each self-test before its check: a check that no longer catches anything would pass.
 # The include check is also the CTest include_floors (tests/CMakeLists.txt), for ctest run by hand.
 python3 scripts/check-sizes-selftest.py
 python3 scripts/check-sizes.py .
-python3 scripts/check-includes.py --self-test
+python3 scripts/check-includes-selftest.py
 python3 scripts/check-includes.py .
 took "checking sizes and includes"
 for choice in ${KINDLING_TEST_LIBTORCH:-debian pip}; do
