@@ -3,13 +3,11 @@
 #include "kindling/nn/ddp.h"
 #include "kindling/nn/batchnorm.h"
 
-#include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/csrc/autograd/variable.h>
 
-#include <chrono>
 #include <mutex>
 #include <sstream>
 #include <utility>
@@ -61,14 +59,15 @@ class ReadyHook : public torch::autograd::FunctionPostHook {
 };
 
 // Appends `module`'s parameters that require a gradient (names and tensors, in registration
-// order) and its buffers to `s`.
-void collect_tensors(const torch::nn::Module& module, GradientReducer::State& s) {
+// order) and its buffers.
+void collect_tensors(const torch::nn::Module& module, std::vector<std::string>& names,
+                     std::vector<at::Tensor>& params, std::vector<at::Tensor>& buffers) {
   for (const auto& item : module.named_parameters(/*recurse=*/true)) {
     if (!item.value().requires_grad()) continue;
-    s.names.push_back(item.key());
-    s.params.push_back(item.value());
+    names.push_back(item.key());
+    params.push_back(item.value());
   }
-  for (const auto& item : module.named_buffers(/*recurse=*/true)) s.buffers.push_back(item.value());
+  for (const auto& item : module.named_buffers(/*recurse=*/true)) buffers.push_back(item.value());
 }
 
 // DdpOptions::autotune_bucket_cap_mb's rules (ddp.h).
@@ -84,10 +83,11 @@ void check_autotune(const DdpOptions& o) {
 }
 
 // Checks that every rank holds the same parameters (names, shapes, dtypes), in the same order.
-void require_same_parameters(const GradientReducer::State& s, const dist::Group& group) {
+void require_same_parameters(const std::vector<std::string>& names, const std::vector<at::Tensor>& params,
+                             const dist::Group& group) {
   std::ostringstream sig;
-  for (std::size_t i = 0; i < s.params.size(); ++i) {
-    sig << s.names[i] << ':' << s.params[i].sizes() << ':' << s.params[i].scalar_type() << ';';
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    sig << names[i] << ':' << params[i].sizes() << ':' << params[i].scalar_type() << ';';
   }
   const auto all = dist::all_gather(sig.str(), group);
   for (std::size_t r = 0; r < all.size(); ++r) {
@@ -95,17 +95,6 @@ void require_same_parameters(const GradientReducer::State& s, const dist::Group&
                    " has other parameters than rank ", group.ranks()[0],
                    " (names, shapes or dtypes differ); every rank "
                    "must build the same model");
-  }
-}
-
-// Installs on each parameter's gradient accumulator the hook that marks its gradient ready.
-void hook_accumulators(const std::shared_ptr<GradientReducer::State>& state) {
-  auto& s = *state;
-  for (std::size_t i = 0; i < s.params.size(); ++i) {
-    auto acc = torch::autograd::impl::grad_accumulator(s.params[i]);
-    KINDLING_INTERNAL_ASSERT(acc != nullptr, "parameter ", s.names[i], " has no gradient accumulator");
-    acc->add_post_hook(std::make_unique<ReadyHook>(state, i));
-    s.accumulators.push_back(std::move(acc));
   }
 }
 
@@ -149,113 +138,142 @@ void broadcast_coalesced(const std::vector<at::Tensor>& tensors, int src, const 
 }
 }  // namespace detail
 
-GradientReducer::GradientReducer(const torch::nn::Module& module, DdpOptions options)
-    : state_(std::make_shared<State>()) {
-  auto& s = *state_;
-  s.options = std::move(options);
-  const auto& group = s.options.group();
-  s.world = group.size();
-  s.scale = at::scalar_tensor(1.0 / s.world, at::kDouble);
-  s.scale.unsafeGetTensorImpl()->set_wrapped_number(true);
-  s.src = group.ranks().front();
-  KINDLING_CHECK(s.options.bucket_cap_mb() > 0,
+GradientReducer::State::State(const torch::nn::Module& module, DdpOptions options)
+    : options_(std::move(options)), autotune_(options_.autotune_bucket_cap_mb(), options_.autotune_steps()) {
+  const auto& group = options_.group();
+  world_ = group.size();
+  scale_ = at::scalar_tensor(1.0 / world_, at::kDouble);
+  scale_.unsafeGetTensorImpl()->set_wrapped_number(true);
+  src_ = group.ranks().front();
+  KINDLING_CHECK(options_.bucket_cap_mb() > 0,
                  "kindling::nn::DistributedDataParallel: bucket_cap_mb must be positive, got ",
-                 s.options.bucket_cap_mb());
-  check_autotune(s.options);
-  s.autotune.done = s.options.autotune_bucket_cap_mb().empty();
-  collect_tensors(module, s);
-  KINDLING_CHECK(!s.params.empty(),
+                 options_.bucket_cap_mb());
+  check_autotune(options_);
+  collect_tensors(module, names_, params_, buffers_);
+  KINDLING_CHECK(!params_.empty(),
                  "kindling::nn::DistributedDataParallel: the module has no parameter that requires "
                  "a gradient; there is nothing to synchronise");
 
   // Else the ranks exchange different buffers and wait on each other until the stall verdict.
-  dist::require_same_settings("kindling::nn::DistributedDataParallel", exchanged_settings(s.options), group);
-  require_same_parameters(s, group);
+  dist::require_same_settings("kindling::nn::DistributedDataParallel", exchanged_settings(options_), group);
+  require_same_parameters(names_, params_, group);
   {
     at::NoGradGuard no_grad;
-    std::vector<at::Tensor> params;
-    for (auto& p : s.params) params.push_back(p.detach());
-    detail::broadcast_coalesced(params, s.src, group);
-    detail::broadcast_coalesced(s.buffers, s.src, group);
+    std::vector<at::Tensor> detached;
+    for (auto& p : params_) detached.push_back(p.detach());
+    detail::broadcast_coalesced(detached, src_, group);
+    detail::broadcast_coalesced(buffers_, src_, group);
   }
   // Across hosts with several ranks on some, the hierarchical all-reduce sends fewer bytes over
   // the host links (DdpOptions::hierarchical_allreduce). Every rank of the world is here.
-  if (!s.options.comm_hook() && s.options.hierarchical_allreduce() && s.world > 1 &&
-      s.world == dist::get_world_size()) {
+  if (!options_.comm_hook() && options_.hierarchical_allreduce() && world_ > 1 && world_ == dist::get_world_size()) {
     auto hosts = std::make_shared<dist::HostHierarchy>();
-    if (hosts->pays()) s.options.comm_hook(hierarchical_allreduce_hook(std::move(hosts)));
+    if (hosts->pays()) options_.comm_hook(hierarchical_allreduce_hook(std::move(hosts)));
   }
-  s.make_buckets(detail::reverse_order(s.params.size()));
-  s.ready.assign(s.params.size(), 0);
-  hook_accumulators(state_);
+  buckets_.make(detail::reverse_order(params_.size()), options_.bucket_cap_mb(), options_.gradient_as_bucket_view(),
+                options_.group());
+}
+
+void GradientReducer::State::hook_accumulators() {
+  KINDLING_INTERNAL_ASSERT(accumulators_.empty(), "the accumulators' hooks are installed once");
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    auto acc = torch::autograd::impl::grad_accumulator(params_[i]);
+    KINDLING_INTERNAL_ASSERT(acc != nullptr, "parameter ", names_[i], " has no gradient accumulator");
+    acc->add_post_hook(std::make_unique<ReadyHook>(shared_from_this(), i));
+    accumulators_.push_back(std::move(acc));
+  }
+}
+
+void GradientReducer::State::before_forward() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    timer_.forward_started();
+  }
+  if (join_.joining()) notify_join();
+  if (!options_.broadcast_buffers() || buffers_.empty()) return;
+  at::NoGradGuard no_grad;
+  detail::broadcast_coalesced(buffers_, src_, options_.group());
+}
+
+void GradientReducer::State::after_forward() noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  timer_.forward_ended();
+}
+
+double GradientReducer::State::bucket_cap_mb() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return options_.bucket_cap_mb();
+}
+
+std::vector<BucketTrial> GradientReducer::State::bucket_autotune() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return autotune_.scores();
+}
+
+std::string GradientReducer::State::comm_hook_name() const {
+  return options_.comm_hook() ? options_.comm_hook()->name() : "none";
+}
+
+StepTimes GradientReducer::State::last_step_times() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return timer_.last();
+}
+
+double GradientReducer::State::last_sync_wait_seconds() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return timer_.last_wait_seconds();
+}
+
+std::vector<std::vector<std::string>> GradientReducer::State::bucket_names() const {
+  std::vector<std::vector<std::string>> out;
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    out.emplace_back();
+    for (std::size_t i : buckets_.members(b)) out.back().push_back(names_[i]);
+  }
+  return out;
+}
+
+void GradientReducer::State::set_sync(bool enabled) {
+  std::lock_guard<std::mutex> lock(mu_);
+  sync_ = enabled;
+}
+
+GradientReducer::GradientReducer(const torch::nn::Module& module, DdpOptions options)
+    : state_(std::make_shared<State>(module, std::move(options))) {
+  state_->hook_accumulators();
 }
 
 GradientReducer::~GradientReducer() = default;
 
 void GradientReducer::before_forward() {
-  auto& s = *state_;
   // As torch's DDP: only a forward that will be followed by a synchronised backward
   // communicates, so evaluation under no-grad (or inside no_sync) stays local.
   if (!at::GradMode::is_enabled() || !sync_enabled()) return;
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    s.forward_start = State::Clock::now();
-    s.forward_timed = true;
-  }
-  if (s.joining) s.notify_join();
-  if (!s.options.broadcast_buffers() || s.buffers.empty()) return;
-  at::NoGradGuard no_grad;
-  detail::broadcast_coalesced(s.buffers, s.src, s.options.group());
+  state_->before_forward();
 }
 
 void GradientReducer::after_forward() noexcept {
-  auto& s = *state_;
   if (!at::GradMode::is_enabled() || !sync_enabled()) return;
-  std::lock_guard<std::mutex> lock(s.mu);
-  s.forward_end = State::Clock::now();
+  state_->after_forward();
 }
 
-double GradientReducer::bucket_cap_mb() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->options.bucket_cap_mb();
-}
+double GradientReducer::bucket_cap_mb() const { return state_->bucket_cap_mb(); }
 
-std::vector<BucketTrial> GradientReducer::bucket_autotune() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->autotune.scores;
-}
+std::vector<BucketTrial> GradientReducer::bucket_autotune() const { return state_->bucket_autotune(); }
 
-std::string GradientReducer::comm_hook_name() const {
-  return state_->options.comm_hook() ? state_->options.comm_hook()->name() : "none";
-}
+std::string GradientReducer::comm_hook_name() const { return state_->comm_hook_name(); }
 
-StepTimes GradientReducer::last_step_times() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->times;
-}
+StepTimes GradientReducer::last_step_times() const { return state_->last_step_times(); }
 
-void GradientReducer::set_sync(bool enabled) {
-  std::lock_guard<std::mutex> lock(state_->mu);
-  state_->sync = enabled;
-}
+void GradientReducer::set_sync(bool enabled) { state_->set_sync(enabled); }
 
-bool GradientReducer::sync_enabled() const { return state_->sync; }
+bool GradientReducer::sync_enabled() const { return state_->sync(); }
 
-std::vector<std::vector<std::string>> GradientReducer::buckets() const {
-  std::vector<std::vector<std::string>> out;
-  for (const auto& b : state_->buckets) {
-    out.emplace_back();
-    for (std::size_t i : b.members) out.back().push_back(state_->names[i]);
-  }
-  return out;
-}
+std::vector<std::vector<std::string>> GradientReducer::buckets() const { return state_->bucket_names(); }
 
-int64_t GradientReducer::synchronized_backwards() const { return state_->synchronized; }
+int64_t GradientReducer::synchronized_backwards() const { return state_->synchronized_backwards(); }
 
-double GradientReducer::last_sync_wait_seconds() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->last_wait_s;
-}
+double GradientReducer::last_sync_wait_seconds() const { return state_->last_sync_wait_seconds(); }
 
 NoSyncGuard::NoSyncGuard(GradientReducer* reducer) : reducer_(reducer) {
   if (reducer_) {

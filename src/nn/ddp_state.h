@@ -1,26 +1,39 @@
 #pragma once
-// GradientReducer::State (include/kindling/nn/ddp.h): one DDP model's buckets and what one
-// backward does with them: mark each gradient ready as autograd accumulates it, launch the
-// buckets' reductions in index order, and at the end of backward wait for them and put the
-// averages into .grad(). Built and hooked up by src/nn/ddp.cpp.
+// GradientReducer::State (include/kindling/nn/ddp.h's pimpl): one DDP model's reducer. It marks
+// each gradient ready as autograd accumulates it, launches the buckets' reductions in index
+// order, and at the end of backward waits for them and puts the averages into .grad().
+//
+// Its state is private, each feature's in the part that owns it:
+//   buckets_  the buckets and one backward's progress through them (detail::BucketSet,
+//             src/nn/ddp_bucket_set.{h,cpp});
+//   rebuild_  what the first backward learns: the order of readiness, static_graph's graph
+//             (detail::Rebuild, src/nn/ddp_rebuild_state.h; used by src/nn/ddp_rebuild.cpp);
+//   autotune_ the bucket-size autotune (detail::Autotune, src/nn/ddp_autotune.{h,cpp});
+//   timer_    StepTimes (detail::StepTimer, src/nn/ddp_step_timer.h);
+//   join_     a live Join (detail::JoinState, src/nn/ddp_join_state.h; src/nn/ddp_join.cpp).
+// Defined in src/nn/ddp.cpp (construction, the API's reads), src/nn/ddp_state.cpp (one
+// backward), src/nn/ddp_rebuild.cpp and src/nn/ddp_join.cpp.
+//
+// Threads: the user's thread constructs it and calls the forward, API and Join methods; autograd's
+// threads call mark_ready() and finish_backward(). Every method that touches the per-backward
+// state holds mu_, unless it says otherwise.
 #include <ATen/ATen.h>
-#include <c10/util/strides.h>
-#include <torch/csrc/autograd/engine.h>
-#include <torch/csrc/autograd/grad_mode.h>
 #include <torch/csrc/autograd/variable.h>
 
-#include <chrono>
+#include <cstddef>
 #include <memory>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "kindling/dist/dist.h"
-#include "kindling/error.h"
 #include "kindling/nn/comm_hook.h"
 #include "kindling/nn/ddp.h"
-#include "kindling/timeline.h"
+#include "nn/ddp_autotune.h"
+#include "nn/ddp_bucket_set.h"
+#include "nn/ddp_join_state.h"
+#include "nn/ddp_rebuild_state.h"
+#include "nn/ddp_step_timer.h"
 
 namespace kindling {
 namespace nn {
@@ -31,111 +44,92 @@ void broadcast_coalesced(const std::vector<at::Tensor>& tensors, int src, const 
 }  // namespace detail
 
 struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::State> {
-  struct Bucket {
-    std::vector<std::size_t> members;       // parameter indices
-    at::Tensor flat;                        // one buffer for all members' gradients
-    std::size_t pending = 0;                // members whose gradient is not in yet
-    dist::Work work;                        // without a hook
-    std::unique_ptr<PendingBucket> hooked;  // with DdpOptions::comm_hook
-    void wait() {
-      if (hooked) {
-        hooked->wait();
-        hooked.reset();
-      } else {
-        work.wait();
-      }
-    }
+ public:
+  // --- Construction (src/nn/ddp.cpp): the user's thread, every rank of options.group().
+  // Checks the options, collects `module`'s parameters and buffers, checks that every rank has
+  // the same settings and parameters, broadcasts them from the group's first rank, makes the
+  // buckets. Collectives over the group. Throws kindling::UsageError as GradientReducer's
+  // constructor documents, and what the collectives throw.
+  State(const torch::nn::Module& module, DdpOptions options);
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+  // Installs on each parameter's gradient accumulator the hook that calls mark_ready(). Once,
+  // right after construction (it needs shared_from_this()). Local.
+  void hook_accumulators();
+
+  // --- One synchronised backward (src/nn/ddp_state.cpp): autograd's threads.
+  // Parameter i's gradient is in (its accumulator's post hook): the first call of a backward
+  // queues finish_backward() and (static_graph) marks the known-unused parameters ready; the
+  // gradient goes into its bucket, and complete buckets are launched in index order (collectives
+  // over the group). Does nothing outside synchronisation (no_sync). Throws kindling::UsageError
+  // for a missing or sparse gradient.
+  void mark_ready(std::size_t i);
+  // The engine's final callback: zeros for the parameters with no gradient (where allowed), the
+  // unused-parameter all-reduce, the wait for every bucket, the averages into .grad(), the
+  // first backward's rebuild and the autotune's step; then ready for the next backward.
+  // Collectives over the group. Throws kindling::UsageError, after waiting for what was
+  // launched, for parameters with no gradient where not allowed or a changed static graph.
+  void finish_backward();
+
+  // --- Forward (src/nn/ddp.cpp): the user's thread, GradientReducer::before/after_forward.
+  // A synchronised forward starts: times it, counts the ranks still training in join mode (an
+  // all-reduce), broadcasts the buffers from the group's first rank where the options say so.
+  // Collectives over the group; the caller checked grad mode and sync.
+  void before_forward();
+  // The module's forward returned (or threw): times it. Does not throw.
+  void after_forward() noexcept;
+
+  // --- Reads and settings for GradientReducer's API (src/nn/ddp.cpp): any thread. Local.
+  double bucket_cap_mb() const;
+  std::vector<BucketTrial> bucket_autotune() const;
+  std::string comm_hook_name() const;
+  StepTimes last_step_times() const;
+  double last_sync_wait_seconds() const;
+  // Each bucket's parameter names, in launch order. Not under the lock (as before: buckets change
+  // only inside a synchronised backward).
+  std::vector<std::vector<std::string>> bucket_names() const;
+  // Whether backward synchronises (NoSyncGuard turns it off). sync() reads without the lock.
+  void set_sync(bool enabled);
+  bool sync() const { return sync_; }
+  // Synchronised backwards finished so far (read without the lock).
+  int64_t synchronized_backwards() const { return synchronized_; }
+
+  // --- Join (src/nn/ddp_join.cpp): the user's thread.
+  // What Join's checks read: the options, whether a Join lives, whether the autotune is done.
+  // Valid while the reducer lives; read it under lock() to check and enter in one step.
+  struct JoinFacts {
+    const DdpOptions& options;
+    bool joining;
+    bool autotune_done;
   };
+  JoinFacts join_facts() const { return {options_, join_.joining(), autotune_.done()}; }
+  // The reducer's lock, for Join::Join's checks and enter_join() to be one step.
+  std::unique_lock<std::mutex> lock() const { return std::unique_lock<std::mutex>(mu_); }
+  // Enters join mode (the caller holds lock()): every rank training, the buckets frozen as they
+  // are (a rank may join before its first backward). Local.
+  void enter_join(bool divide_by_initial_world);
+  // Leaves join mode. Local; does not throw.
+  void leave_join() noexcept;
+  // A joined rank's mirror of one step while `active` ranks still train: the buffers' broadcast
+  // where the options say so, then shadow_backward() (which alone takes the lock: no backward
+  // runs on a joined rank). Collectives over the group.
+  void mirror_step(int64_t active);
+  // After the last step: the parameters and buffers broadcast from global rank `from` (the last
+  // rank to join), then every rank counted as training again. A collective over the group;
+  // not under the lock (no backward runs on a joined rank).
+  void broadcast_model(int from);
 
-  DdpOptions options;
-  int world = 1;
-  at::Tensor scale;  // 1 / world as a 0-dim double (a wrapped number: keeps the gradients' dtype)
-  int src = 0;
-  std::vector<at::Tensor> params;
-  std::vector<std::string> names;
-  std::vector<at::Tensor> buffers;
-  // The hooks live only while these do (a shared_ptr in LibTorch 1.13, an intrusive_ptr in 2.15).
-  std::vector<decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()))> accumulators;
-  std::vector<Bucket> buckets;
-  std::vector<std::size_t> bucket_of;
-  std::vector<int64_t> offset_of;
-  // With gradient_as_bucket_view: each parameter's place in its bucket, shaped as the parameter,
-  // which becomes its .grad(). Made by set_() on the bucket's storage rather than as a view op,
-  // so that it is an ordinary tensor to autograd: LibTorch 1.13's Optimizer::zero_grad() calls
-  // detach_() on every gradient, which autograd refuses for a view.
-  std::vector<at::Tensor> grad_views;
-  std::vector<char> ready;
-  // The buckets' rebuild (src/nn/ddp_rebuild.cpp): the order this rank saw gradients become
-  // ready in its first synchronised backward, and whether the buckets are past it.
-  std::vector<std::size_t> ready_order;
-  bool rebuilt = false;
-  // static_graph, known after the first synchronised backward: the parameters this rank's graph
-  // leaves without a gradient (marked ready with zeros as each backward starts), which ones some
-  // rank used (1) or none (0), and the first sign in this backward that the graph changed.
-  bool graph_known = false;
-  std::vector<char> locally_unused;
-  at::Tensor global_used;
-  std::string graph_change;
-  std::size_t next_launch = 0;
-  bool callback_queued = false;
-  bool sync = true;
-  int64_t synchronized = 0;
-  double last_wait_s = 0;  // the last synchronised backward's wait for its all-reduces
-  // StepTimes: when this step's forward started and ended, when the last step ended.
-  using Clock = std::chrono::steady_clock;
-  Clock::time_point forward_start, forward_end, last_step_end;
-  bool forward_timed = false;
-  StepTimes times;
-  // Join (src/nn/ddp_join.cpp): while one lives, each synchronised forward counts the ranks
-  // still training (`active`) and a joined rank mirrors the step (shadow_backward).
-  bool joining = false;
-  bool divide_by_initial_world = true;
-  int64_t active = 0;
-  // DdpOptions::autotune_bucket_cap_mb (src/nn/ddp_autotune.cpp): the size being tried, its
-  // steps' times, the scores so far; done when the best size is in use (or never started).
-  struct Autotune {
-    std::size_t trial = 0;
-    std::vector<double> step_seconds;
-    std::vector<BucketTrial> scores;
-    bool done = true;
-  } autotune;
-  std::mutex mu;
-
-  at::Tensor slot(std::size_t i) { return buckets[bucket_of[i]].flat.narrow(0, offset_of[i], params[i].numel()); }
-
-  // Whether parameter i's gradient is its place in the bucket (not a tensor the user or
-  // AccumulateGrad put there instead, e.g. after the gradient was reset to none).
-  bool grad_in_bucket(std::size_t i) {
-    return !grad_views.empty() && params[i].grad().unsafeGetTensorImpl() == grad_views[i].unsafeGetTensorImpl();
-  }
-
-  // The gradients must outlive the buckets (and the mpi backend's shared window, freed at
-  // finalize): when the reducer goes, each gradient that is a bucket's place becomes a copy.
-  ~State() {
-    if (grad_views.empty()) return;
-    at::NoGradGuard no_grad;
-    for (std::size_t i = 0; i < params.size(); ++i) {
-      if (grad_in_bucket(i)) params[i].mutable_grad() = grad_views[i].clone();
-    }
-  }
-
-  void reset_iteration() {
-    std::fill(ready.begin(), ready.end(), 0);
-    for (auto& b : buckets) {
-      b.pending = b.members.size();
-      b.work = dist::Work();
-      b.hooked.reset();
-    }
-    next_launch = 0;
-    callback_queued = false;
-    graph_change.clear();
-    if (!rebuilt) ready_order.clear();  // a first backward that failed: the next one records anew
-  }
+ private:
+  // --- Helpers of the methods above; the caller holds mu_ unless it says otherwise.
+  // Launches the complete buckets in index order (BucketSet::launch with the options' hook).
+  void launch_in_order() { buckets_.launch(options_.comm_hook(), options_.group()); }
+  // Ready for the next backward: no gradient in, nothing launched, no graph change seen.
+  void reset_iteration();
+  // The parameters with no gradient in this backward refused (throws, after the wait for what
+  // was launched) unless `learn_unused`, else zeroed and counted in.
+  void handle_missing(const std::vector<std::size_t>& missing, bool learn_unused);
 
   // Defined in src/nn/ddp_rebuild.cpp.
-  // The buckets made from `order` (detail::assign_buckets' rule), each with its zeroed buffer,
-  // each parameter's bucket, offset and (gradient_as_bucket_view) place.
-  void make_buckets(const std::vector<std::size_t>& order);
   // At the end of the first synchronised backward: the buckets made again in the order in which
   // the group's first rank saw gradients become ready (a broadcast over the group; every rank
   // runs it there), the gradients that lived in the old buckets moved into the new ones.
@@ -148,197 +142,43 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
   // After the first synchronised backward: learns the graph (static_graph) and rebuilds the
   // buckets where that is done (`used`: which parameters some rank used, or undefined).
   void after_first_backward(const std::vector<std::size_t>& missing, const at::Tensor& used);
-
   // The buckets made again from `order`, the gradients that lived in the old ones moved into the
-  // new ones (src/nn/ddp_rebuild.cpp).
+  // new ones.
   void remake_buckets(const std::vector<std::size_t>& order);
-  // After each synchronised backward while the autotune runs: times the step, scores a size when
-  // its steps are done (an all-reduce over the group), moves on to the next size or the best
-  // (src/nn/ddp_autotune.cpp).
-  void autotune_after_step();
 
   // Defined in src/nn/ddp_join.cpp.
-  // Before a synchronised forward in join mode: counts the ranks still training.
+  // Before a synchronised forward in join mode: counts the ranks still training (an all-reduce).
   void notify_join();
-  // A joined rank's mirror of one synchronised backward: every bucket reduced with zeros as this
-  // rank's terms, the unused-parameter all-reduce, the averages put into .grad().
+  // A joined rank's mirror of one synchronised backward (takes mu_): every bucket reduced with
+  // zeros as this rank's terms, the unused-parameter all-reduce, the averages put into .grad().
   void shadow_backward();
   // divide_by_initial_world_size(false): the buckets' averages over the ranks that trained.
   void rescale_for_join();
 
-  // Buckets start in index order on every rank, so the all-reduces always pair up.
-  void launch_in_order() {
-    while (next_launch < buckets.size() && buckets[next_launch].pending == 0) {
-      const std::size_t index = next_launch++;
-      auto& b = buckets[index];
-      if (options.comm_hook()) {
-        GradBucket view;
-        view.index = static_cast<int64_t>(index);
-        view.is_last = index + 1 == buckets.size();
-        view.buffer = b.flat;
-        for (std::size_t i : b.members) {
-          view.gradients.push_back(slot(i).view_as(params[i]));
-          view.parameters.push_back(params[i]);
-        }
-        b.hooked = options.comm_hook()->run(view, options.group());
-      } else {
-        b.work = dist::all_reduce_async(b.flat, dist::ReduceOp::kSum, options.group());
-      }
-    }
-  }
+  // Set at construction; options_'s bucket_cap_mb changes with the autotune, its comm_hook
+  // may be set there to the hierarchical all-reduce.
+  DdpOptions options_;
+  int world_ = 1;
+  at::Tensor scale_;  // 1 / world as a 0-dim double (a wrapped number: keeps the gradients' dtype)
+  int src_ = 0;       // the group's first rank (global)
+  std::vector<at::Tensor> params_;
+  std::vector<std::string> names_;  // one per parameter
+  std::vector<at::Tensor> buffers_;
+  // The hooks live only while these do (a shared_ptr in LibTorch 1.13, an intrusive_ptr in 2.15).
+  std::vector<decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()))> accumulators_;
 
-  void mark_ready(std::size_t i) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!sync) return;
-    if (!callback_queued) {
-      std::weak_ptr<State> weak = shared_from_this();
-      torch::autograd::Engine::get_default_engine().queue_callback([weak] {
-        if (auto s = weak.lock()) s->finish_backward();
-      });
-      callback_queued = true;
-      begin_iteration();
-    }
-    if (ready[i]) {
-      // Only a parameter the static graph had no gradient for is ready before its gradient.
-      if (graph_known && graph_change.empty()) graph_change = names[i];
-      return;
-    }
-    ready[i] = 1;
-    if (!rebuilt) ready_order.push_back(i);
-    at::Tensor& grad = params[i].mutable_grad();
-    KINDLING_CHECK(grad.defined() && !grad.is_sparse(), "kindling::nn::DistributedDataParallel: parameter '", names[i],
-                   "' has ", grad.defined() ? "a sparse" : "no",
-                   " gradient after its accumulation; only dense "
-                   "gradients are supported");
-    if (grad_in_bucket(i)) {
-      // Backward accumulated straight into the bucket: nothing to copy.
-      if (!options.comm_hook()) grad.mul_(scale);
-    } else {
-      at::Tensor into = slot(i);
-      if (options.comm_hook()) {
-        into.copy_(grad.reshape({-1}));  // a hook gets the sum's terms and averages itself
-      } else {
-        // Scaled while copied (as c10d::Reducer does): one pass over the gradients, not two.
-        at::mul_out(into, grad.reshape({-1}), scale);
-      }
-      if (!grad_views.empty()) grad = grad_views[i];  // from now on backward accumulates there
-    }
-    auto& b = buckets[bucket_of[i]];
-    if (--b.pending == 0) launch_in_order();
-  }
-
-  void finish_backward() {
-    std::lock_guard<std::mutex> lock(mu);
-    const auto compute_end = Clock::now();
-    at::NoGradGuard no_grad;
-    std::vector<std::size_t> missing;
-    for (std::size_t i = 0; i < params.size(); ++i) {
-      if (!ready[i]) missing.push_back(i);
-    }
-    require_same_graph(missing);
-    // Unused parameters are allowed with find_unused_parameters, and in static_graph's first
-    // backward, which learns them.
-    const bool learn_unused = options.find_unused_parameters() || (options.static_graph() && !graph_known);
-    if (!missing.empty()) {
-      if (!learn_unused) {
-        std::ostringstream list;
-        for (std::size_t k = 0; k < missing.size() && k < 10; ++k) list << (k ? ", " : "") << names[missing[k]];
-        if (missing.size() > 10) list << ", ... (" << missing.size() << " in all)";
-        // Finish what was started so that this rank's engine is left in a clean state.
-        for (std::size_t k = 0; k < next_launch; ++k) buckets[k].wait();
-        reset_iteration();
-        KINDLING_CHECK(false, "kindling::nn::DistributedDataParallel: ", missing.size(),
-                       " parameter(s) got no gradient in this backward: ", list.str(),
-                       ". Every parameter must take part in the loss on every rank, or construct the model with "
-                       "DdpOptions().find_unused_parameters(true)");
-      }
-      for (std::size_t i : missing) {
-        slot(i).zero_();
-        --buckets[bucket_of[i]].pending;
-      }
-      launch_in_order();
-    }
-    // With unused parameters allowed, learn which ones some rank used (after the buckets,
-    // in the same order everywhere); a known static graph knows.
-    at::Tensor used = graph_known ? global_used : at::Tensor();
-    dist::Work used_work;
-    if (learn_unused) {
-      used = at::zeros({static_cast<int64_t>(params.size())},
-                       at::TensorOptions().dtype(at::kInt).device(params[0].device()));
-      for (std::size_t i = 0; i < params.size(); ++i) {
-        if (ready[i]) used[static_cast<int64_t>(i)] = 1;
-      }
-      used_work = dist::all_reduce_async(used, dist::ReduceOp::kSum, options.group());
-    }
-    const auto wait_start = Clock::now();
-    for (auto& b : buckets) b.wait();
-    if (learn_unused) {
-      used_work.wait();
-      used = used.cpu();
-    }
-    const auto wait_end = Clock::now();
-    last_wait_s = seconds(wait_start, wait_end);
-    rescale_for_join();
-    write_back(used);
-    if (!rebuilt || (options.static_graph() && !graph_known)) after_first_backward(missing, used);
-    ++synchronized;
-    record_step(compute_end, wait_end);
-    autotune_after_step();
-    reset_iteration();
-  }
-
-  // Puts the averages into the parameters' .grad() (`used`: which parameters some rank used,
-  // with find_unused_parameters; else undefined). A gradient that is its place in the bucket
-  // already holds its average.
-  void write_back(const at::Tensor& used) {
-    for (std::size_t i = 0; i < params.size(); ++i) {
-      at::Tensor& grad = params[i].mutable_grad();
-      if (grad_in_bucket(i)) continue;
-      at::Tensor averaged = slot(i).view_as(params[i]);
-      if (grad.defined()) {
-        if (grad_views.empty()) grad.copy_(averaged);
-        else grad = grad_views[i];
-      } else if (!used.defined() || used[static_cast<int64_t>(i)].item<int>() > 0) {
-        // Unused here but used elsewhere: take the others' average.
-        grad = grad_views.empty() ? averaged.clone() : grad_views[i];
-      }
-    }
-  }
-
-  static void record_span(const char* name, Clock::time_point from, Clock::time_point to) {
-    timeline::TimelineEvent e;
-    e.name = name;
-    e.lane = timeline::Lane::kStep;
-    e.start_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(from.time_since_epoch()).count();
-    e.end_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(to.time_since_epoch()).count();
-    timeline::record(std::move(e));
-  }
-
-  static double seconds(Clock::time_point from, Clock::time_point to) {
-    return std::chrono::duration<double>(to - from).count();
-  }
-
-  // StepTimes of the backward that just ended (its computation ended at `compute_end`).
-  void record_step(Clock::time_point compute_end, Clock::time_point wait_end) {
-    const auto end = Clock::now();
-    StepTimes t;
-    t.step = synchronized;
-    if (forward_timed) {
-      t.between_steps = times.step > 0 ? seconds(last_step_end, forward_start) : 0;
-      t.forward = seconds(forward_start, forward_end);
-      t.backward = seconds(forward_end, compute_end);
-    }
-    t.communication_wait = seconds(compute_end, wait_end);
-    t.write_back = seconds(wait_end, end);
-    t.bucket_cap_mb = options.bucket_cap_mb();
-    times = t;
-    if (timeline::recording()) {  // inside the caller's backward span: what DDP adds at its end
-      record_span("DDP wait for buckets", compute_end, wait_end);
-      record_span("DDP write back", wait_end, end);
-    }
-    last_step_end = end;
-    forward_timed = false;
-  }
+  // Per-backward state, under mu_.
+  bool callback_queued_ = false;  // finish_backward() is queued for this backward
+  bool sync_ = true;
+  int64_t synchronized_ = 0;
+  detail::Rebuild rebuild_;
+  detail::Autotune autotune_;
+  detail::StepTimer timer_;
+  detail::JoinState join_;
+  mutable std::mutex mu_;
+  // Declared last: destroyed first, it copies the gradients that live in it out of the buckets
+  // before anything else of the reducer goes.
+  detail::BucketSet buckets_{params_};
 };
 
 }  // namespace nn
