@@ -74,15 +74,21 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
   // --- Forward (src/nn/ddp.cpp): the user's thread, GradientReducer::before/after_forward.
   // A synchronised forward starts: times it, counts the ranks still training in join mode (an
   // all-reduce), broadcasts the buffers from the group's first rank where the options say so.
-  // Collectives over the group; the caller checked grad mode and sync.
+  // Collectives over the group; the caller checked grad mode and sync. Only the timing is
+  // under the lock (no backward runs during a forward).
   void before_forward();
   // The module's forward returned (or threw): times it. Does not throw.
   void after_forward() noexcept;
 
-  // --- Reads and settings for GradientReducer's API (src/nn/ddp.cpp): any thread. Local.
+  // --- Reads and settings for GradientReducer's API (src/nn/ddp.cpp), which documents each:
+  // any thread; local; they do not throw.
+  // The bucket size in use (under the lock: the autotune changes it).
   double bucket_cap_mb() const;
+  // The autotune's scores so far (under the lock).
   std::vector<BucketTrial> bucket_autotune() const;
+  // The hook's name, or "none" (set at construction: not under the lock).
   std::string comm_hook_name() const;
+  // The last synchronised step's StepTimes, and its wait for the reductions (under the lock).
   StepTimes last_step_times() const;
   double last_sync_wait_seconds() const;
   // Each bucket's parameter names, in launch order. Not under the lock (as before: buckets change
