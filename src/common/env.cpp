@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <shared_mutex>
 
 #include "kindling/error.h"
 
@@ -11,13 +13,28 @@ extern char** environ;
 namespace kindling {
 namespace detail {
 
+namespace {
+// Held shared by kindling's reads of the environment and alone by its writes (env.h). Never
+// destroyed: threads may read the environment while the process exits.
+std::shared_mutex& environment_lock() {
+  static auto* lock = new std::shared_mutex();
+  return *lock;
+}
+}  // namespace
+
 std::optional<std::string> get_env(const std::string& name) {
+  std::shared_lock<std::shared_mutex> reading(environment_lock());
   const char* v = std::getenv(name.c_str());
   if (v == nullptr) return std::nullopt;
   return std::string(v);
 }
 
-void set_env(const std::string& name, const std::string& value) { ::setenv(name.c_str(), value.c_str(), 1); }
+void set_env(const std::string& name, const std::string& value) { set_envs({{name, value}}); }
+
+void set_envs(const std::vector<std::pair<std::string, std::string>>& values) {
+  std::unique_lock<std::shared_mutex> writing(environment_lock());
+  for (const auto& [name, value] : values) ::setenv(name.c_str(), value.c_str(), 1);
+}
 
 int parse_int(const std::string& text, const std::string& what) {
   errno = 0;
@@ -35,6 +52,7 @@ std::optional<int> get_env_int(const std::string& name) {
 }
 
 std::vector<std::string> snapshot_env() {
+  std::shared_lock<std::shared_mutex> reading(environment_lock());
   std::vector<std::string> out;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) out.emplace_back(*e);
   return out;
@@ -42,6 +60,7 @@ std::vector<std::string> snapshot_env() {
 
 void restore_env(const std::vector<std::string>& snapshot) {
   // Remove variables that were added, then put back the saved values.
+  std::unique_lock<std::shared_mutex> writing(environment_lock());
   std::vector<std::string> names;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const char* eq = std::strchr(*e, '=');

@@ -1,4 +1,5 @@
-// initialize()'s helpers: the tcp:// init_method's address and the node layout; see layout.h.
+// initialize()'s helpers: the tcp:// init_method's address, the node layout and the published
+// environment; see layout.h.
 #include "dist/layout.h"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include "kindling/dist/dist.h"
 #include "kindling/error.h"
 #include "kindling/log.h"
+#include "launch/entered_round.h"
 
 namespace kindling {
 namespace dist {
@@ -129,6 +131,22 @@ void compute_layout(Runtime& rt, std::optional<int> env_local_rank) {
     if (!node_rank) node_rank = rt.rank / *nproc;
   }
   rt.node_rank = *node_rank;
+}
+
+void publish_environment(const detail::WorldConfig& cfg, const LaunchEnvironment& launch) {
+  std::vector<std::pair<std::string, std::string>> values;
+  if (const auto round = detail::entered_round())
+    values = detail::entered_round_variables(*round, cfg.local_rank.value_or(0), launch.local_world_size.value_or(1));
+  values.emplace_back("RANK", std::to_string(cfg.rank));
+  values.emplace_back("WORLD_SIZE", std::to_string(cfg.world_size));
+  if (cfg.local_rank) values.emplace_back("LOCAL_RANK", std::to_string(*cfg.local_rank));
+  if (launch.local_world_size) values.emplace_back("LOCAL_WORLD_SIZE", std::to_string(*launch.local_world_size));
+  if (launch.node_rank) values.emplace_back("GROUP_RANK", std::to_string(*launch.node_rank));
+  if (!cfg.master_addr.empty()) {
+    values.emplace_back("MASTER_ADDR", cfg.master_addr);
+    values.emplace_back("MASTER_PORT", std::to_string(cfg.master_port));
+  }
+  ::kindling::detail::set_envs(values);
 }
 
 }  // namespace detail

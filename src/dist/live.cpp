@@ -11,6 +11,7 @@
 #include "dist/live_round.h"
 #include "kindling/error.h"
 #include "kindling/log.h"
+#include "launch/entered_round.h"
 #include "supervisor/live_channel.h"
 
 namespace kindling {
@@ -60,14 +61,15 @@ LiveWorld rejoin(const std::string& backend, const InitOptions& options, const s
                  "start the job with --live_recovery, or let it fail and restart");
   say_taking_part(folder);
   if (!new_round_announced() && is_initialized()) request_round(folder, why.empty() ? "asked for a new round" : why);
-  const detail::RoundFields round = detail::wait_for_round(detail::live_round(), timeout, kWho);
+  const ::kindling::detail::Round round = detail::wait_for_round(detail::live_round(), timeout, kWho);
   if (is_initialized()) finalize();
-  detail::enter_round(round, kWho);
+  // The new place goes to initialize() as a value (launch/entered_round.h), not through the
+  // environment: this process's other threads may read that meanwhile.
+  detail::enter_round(round);
   // initialize() takes a round announced while it waits for this one's ranks (live_round.h).
   initialize(backend, options);
-  return LiveWorld{detail::live_round(),
-                   ::kindling::detail::get_env_int("TORCHELASTIC_RESTART_COUNT").value_or(0), get_rank(),
-                   get_world_size()};
+  const auto entered = detail::entered_round();
+  return LiveWorld{detail::live_round(), entered ? entered->restarts : 0, get_rank(), get_world_size()};
 }
 
 std::string why_no_new_world(const std::string& backend) {

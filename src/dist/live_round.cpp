@@ -3,6 +3,7 @@
 
 #include <condition_variable>
 #include <cstdlib>
+#include <optional>
 #include <exception>
 #include <fstream>
 #include <mutex>
@@ -12,6 +13,7 @@
 #include "common/env.h"
 #include "common/files.h"
 #include "kindling/log.h"
+#include "launch/entered_round.h"
 #include "supervisor/live_channel.h"
 
 namespace kindling {
@@ -23,6 +25,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using ::kindling::detail::get_env;
 using ::kindling::detail::join_path;
+using ::kindling::detail::Round;
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
@@ -37,26 +40,15 @@ int announced_round(const std::string& folder) {
   return text.empty() ? -1 : std::atoi(text.c_str());
 }
 
-RoundFields read_round(const std::string& folder) {
-  RoundFields fields;
-  std::istringstream lines(read_text(join_path(folder, launch::kLiveRoundFile)));
-  for (std::string line; std::getline(lines, line);) {
-    const auto eq = line.find('=');
-    if (eq != std::string::npos) fields[line.substr(0, eq)] = line.substr(eq + 1);
-  }
-  return fields;
-}
-
-const std::string& field(const RoundFields& fields, const std::string& name, const char* who) {
-  const auto found = fields.find(name);
-  KINDLING_CHECK(found != fields.end(), who, ": the launcher's round file lacks the field '", name,
-                 "'; this kindling-run and this program come from different kindling versions");
-  return found->second;
-}
-
-int number(const RoundFields& fields, const std::string& name, const char* who) {
-  return ::kindling::detail::parse_int(field(fields, name, who),
-                                       std::string(who) + ": the launcher's round field " + name);
+// The launcher's round file (supervisor/live_channel.h): unset when not written yet.
+std::optional<Round> read_round(const std::string& folder, const char* who) {
+  const std::string text = read_text(join_path(folder, launch::kLiveRoundFile));
+  if (text.empty()) return std::nullopt;
+  Round round;
+  const std::string wrong = ::kindling::detail::decode_round(text, round);
+  KINDLING_CHECK(wrong.empty(), who, ": the launcher's round file ", join_path(folder, launch::kLiveRoundFile), ": ",
+                 wrong, "; this kindling-run and this program come from different kindling versions");
+  return round;
 }
 
 // A world being made on a thread of its own, and what became of it.
@@ -84,13 +76,16 @@ WorldGivenUp given_up(const BackendTraits& traits, int round, int announced) {
 
 }  // namespace
 
-int live_round() { return ::kindling::detail::get_env_int(launch::kLiveRoundVariable).value_or(-1); }
+int live_round() {
+  if (const auto round = entered_round()) return round->round;
+  return ::kindling::detail::get_env_int(::kindling::detail::kLiveRoundVariable).value_or(-1);
+}
 
-RoundFields wait_for_round(int after, std::chrono::milliseconds timeout, const char* who) {
+Round wait_for_round(int after, std::chrono::milliseconds timeout, const char* who) {
   const std::string folder = get_env(launch::kLiveDirVariable).value_or("");
   const auto deadline = Clock::now() + timeout;
-  for (RoundFields round = read_round(folder);; round = read_round(folder)) {
-    if (!round.empty() && number(round, "round", who) > after) return round;
+  for (auto round = read_round(folder, who);; round = read_round(folder, who)) {
+    if (round && round->round > after) return *round;
     KINDLING_CHECK_T(TimeoutError, Clock::now() < deadline, who, ": no new rendezvous round within ",
                      timeout.count() / 1000.0, " s after round ", after,
                      "; the launcher ends the job when its rendezvous fails (see its output)");
@@ -98,23 +93,12 @@ RoundFields wait_for_round(int after, std::chrono::milliseconds timeout, const c
   }
 }
 
-void enter_round(const RoundFields& round, const char* who) {
+void enter_round(const Round& round) {
+  enter_round_record(round);
   const int local_rank = ::kindling::detail::get_env_int("LOCAL_RANK").value_or(0);
-  const int rank = number(round, "rank_offset", who) + local_rank;
-  const std::string world_size = std::to_string(number(round, "world_size", who));
-  using ::kindling::detail::set_env;
-  set_env("RANK", std::to_string(rank));
-  set_env("ROLE_RANK", std::to_string(rank));
-  set_env("WORLD_SIZE", world_size);
-  set_env("ROLE_WORLD_SIZE", world_size);
-  set_env("GROUP_RANK", field(round, "node_rank", who));
-  set_env("GROUP_WORLD_SIZE", field(round, "nnodes", who));
-  set_env("MASTER_ADDR", field(round, "master_addr", who));
-  set_env("MASTER_PORT", field(round, "master_port", who));
-  set_env("TORCHELASTIC_RESTART_COUNT", std::to_string(number(round, "restarts", who)));
-  set_env(launch::kLiveRoundVariable, std::to_string(number(round, "round", who)));
-  log(LogLevel::kInfo, "live recovery: round " + field(round, "round", who) + " (" + field(round, "hosts", who) +
-                           "): rank " + std::to_string(rank) + " of " + world_size + " in the same process");
+  log(LogLevel::kInfo, "live recovery: round " + std::to_string(round.round) + " (" + round.hosts + "): rank " +
+                           std::to_string(round.rank_offset + local_rank) + " of " + std::to_string(round.world_size) +
+                           " in the same process");
 }
 
 std::unique_ptr<Backend> make_backend(const BackendTraits& traits, WorldConfig config) {
@@ -173,7 +157,7 @@ void taking_newer_rounds(const std::function<void()>& initialize_once, std::chro
       return;
     } catch (const WorldGivenUp& e) {
       log(LogLevel::kWarning, std::string(e.what()) + "; taking the newer round");
-      enter_round(wait_for_round(e.round, timeout, kWho), kWho);
+      enter_round(wait_for_round(e.round, timeout, kWho));
     }
   }
 }

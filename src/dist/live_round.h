@@ -8,10 +8,10 @@
 // Used by initialize() (runtime.cpp) and rejoin() (live.cpp).
 #include <chrono>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
 
+#include "common/round.h"
 #include "dist/backends/backend.h"
 #include "dist/backends/registry.h"
 #include "dist/base/world_config.h"
@@ -29,23 +29,21 @@ struct WorldGivenUp : CommunicationError {
   int announced;  // the newer round the launcher announced
 };
 
-/// The round this process's world is (or is being) made in: KINDLING_LIVE_ROUND, -1 unset.
+/// The round this process's world is (or is being) made in: the round it entered last
+/// (launch/entered_round.h), else KINDLING_LIVE_ROUND as the launcher started it; -1 unset.
 int live_round();
 
-/// The launcher's round file: its key=value fields, empty when not written yet. Local.
-using RoundFields = std::map<std::string, std::string>;
+/// Waits up to `timeout` for the layout of a round after `after` (checking every 50 ms), read
+/// from the launcher's round file. Throws kindling::TimeoutError, naming `who`, when none comes
+/// (the launcher ends the job when its rendezvous fails), kindling::Error when the file lacks
+/// a field. Only under live recovery.
+::kindling::detail::Round wait_for_round(int after, std::chrono::milliseconds timeout, const char* who);
 
-/// Waits up to `timeout` for the layout of a round after `after` (checking every 50 ms).
-/// Throws kindling::TimeoutError, naming `who`, when none comes (the launcher ends the job
-/// when its rendezvous fails). Only under live recovery.
-RoundFields wait_for_round(int after, std::chrono::milliseconds timeout, const char* who);
-
-/// Makes `fields` this process's place, as the launcher would have for a new process: RANK,
-/// WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
-/// TORCHELASTIC_RESTART_COUNT and KINDLING_LIVE_ROUND in the environment, and says so in the
-/// log. Call with no world initialized (finalize() restores the environment it started from).
-/// Throws kindling::Error when a field is missing or not a number.
-void enter_round(const RoundFields& fields, const char* who);
+/// Makes `round` this process's place, as the launcher would have for a new process: a record
+/// of the runtime's (launch/entered_round.h) that the launcher's rules read from now on, never
+/// the environment, which other threads may read meanwhile (initialize() publishes RANK and
+/// the rest there, common/env.h). Says so in the log. Call with no world initialized. Any rank.
+void enter_round(const ::kindling::detail::Round& round);
 
 /// `traits.make(config)`. Under live recovery it runs on a thread of its own while this one
 /// watches the launcher's announcements (every 100 ms): when a round newer than the one being

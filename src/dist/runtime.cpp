@@ -210,19 +210,6 @@ void resolve_rendezvous(const detail::BackendTraits& traits, const LaunchEnviron
   }
 }
 
-// Writes what the process now is into the environment (restored by finalize()).
-void publish_environment(const detail::WorldConfig& cfg, const LaunchEnvironment& launch) {
-  set_env("RANK", std::to_string(cfg.rank));
-  set_env("WORLD_SIZE", std::to_string(cfg.world_size));
-  if (cfg.local_rank) set_env("LOCAL_RANK", std::to_string(*cfg.local_rank));
-  if (launch.local_world_size) set_env("LOCAL_WORLD_SIZE", std::to_string(*launch.local_world_size));
-  if (launch.node_rank) set_env("GROUP_RANK", std::to_string(*launch.node_rank));
-  if (!cfg.master_addr.empty()) {
-    set_env("MASTER_ADDR", cfg.master_addr);
-    set_env("MASTER_PORT", std::to_string(cfg.master_port));
-  }
-}
-
 // Starts the engine and installs the distributed model; on failure the environment is
 // restored and every exception leaves as a kindling::Error.
 void start_engine(const detail::BackendTraits& traits, const detail::WorldConfig& cfg,
@@ -276,7 +263,7 @@ void initialize_model(const std::string& backend, const InitOptions& options) {
   cfg.launch_variables = launch_variables();
   resolve_ranks(options, launch, cfg);
   resolve_rendezvous(traits, launch, cfg);
-  publish_environment(cfg, launch);
+  detail::publish_environment(cfg, launch);
   start_engine(traits, cfg, std::move(snapshot));
 }
 

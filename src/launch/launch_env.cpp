@@ -4,15 +4,15 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <set>
 #include <utility>
 
 #include "common/env.h"
 #include "common/identity.h"
 #include "common/strings.h"
+#include "launch/entered_round.h"
 #include "kindling/error.h"
-
-extern char** environ;
 
 namespace kindling {
 namespace dist {
@@ -381,11 +381,17 @@ LaunchEnvironment detect_launch_environment(const EnvMap& env) {
 
 EnvMap current_environment() {
   EnvMap env;
-  for (char** p = environ; p != nullptr && *p != nullptr; ++p) {
-    std::string entry(*p);
+  for (const std::string& entry : ::kindling::detail::snapshot_env()) {  // read in one piece (common/env.h)
     auto eq = entry.find('=');
     if (eq == std::string::npos) continue;
     env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  // After a rejoin, the round it entered is this process's place (entered_round.h).
+  if (const auto round = detail::entered_round()) {
+    int local = 0, nproc = 1;
+    if (const auto v = lookup(env, "LOCAL_RANK")) local = std::atoi(v->c_str());
+    if (const auto v = lookup(env, "LOCAL_WORLD_SIZE")) nproc = std::atoi(v->c_str());
+    for (auto& [name, value] : detail::entered_round_variables(*round, local, nproc)) env[name] = value;
   }
   return env;
 }

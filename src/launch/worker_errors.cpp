@@ -65,7 +65,10 @@ bool started_by_restarting_launcher() {
 }  // namespace
 
 int restart_count() {
-  auto v = ::kindling::detail::get_env("TORCHELASTIC_RESTART_COUNT");
+  // The launcher's value, or the round's after a live-recovery rejoin (current_environment).
+  const EnvMap env = current_environment();
+  const auto found = env.find("TORCHELASTIC_RESTART_COUNT");
+  const std::optional<std::string> v = found != env.end() ? std::optional<std::string>(found->second) : std::nullopt;
   if (!v || v->empty() || !started_by_restarting_launcher()) return 0;
   return ::kindling::detail::parse_int(*v, "environment variable TORCHELASTIC_RESTART_COUNT");
 }
@@ -88,11 +91,11 @@ std::optional<std::string> run_instance() {
 }
 
 bool record_error(const std::exception& e) {
-  const char* path = std::getenv("TORCHELASTIC_ERROR_FILE");
-  if (path == nullptr || *path == '\0') return false;
+  const std::string path = ::kindling::detail::get_env("TORCHELASTIC_ERROR_FILE").value_or("");
+  if (path.empty()) return false;
   // The first error this process recorded is its root cause: a later record of the same
   // failure, on its way out, would only move the time on.
-  if (::access(path, F_OK) == 0) return true;
+  if (::access(path.c_str(), F_OK) == 0) return true;
   return launch::write_error_file(path, type_name(e), e.what());
 }
 

@@ -9,31 +9,16 @@
 #include <utility>
 #include <vector>
 
+#include "common/round.h"
 #include "supervisor/rendezvous_server.h"
 #include "supervisor/supervisor.h"
 
 namespace kindling {
 namespace launch {
 
-/// What a round gives this node.
-struct RoundLayout {
-  int round = 0;
-  /// Failed rounds so far (TORCHELASTIC_RESTART_COUNT).
-  int restarts = 0;
-  int node_rank = 0;
-  int nnodes = 1;
-  /// The global rank of this node's first worker.
-  int rank_offset = 0;
-  int world_size = 1;
-  /// Where worker rank 0 hosts the workers' own store (node 0's address and a port free there).
-  std::string master_addr;
-  int master_port = 0;
-  /// The round's hosts by node rank ("node0,node1"), for messages.
-  std::string hosts;
-  /// The token of this start of the job (KINDLING_RUN_INSTANCE), made by the rendezvous
-  /// host's agent and the same in every round.
-  std::string instance;
-};
+/// What a round gives this node (common/round.h: its one codec writes the rendezvous server's
+/// answer and the live channel's file).
+using RoundLayout = ::kindling::detail::Round;
 
 struct ElasticAgentOptions {
   /// The rendezvous endpoint (--rdzv_endpoint); the agent whose host owns this address serves it.

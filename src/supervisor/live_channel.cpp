@@ -47,13 +47,7 @@ void LiveChannel::write(const std::string& name, const std::string& text) {
 
 void LiveChannel::announce(int round) { write(kLiveAnnounceFile, std::to_string(round) + "\n"); }
 
-void LiveChannel::publish(const RoundLayout& r) {
-  write(kLiveRoundFile, "round=" + std::to_string(r.round) + "\nrestarts=" + std::to_string(r.restarts) +
-                            "\nrank_offset=" + std::to_string(r.rank_offset) + "\nworld_size=" +
-                            std::to_string(r.world_size) + "\nnode_rank=" + std::to_string(r.node_rank) +
-                            "\nnnodes=" + std::to_string(r.nnodes) + "\nmaster_addr=" + r.master_addr +
-                            "\nmaster_port=" + std::to_string(r.master_port) + "\nhosts=" + r.hosts + "\n");
-}
+void LiveChannel::publish(const RoundLayout& r) { write(kLiveRoundFile, ::kindling::detail::encode_round(r, '\n')); }
 
 bool LiveChannel::taken_part() const { return ::access((folder_ + "/" + kLiveTakingPartFile).c_str(), F_OK) == 0; }
 

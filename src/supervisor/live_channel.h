@@ -2,22 +2,25 @@
 // The files between an elastic agent in live-recovery mode (kindling-run --live_recovery) and
 // its workers, in a private folder named to the workers by KINDLING_LIVE_DIR: the agent writes
 // "announce" (the number of the round being formed: the workers leave their step) and "round"
-// (the round's layout, key=value lines: the workers make their new world from it); a worker
+// (the round's layout, common/round.h's encode_round a field a line: the workers make their
+// new world from it); a worker
 // whose collective failed before the agent heard of anything writes "request" (why). Each file
 // is written whole (a temporary file renamed over it). The worker's side is
 // src/dist/live.cpp. Internal to src/supervisor/; plain POSIX.
 #include <optional>
 #include <string>
 
+#include "common/round.h"
+
 namespace kindling {
 namespace launch {
 
-struct RoundLayout;
+using RoundLayout = ::kindling::detail::Round;
 
 /// The variable that names the folder to the workers, and the one that holds the round their
 /// world was made in.
 inline constexpr char kLiveDirVariable[] = "KINDLING_LIVE_DIR";
-inline constexpr char kLiveRoundVariable[] = "KINDLING_LIVE_ROUND";
+using ::kindling::detail::kLiveRoundVariable;
 /// The files in that folder.
 inline constexpr char kLiveAnnounceFile[] = "announce";
 inline constexpr char kLiveRoundFile[] = "round";

@@ -64,7 +64,10 @@ struct KINDLING_API LaunchEnvironment {
 KINDLING_API LaunchEnvironment detect_launch_environment(const EnvMap& env);
 /// The same on this process's environment.
 KINDLING_API LaunchEnvironment detect_launch_environment();
-/// This process's environment as a map.
+/// This process's environment as a map, read in one piece. After a live-recovery rejoin
+/// (kindling/dist/live.h) the round it entered replaces the launcher's variables of the place
+/// it was started in (RANK, WORLD_SIZE, GROUP_RANK, MASTER_ADDR, TORCHELASTIC_RESTART_COUNT...),
+/// as a process the launcher started in that round would have them. Any thread.
 KINDLING_API EnvMap current_environment();
 
 /// Expands a Slurm host list ("node[1-3,7],gpu-[01-02]x") into host names, following

@@ -42,11 +42,14 @@ struct LiveWorld {
 /// (`why`, which it reports, e.g. the failed collective's message) unless one is announced,
 /// waits up to `timeout` for the round's layout, finalizes the current world (also a broken
 /// one, whose engine is then left behind), and initializes `backend` with `options` at the
-/// new rank and world size (RANK, WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, MASTER_ADDR,
-/// MASTER_PORT and TORCHELASTIC_RESTART_COUNT are set in the environment as the launcher would
-/// have); a round announced while the new world is being made is taken in its place, as
-/// initialize() does. Every rank that goes on calls it; a new node's ranks do not (they start
-/// in the round).
+/// new rank and world size: the round's layout goes to the runtime as a value, never through
+/// the environment, and kindling's queries (detect_launch_environment, restart_count, the log's
+/// rank) answer for the new round from then on; while the new world exists, RANK, WORLD_SIZE,
+/// GROUP_RANK, GROUP_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and TORCHELASTIC_RESTART_COUNT are
+/// also in the environment as the launcher would have set them (initialize() publishes them,
+/// finalize() restores the launcher's); a round announced while the new world is being made
+/// is taken in its place, as initialize() does. Every rank that goes on calls it; a new node's
+/// ranks do not (they start in the round).
 /// Throws kindling::UsageError without live recovery, kindling::TimeoutError when no round
 /// comes within `timeout` (the launcher ends the job then), and what initialize() throws.
 KINDLING_API LiveWorld rejoin(const std::string& backend, const InitOptions& options, const std::string& why,
