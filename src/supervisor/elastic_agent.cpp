@@ -69,18 +69,6 @@ class AgentLink {
   int round_ = -1, node_rank_ = -1;
 };
 
-// "ROUND <round> <restarts> <node_rank> <nnodes> <offset> <world> <addr> <port> <instance> <hosts> [lost:...]"
-bool parse_round(const std::string& line, RoundLayout& r, std::string& lost) {
-  std::istringstream in(line);
-  std::string word;
-  in >> word >> r.round >> r.restarts >> r.node_rank >> r.nnodes >> r.rank_offset >> r.world_size >> r.master_addr >>
-      r.master_port >> r.instance >> r.hosts;
-  if (word != "ROUND" || !in) return false;
-  std::getline(in >> std::ws, lost);
-  if (lost.rfind("lost:", 0) == 0) lost = lost.substr(5);
-  return true;
-}
-
 // One line that says why this node's workers failed, for the other nodes' messages.
 std::string failure_line(const SupervisorResult& result, const std::vector<std::string>& error_files) {
   std::string line = first_failure(result, error_files);
@@ -110,14 +98,7 @@ std::string describe(const RoundLayout& r, int nproc, const std::string& lost) {
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> worker_environment(const RoundLayout& layout, int local, int nproc) {
-  std::vector<std::pair<std::string, std::string>> env{{"RANK", std::to_string(layout.rank_offset + local)},
-                                                       {"LOCAL_RANK", std::to_string(local)},
-                                                       {"WORLD_SIZE", std::to_string(layout.world_size)},
-                                                       {"LOCAL_WORLD_SIZE", std::to_string(nproc)},
-                                                       {"GROUP_RANK", std::to_string(layout.node_rank)},
-                                                       {"GROUP_WORLD_SIZE", std::to_string(layout.nnodes)},
-                                                       {"MASTER_ADDR", layout.master_addr},
-                                                       {"MASTER_PORT", std::to_string(layout.master_port)}};
+  auto env = ::kindling::detail::round_variables(layout, local, nproc);
   // The node's cores shared between its workers unless the user decided (torchrun sets 1):
   // LibTorch's OpenMP threads of several workers on the same cores otherwise spin against
   // each other (a 3-rank gloo test on 2 cores ran 4.4 times slower, docs/launching.md).
@@ -244,7 +225,7 @@ class ElasticAgent {
     };
     const auto reply = link_.ask(line, o_.rendezvous.join_timeout + o_.rendezvous.last_call + std::chrono::seconds(60));
     std::string lost;
-    if (!reply || reply->rfind("FAIL ", 0) == 0 || !parse_round(*reply, layout_, lost)) {
+    if (!reply || reply->rfind("FAIL ", 0) == 0 || !::kindling::detail::parse_round_line(*reply, layout_, lost)) {
       rendezvous_failure_ =
           !reply ? "lost the rendezvous at " + link_.where() + " (its host's agent ended or cannot be reached)"
           : reply->rfind("FAIL ", 0) == 0 ? reply->substr(5)

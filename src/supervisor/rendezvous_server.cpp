@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <sstream>
 
+#include "common/round.h"
 #include "supervisor/elastic.h"
 
 namespace kindling {
@@ -412,12 +413,18 @@ void RendezvousServer::close_round(std::vector<Agent*> joined) {
   const Agent& master = *joined.front();
   int offset = 0;
   for (Agent* a : joined) {
-    std::ostringstream reply;
-    reply << "ROUND " << round_ << ' ' << restarts_ << ' ' << a->node_rank << ' ' << joined.size() << ' ' << offset
-          << ' ' << world << ' ' << master.address << ' ' << master.port << ' ' << instance_ << ' '
-          << join_names(hosts, ",");
-    if (!lost.empty()) reply << ' ' << "lost:" << lost;
-    a->socket.send(reply.str());
+    ::kindling::detail::Round layout;
+    layout.round = round_;
+    layout.restarts = restarts_;
+    layout.node_rank = a->node_rank;
+    layout.nnodes = static_cast<int>(joined.size());
+    layout.rank_offset = offset;
+    layout.world_size = world;
+    layout.master_addr = master.address;
+    layout.master_port = master.port;
+    layout.instance = instance_;
+    layout.hosts = join_names(hosts, ",");
+    a->socket.send(::kindling::detail::round_line(layout, lost));
     offset += a->nproc;
     a->joined = false;
     // Its silence counts from this answer: the time it waited in the round was no silence (live

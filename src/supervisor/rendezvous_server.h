@@ -12,8 +12,8 @@
 // <host> <serving> [detail]" (reason: new, failed, stopped; port: a free port on the
 // agent's host for the workers' store; serving: 1 from the agent that runs the server),
 // "POLL", "DONE", "MEMBER <round> <node_rank>" (an agent that reconnects to a server that took
-// over: it was that node of that round). Server -> agent: "ROUND <round> <restarts> <node_rank> <nnodes>
-// <rank_offset> <world_size> <master_addr> <master_port> <hosts,...> [lost:...]",
+// over: it was that node of that round). Server -> agent: "ROUND <round's fields as name=value
+// words> [lost:...]" (common/round.h's round_line, the one codec of a round),
 // "WAITING <n> [lost: <which member, why>]", "FAIL <message>" (also to a POLL once the job has
 // failed for good: the agent stops its workers and ends).
 #include <atomic>
