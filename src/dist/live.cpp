@@ -1,5 +1,5 @@
 // Live recovery, the worker's side (see kindling/dist/live.h): the files of
-// src/supervisor/live_channel.h, read and written here.
+// src/supervisor/agent/live_channel.h, read and written here.
 #include "kindling/dist/live.h"
 
 #include <fstream>
@@ -12,7 +12,7 @@
 #include "kindling/error.h"
 #include "kindling/log.h"
 #include "launch/entered_round.h"
-#include "supervisor/live_channel.h"
+#include "supervisor/agent/live_channel.h"
 
 namespace kindling {
 namespace dist {
@@ -21,17 +21,17 @@ namespace {
 
 constexpr char kWho[] = "kindling::dist::rejoin";
 
-std::string live_folder() { return ::kindling::detail::get_env(launch::kLiveDirVariable).value_or(""); }
+std::string live_folder() { return ::kindling::detail::get_env(supervisor::kLiveDirVariable).value_or(""); }
 
 // Tells the agent, once per process, that this program takes part (live_channel.h).
 void say_taking_part(const std::string& folder) {
   static std::once_flag once;
-  std::call_once(once, [&] { std::ofstream(::kindling::detail::join_path(folder, launch::kLiveTakingPartFile)); });
+  std::call_once(once, [&] { std::ofstream(::kindling::detail::join_path(folder, supervisor::kLiveTakingPartFile)); });
 }
 
 // Asks the agent for a new round: the request file, written whole.
 void request_round(const std::string& folder, const std::string& why) {
-  const std::string path = ::kindling::detail::join_path(folder, launch::kLiveRequestFile);
+  const std::string path = ::kindling::detail::join_path(folder, supervisor::kLiveRequestFile);
   const std::string text =
       std::to_string(detail::live_round()) + "\nrank " + std::to_string(get_rank()) + ": " + why.substr(0, 300);
   ::kindling::detail::replace_file(path, path + ".new." + std::to_string(get_rank()), text.data(), text.size(), kWho);
@@ -48,7 +48,7 @@ bool live_recovery_enabled() {
 bool new_round_announced() {
   const std::string folder = live_folder();
   if (folder.empty()) return false;
-  std::ifstream in(::kindling::detail::join_path(folder, launch::kLiveAnnounceFile));
+  std::ifstream in(::kindling::detail::join_path(folder, supervisor::kLiveAnnounceFile));
   int announced = -1;
   return static_cast<bool>(in >> announced) && announced > detail::live_round();
 }

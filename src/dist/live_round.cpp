@@ -14,7 +14,7 @@
 #include "common/files.h"
 #include "kindling/log.h"
 #include "launch/entered_round.h"
-#include "supervisor/live_channel.h"
+#include "supervisor/agent/live_channel.h"
 
 namespace kindling {
 namespace dist {
@@ -36,17 +36,17 @@ std::string read_text(const std::string& path) {
 
 // The round the launcher announced last in `folder` (-1: none).
 int announced_round(const std::string& folder) {
-  const std::string text = read_text(join_path(folder, launch::kLiveAnnounceFile));
+  const std::string text = read_text(join_path(folder, supervisor::kLiveAnnounceFile));
   return text.empty() ? -1 : std::atoi(text.c_str());
 }
 
 // The launcher's round file (supervisor/live_channel.h): unset when not written yet.
 std::optional<Round> read_round(const std::string& folder, const char* who) {
-  const std::string text = read_text(join_path(folder, launch::kLiveRoundFile));
+  const std::string text = read_text(join_path(folder, supervisor::kLiveRoundFile));
   if (text.empty()) return std::nullopt;
   Round round;
   const std::string wrong = ::kindling::detail::decode_round(text, round);
-  KINDLING_CHECK(wrong.empty(), who, ": the launcher's round file ", join_path(folder, launch::kLiveRoundFile), ": ",
+  KINDLING_CHECK(wrong.empty(), who, ": the launcher's round file ", join_path(folder, supervisor::kLiveRoundFile), ": ",
                  wrong, "; this kindling-run and this program come from different kindling versions");
   return round;
 }
@@ -82,7 +82,7 @@ int live_round() {
 }
 
 Round wait_for_round(int after, std::chrono::milliseconds timeout, const char* who) {
-  const std::string folder = get_env(launch::kLiveDirVariable).value_or("");
+  const std::string folder = get_env(supervisor::kLiveDirVariable).value_or("");
   const auto deadline = Clock::now() + timeout;
   for (auto round = read_round(folder, who);; round = read_round(folder, who)) {
     if (round && round->round > after) return *round;
@@ -102,7 +102,7 @@ void enter_round(const Round& round) {
 }
 
 std::unique_ptr<Backend> make_backend(const BackendTraits& traits, WorldConfig config) {
-  const std::string folder = get_env(launch::kLiveDirVariable).value_or("");
+  const std::string folder = get_env(supervisor::kLiveDirVariable).value_or("");
   if (folder.empty()) return traits.make(config);
   const int round = live_round();
   config.given_up = std::make_shared<std::atomic<bool>>(false);

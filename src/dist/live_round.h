@@ -1,6 +1,6 @@
 #pragma once
 // Live recovery, the worker's view of the launcher's rounds (the files of
-// src/supervisor/live_channel.h): which round is announced, the layout of the round that
+// src/supervisor/agent/live_channel.h): which round is announced, the layout of the round that
 // closed, and a world made so that a newer round can give it up. A world being made waits for
 // every rank of its round; when a host is lost meanwhile (a second loss during a recovery, a
 // loss while a host joins) its ranks never come, and the launcher forms a newer round at once:

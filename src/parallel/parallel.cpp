@@ -21,7 +21,7 @@
 #include "kindling/error.h"
 #include "kindling/log.h"
 #include "parallel/spawn.h"
-#include "supervisor/elastic_agent.h"
+#include "supervisor/agent/elastic_agent.h"
 
 namespace kindling {
 namespace dist {
@@ -64,7 +64,7 @@ void check_elastic_options(const ParallelOptions& o) {
                  o.rdzv_backend(), "'");
   if (o.rdzv_backend() == "etcd") {
     std::vector<std::string> members;
-    const std::string problem = launch::parse_etcd_members(*o.rdzv_endpoint(), members);
+    const std::string problem = supervisor::parse_etcd_members(*o.rdzv_endpoint(), members);
     KINDLING_CHECK(problem.empty(), kWhere, "rdzv_endpoint (etcd members) ", problem);
   }
 }

@@ -12,9 +12,9 @@
 #include "kindling/dist/launch_env.h"
 #include "kindling/error.h"
 #include "kindling/log.h"
-#include "supervisor/elastic.h"
-#include "supervisor/elastic_agent.h"
-#include "supervisor/supervisor.h"
+#include "supervisor/process/elastic.h"
+#include "supervisor/agent/elastic_agent.h"
+#include "supervisor/process/supervisor.h"
 
 namespace kindling {
 namespace dist {
@@ -43,17 +43,17 @@ std::vector<std::string> own_command_line() {
 
 // One WorkerSpec per local rank: the launcher's variables for `at`, and either this
 // program's command line (exec) or a forked entry that initializes, runs fn and finalizes.
-std::vector<launch::WorkerSpec> worker_specs(const ParallelOptions& o, int index, const launch::RoundLayout& at,
+std::vector<supervisor::WorkerSpec> worker_specs(const ParallelOptions& o, int index, const supervisor::RoundLayout& at,
                                              const std::function<void(int)>& fn) {
   const int nproc = *o.nproc_per_node();
   std::vector<std::string> argv;
   if (o.start_method() == StartMethod::kExec) argv = own_command_line();
-  std::vector<launch::WorkerSpec> specs;
+  std::vector<supervisor::WorkerSpec> specs;
   for (int local = 0; local < nproc; ++local) {
-    launch::WorkerSpec spec;
+    supervisor::WorkerSpec spec;
     spec.rank = at.rank_offset + local;
     spec.local_rank = local;
-    spec.env = launch::worker_environment(at, local, nproc);
+    spec.env = supervisor::worker_environment(at, local, nproc);
     spec.env.emplace_back("KINDLING_PARALLEL_CHILD", std::to_string(index));
     if (o.start_method() == StartMethod::kExec) {
       spec.argv = argv;
@@ -76,8 +76,8 @@ std::vector<launch::WorkerSpec> worker_specs(const ParallelOptions& o, int index
   return specs;
 }
 
-launch::SupervisorOptions supervisor_options(const ParallelOptions& o) {
-  launch::SupervisorOptions sup;
+supervisor::SupervisorOptions supervisor_options(const ParallelOptions& o) {
+  supervisor::SupervisorOptions sup;
   sup.prefix_output = false;
   sup.grace_period = o.grace_period();
   sup.name = "kindling::dist::Parallel";
@@ -87,14 +87,14 @@ launch::SupervisorOptions supervisor_options(const ParallelOptions& o) {
 // A fixed layout: this node's ranks, restarted together after a failure.
 void spawn_fixed(const ParallelOptions& o, int index, const std::function<void(int)>& fn) {
   const int nproc = *o.nproc_per_node();
-  launch::RoundLayout at;
+  supervisor::RoundLayout at;
   at.node_rank = o.node_rank().value_or(0);
   at.nnodes = o.nnodes().value_or(1);
   at.rank_offset = at.node_rank * nproc;
   at.world_size = at.nnodes * nproc;
   at.master_addr = o.master_addr().value_or("127.0.0.1");
   // One node and no port given: pick a free one, so that concurrent jobs do not collide.
-  at.master_port = o.master_port() ? *o.master_port() : (o.init_method() ? 15000 : launch::find_free_port());
+  at.master_port = o.master_port() ? *o.master_port() : (o.init_method() ? 15000 : supervisor::find_free_port());
   const auto specs = worker_specs(o, index, at, fn);
   log(LogLevel::kInfo,
       "kindling::dist::Parallel: starting " + std::to_string(nproc) + " processes (backend '" + *o.backend() +
@@ -102,12 +102,12 @@ void spawn_fixed(const ParallelOptions& o, int index, const std::function<void(i
           std::to_string(at.world_size) + ", " + (o.start_method() == StartMethod::kExec ? "exec" : "fork") +
           ", rendezvous " +
           (o.init_method() ? *o.init_method() : at.master_addr + ":" + std::to_string(at.master_port)) + ")");
-  launch::ElasticOptions elastic;
+  supervisor::ElasticOptions elastic;
   elastic.max_restarts = o.max_restarts();
   elastic.fresh_port = !o.master_port() && !o.init_method();  // the failed attempt's port may linger
-  launch::SupervisorResult result;
+  supervisor::SupervisorResult result;
   try {
-    result = launch::supervise_elastic(specs, supervisor_options(o), elastic);
+    result = supervisor::supervise_elastic(specs, supervisor_options(o), elastic);
   } catch (const std::runtime_error& e) {
     throw LaunchError(e.what());
   }
@@ -117,12 +117,12 @@ void spawn_fixed(const ParallelOptions& o, int index, const std::function<void(i
 
 // Elastic rounds (rdzv_endpoint): the layout of each round comes from the rendezvous.
 void spawn_elastic(const ParallelOptions& o, int index, const std::function<void(int)>& fn) {
-  launch::ElasticAgentOptions agent;
+  supervisor::ElasticAgentOptions agent;
   if (o.rdzv_backend() == "etcd") {
-    const std::string problem = launch::parse_etcd_members(*o.rdzv_endpoint(), agent.etcd_endpoints);
+    const std::string problem = supervisor::parse_etcd_members(*o.rdzv_endpoint(), agent.etcd_endpoints);
     KINDLING_CHECK(problem.empty(), "kindling::dist::Parallel: rdzv_endpoint (etcd members) ", problem);
   } else {
-    const std::string problem = launch::parse_endpoint(*o.rdzv_endpoint(), agent.endpoint_host, agent.endpoint_port);
+    const std::string problem = supervisor::parse_endpoint(*o.rdzv_endpoint(), agent.endpoint_host, agent.endpoint_port);
     KINDLING_CHECK(problem.empty(), "kindling::dist::Parallel: rdzv_endpoint ", problem);
   }
   agent.live_recovery = o.live_recovery();
@@ -130,14 +130,14 @@ void spawn_elastic(const ParallelOptions& o, int index, const std::function<void
   agent.rendezvous.max_nodes = o.nnodes().value_or(1);
   agent.rendezvous.min_nodes = o.min_nnodes().value_or(agent.rendezvous.max_nodes);
   agent.rendezvous.max_restarts = o.max_restarts();
-  agent.rendezvous.run_id = o.rdzv_id() ? *o.rdzv_id() : launch::new_run_id();
+  agent.rendezvous.run_id = o.rdzv_id() ? *o.rdzv_id() : supervisor::new_run_id();
   agent.rendezvous.join_timeout = o.timeout().value_or(std::chrono::seconds(600));
   agent.rendezvous.last_call = o.last_call_timeout();
   agent.rendezvous.name = "kindling::dist::Parallel";
   int code = 0;
   try {
-    code = launch::run_elastic_agent(
-        agent, [&](const launch::RoundLayout& at) { return worker_specs(o, index, at, fn); }, supervisor_options(o));
+    code = supervisor::run_elastic_agent(
+        agent, [&](const supervisor::RoundLayout& at) { return worker_specs(o, index, at, fn); }, supervisor_options(o));
   } catch (const std::runtime_error& e) {
     throw LaunchError(e.what());
   }

@@ -22,7 +22,7 @@
 #include "kindling/dist/live.h"
 #include "common/round.h"
 #include "support/env.h"
-#include "supervisor/supervisor.h"
+#include "supervisor/process/supervisor.h"
 
 extern char** environ;
 
@@ -157,7 +157,7 @@ TEST(RejoinEnvironment, NoReaderThreadReadsWhileRejoinWritesTheEnvironment) {
   const auto start = std::chrono::steady_clock::now();
   std::string failure;
   for (int round = 1; round <= kRounds && failure.empty(); ++round) {
-    publish_round(folder, round, round % 3, kindling::launch::find_free_port());
+    publish_round(folder, round, round % 3, kindling::supervisor::find_free_port());
     try {
       const kd::LiveWorld world = kd::rejoin("gloo", kd::InitOptions().timeout(std::chrono::seconds(30)),
                                              "the test's round", std::chrono::seconds(30));

@@ -1,4 +1,4 @@
-// kindling-run reads the flight records of a failed attempt (src/supervisor/flight_verdict.h):
+// kindling-run reads the flight records of a failed attempt (src/supervisor/process/flight_verdict.h):
 // real ranks under the real launcher, one of which stops taking part; the summary names the
 // collective the others wait in and the rank that never called it or wrote no record, the ranks
 // still running are asked for their records before they are stopped, and the files are where it

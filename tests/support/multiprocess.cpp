@@ -17,7 +17,7 @@
 #include <iostream>
 #include <thread>
 
-#include "supervisor/supervisor.h"
+#include "supervisor/process/supervisor.h"
 
 namespace kindling {
 namespace testing {
@@ -35,7 +35,7 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-// As a launcher does (kindling::launch::worker_environment): the cores shared between the
+// As a launcher does (kindling::supervisor::worker_environment): the cores shared between the
 // `ranks` workers unless the test or this process's environment says otherwise. LibTorch's
 // default (a thread per core in every worker) made the 3-rank gloo tests on 2 cores 4 times slower.
 void share_cores(std::map<std::string, std::string>& env, int ranks) {
@@ -77,7 +77,7 @@ int maybe_run_worker(int argc, char** argv) {
   return -1;
 }
 
-int free_port() { return kindling::launch::find_free_port(); }
+int free_port() { return kindling::supervisor::find_free_port(); }
 
 std::string test_backend() {
   const char* b = std::getenv("KINDLING_TEST_BACKEND");

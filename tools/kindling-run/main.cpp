@@ -10,7 +10,7 @@
 // prefixed with "[rank<r>]:
 // ". SIGINT / SIGTERM are forwarded. When a worker fails, the others are stopped (SIGTERM, then SIGKILL after the grace
 // period) and a summary names each failed rank. The options: options.h; the elastic agent:
-// src/supervisor/elastic_agent.h.
+// src/supervisor/agent/elastic_agent.h.
 #include <unistd.h>
 
 #include <cstdlib>
@@ -20,14 +20,14 @@
 #include <vector>
 
 #include "options.h"
-#include "supervisor/elastic.h"
-#include "supervisor/elastic_agent.h"
-#include "supervisor/supervisor.h"
+#include "supervisor/process/elastic.h"
+#include "supervisor/agent/elastic_agent.h"
+#include "supervisor/process/supervisor.h"
 
 namespace {
 
-using kindling::launch::RoundLayout;
-using kindling::launch::WorkerSpec;
+using kindling::supervisor::RoundLayout;
+using kindling::supervisor::WorkerSpec;
 using kindling_run::Options;
 
 // Resolves the program like execvp would, so that a typo fails before anything starts.
@@ -57,7 +57,7 @@ std::vector<WorkerSpec> make_workers(const Options& o, const RoundLayout& layout
     w.rank = layout.rank_offset + local;
     w.local_rank = local;
     w.argv = o.program;
-    w.env = kindling::launch::worker_environment(layout, local, o.nproc_per_node);
+    w.env = kindling::supervisor::worker_environment(layout, local, o.nproc_per_node);
     w.env.insert(w.env.end(), {{"ROLE_RANK", std::to_string(w.rank)},
                                {"ROLE_WORLD_SIZE", std::to_string(layout.world_size)},
                                {"ROLE_NAME", "default"},
@@ -67,8 +67,8 @@ std::vector<WorkerSpec> make_workers(const Options& o, const RoundLayout& layout
   return workers;
 }
 
-int run_elastic(const Options& o, const kindling::launch::SupervisorOptions& sup) {
-  kindling::launch::ElasticAgentOptions agent;
+int run_elastic(const Options& o, const kindling::supervisor::SupervisorOptions& sup) {
+  kindling::supervisor::ElasticAgentOptions agent;
   agent.endpoint_host = o.rdzv_host;
   agent.endpoint_port = o.rdzv_port;
   agent.etcd_endpoints = o.etcd_endpoints;
@@ -77,17 +77,17 @@ int run_elastic(const Options& o, const kindling::launch::SupervisorOptions& sup
   agent.rendezvous.min_nodes = o.min_nodes;
   agent.rendezvous.max_nodes = o.max_nodes;
   agent.rendezvous.max_restarts = o.max_restarts;
-  agent.rendezvous.run_id = o.run_id.empty() ? kindling::launch::new_run_id() : o.run_id;
+  agent.rendezvous.run_id = o.run_id.empty() ? kindling::supervisor::new_run_id() : o.run_id;
   agent.rendezvous.join_timeout = std::chrono::milliseconds(static_cast<long long>(o.join_timeout * 1000));
   agent.rendezvous.last_call = std::chrono::milliseconds(static_cast<long long>(o.last_call_timeout * 1000));
-  return kindling::launch::run_elastic_agent(
+  return kindling::supervisor::run_elastic_agent(
       agent, [&](const RoundLayout& layout) { return make_workers(o, layout); }, sup);
 }
 
-int run_static(Options o, const kindling::launch::SupervisorOptions& sup) {
+int run_static(Options o, const kindling::supervisor::SupervisorOptions& sup) {
   if (o.standalone) {
     o.master_addr = "127.0.0.1";
-    o.master_port = kindling::launch::find_free_port();
+    o.master_port = kindling::supervisor::find_free_port();
   }
   RoundLayout layout;
   layout.node_rank = o.node_rank;
@@ -96,11 +96,11 @@ int run_static(Options o, const kindling::launch::SupervisorOptions& sup) {
   layout.world_size = o.max_nodes * o.nproc_per_node;
   layout.master_addr = o.master_addr;
   layout.master_port = o.master_port;
-  kindling::launch::ElasticOptions elastic;
+  kindling::supervisor::ElasticOptions elastic;
   elastic.max_restarts = o.max_restarts;
   elastic.fresh_port = o.standalone;  // the failed attempt's port may linger
   elastic.run_id = o.run_id;
-  const auto result = kindling::launch::supervise_elastic(make_workers(o, layout), sup, elastic);
+  const auto result = kindling::supervisor::supervise_elastic(make_workers(o, layout), sup, elastic);
   if (!result.summary.empty()) std::cerr << result.summary;
   return result.exit_code;
 }
@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
               << "': not found or not executable (give a path, or put it on PATH)\n";
     return 2;
   }
-  kindling::launch::SupervisorOptions sup;
+  kindling::supervisor::SupervisorOptions sup;
   sup.prefix_output = o.prefix;
   sup.grace_period = std::chrono::milliseconds(static_cast<long long>(o.grace_seconds * 1000));
   sup.name = "kindling-run";

@@ -7,7 +7,7 @@
 #include <functional>
 #include <iostream>
 
-#include "supervisor/elastic_agent.h"
+#include "supervisor/agent/elastic_agent.h"
 
 namespace kindling_run {
 
@@ -124,14 +124,14 @@ void set_rdzv_conf(Options& o, const std::string& value) {
 // --rdzv_endpoint: one host[:port], or with etcd the members host[:port],... (port 2379 by default).
 void set_endpoint(Options& o, const std::string& text, bool etcd) {
   if (!etcd) {
-    const std::string problem = kindling::launch::parse_endpoint(text, o.rdzv_host, o.rdzv_port);
+    const std::string problem = kindling::supervisor::parse_endpoint(text, o.rdzv_host, o.rdzv_port);
     if (!problem.empty()) throw UsageError{"kindling-run: --rdzv_endpoint " + problem};
     return;
   }
-  const std::string problem = kindling::launch::parse_etcd_members(text, o.etcd_endpoints);
+  const std::string problem = kindling::supervisor::parse_etcd_members(text, o.etcd_endpoints);
   if (!problem.empty()) throw UsageError{"kindling-run: --rdzv_endpoint (etcd members) " + problem};
   int port = 0;  // the first member's host marks the job elastic (rdzv_host); its port is etcd's
-  if (o.rdzv_host.empty()) kindling::launch::parse_endpoint(o.etcd_endpoints.front(), o.rdzv_host, port);
+  if (o.rdzv_host.empty()) kindling::supervisor::parse_endpoint(o.etcd_endpoints.front(), o.rdzv_host, port);
 }
 
 // One option of the command line: `take()` gives its value (from "=value" or the next

@@ -1,8 +1,8 @@
 #pragma once
-// Starts worker processes, relays their output line by line (optionally prefixed with the
-// rank), forwards SIGINT / SIGTERM, and on the first failure stops the other workers
-// (SIGTERM, then SIGKILL after a grace period) and summarises what failed. Used by the
-// kindling-run CLI and by Parallel's spawn mode. Plain POSIX; no LibTorch.
+// What a supervised worker is started with (WorkerSpec), how the supervisor runs them
+// (SupervisorOptions) and what became of them (WorkerResult, SupervisorResult): the leaf that
+// supervisor.h (the supervisor) and worker.h (one worker as it holds it) both use, so that
+// neither includes the other's. Plain POSIX; no LibTorch.
 #include <sys/types.h>
 
 #include <chrono>
@@ -13,7 +13,7 @@
 #include <vector>
 
 namespace kindling {
-namespace launch {
+namespace supervisor {
 
 struct WorkerSpec {
   int rank = 0;
@@ -78,18 +78,5 @@ struct SupervisorResult {
   bool stopped_on_request = false;
 };
 
-/// Runs the workers to completion. Throws std::runtime_error when a worker cannot be
-/// started at all (fork or pipe failure); an exec failure is reported as exit code 127.
-SupervisorResult supervise(const std::vector<WorkerSpec>& workers, const SupervisorOptions& options);
-
-/// A TCP port that was free on every address of this host a moment ago, chosen at random
-/// below the kernel's ephemeral range (so that no port-0 bind is given it before the store
-/// binds it); from the ephemeral range only when there is no room below it. Throws
-/// std::runtime_error when no socket can be bound.
-int find_free_port();
-
-/// "SIGKILL", "SIGTERM", ... or "signal <n>".
-std::string signal_name(int sig);
-
-}  // namespace launch
+}  // namespace supervisor
 }  // namespace kindling

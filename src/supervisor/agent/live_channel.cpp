@@ -1,5 +1,5 @@
 // The agent's side of the live-recovery files (see live_channel.h).
-#include "supervisor/live_channel.h"
+#include "supervisor/agent/live_channel.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -11,10 +11,9 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "supervisor/elastic_agent.h"
 
 namespace kindling {
-namespace launch {
+namespace supervisor {
 
 LiveChannel::LiveChannel() {
   const char* tmp = std::getenv("TMPDIR");
@@ -67,5 +66,5 @@ std::optional<std::string> LiveChannel::take_request(int round) {
   return text.empty() ? std::string("a worker asked for a new round") : text;
 }
 
-}  // namespace launch
+}  // namespace supervisor
 }  // namespace kindling

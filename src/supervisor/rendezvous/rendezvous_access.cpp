@@ -1,6 +1,6 @@
 // The fixed-endpoint access to the rendezvous, and what every access shares (see
 // rendezvous_access.h).
-#include "supervisor/rendezvous_access.h"
+#include "supervisor/rendezvous/rendezvous_access.h"
 
 #include <netdb.h>
 #include <unistd.h>
@@ -11,10 +11,9 @@
 #include <random>
 #include <thread>
 
-#include "supervisor/elastic_agent.h"
 
 namespace kindling {
-namespace launch {
+namespace supervisor {
 
 namespace {
 
@@ -145,5 +144,5 @@ std::unique_ptr<RendezvousAccess> endpoint_access(const ElasticAgentOptions& opt
   return std::make_unique<EndpointAccess>(options, name);
 }
 
-}  // namespace launch
+}  // namespace supervisor
 }  // namespace kindling

@@ -2,7 +2,7 @@
 // layout written by src/dist/diagnostics/flight_dump.cpp: a pickled dict whose "entries" hold, per
 // collective, "process_group" (name, description), "collective_seq_id", "profiling_name"
 // ("<engine>:<operation>"), "input_sizes", "input_dtypes" and "state".
-#include "supervisor/flight_verdict.h"
+#include "supervisor/process/flight_verdict.h"
 
 #include <dirent.h>
 #include <signal.h>
@@ -23,7 +23,7 @@
 #include "common/pickle.h"
 
 namespace kindling {
-namespace launch {
+namespace supervisor {
 namespace {
 using ::kindling::detail::PickleValue;
 const char kPrefix[] = "kindling_fr_rank_";
@@ -235,5 +235,5 @@ bool flight_record_written(const std::string& folder, int rank, int64_t since_ns
   return written >= since_ns;
 }
 
-}  // namespace launch
+}  // namespace supervisor
 }  // namespace kindling

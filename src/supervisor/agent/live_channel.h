@@ -13,7 +13,7 @@
 #include "common/round.h"
 
 namespace kindling {
-namespace launch {
+namespace supervisor {
 
 using RoundLayout = ::kindling::detail::Round;
 
@@ -57,5 +57,5 @@ class LiveChannel {
   std::string folder_;
 };
 
-}  // namespace launch
+}  // namespace supervisor
 }  // namespace kindling

@@ -1,6 +1,6 @@
 // The elastic rendezvous between kindling-run agents (see rendezvous_server.h): one thread,
 // one poll() loop over the listening socket and every agent's connection.
-#include "supervisor/rendezvous_server.h"
+#include "supervisor/rendezvous/rendezvous_server.h"
 
 #include <poll.h>
 #include <pthread.h>
@@ -13,10 +13,10 @@
 #include <sstream>
 
 #include "common/round.h"
-#include "supervisor/elastic.h"
+#include "supervisor/process/elastic.h"
 
 namespace kindling {
-namespace launch {
+namespace supervisor {
 
 namespace {
 
@@ -434,5 +434,5 @@ void RendezvousServer::close_round(std::vector<Agent*> joined) {
   open_ = min_reached_ = false;
 }
 
-}  // namespace launch
+}  // namespace supervisor
 }  // namespace kindling

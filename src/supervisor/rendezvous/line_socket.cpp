@@ -1,5 +1,5 @@
 // Text lines over TCP for the elastic rendezvous (see line_socket.h).
-#include "supervisor/line_socket.h"
+#include "supervisor/rendezvous/line_socket.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -16,7 +16,7 @@
 #include <cstring>
 
 namespace kindling {
-namespace launch {
+namespace supervisor {
 
 namespace {
 
@@ -183,5 +183,5 @@ int listen_on(const std::string& address, int port) {
   return fd;
 }
 
-}  // namespace launch
+}  // namespace supervisor
 }  // namespace kindling

@@ -2,10 +2,10 @@
 #include <errno.h>
 #include <unistd.h>
 
-#include "supervisor/worker.h"
+#include "supervisor/process/worker.h"
 
 namespace kindling {
-namespace launch {
+namespace supervisor {
 namespace {
 
 void write_all(int fd, const std::string& text) {
@@ -102,5 +102,5 @@ void close_streams(Worker& w, const SupervisorOptions& opt) {
   }
 }
 
-}  // namespace launch
+}  // namespace supervisor
 }  // namespace kindling

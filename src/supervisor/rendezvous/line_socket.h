@@ -9,7 +9,7 @@
 #include <string>
 
 namespace kindling {
-namespace launch {
+namespace supervisor {
 
 /// One end of a connection; owns the socket (closed by the destructor). Not thread-safe.
 class LineSocket {
@@ -56,5 +56,5 @@ class LineSocket {
 /// sets errno when it cannot bind (EADDRNOTAVAIL: not an address of this host; EADDRINUSE).
 int listen_on(const std::string& address, int port);
 
-}  // namespace launch
+}  // namespace supervisor
 }  // namespace kindling

@@ -8,10 +8,10 @@
 // restart. Used by kindling-run and Parallel's spawn mode. Plain POSIX; no LibTorch.
 #include <vector>
 
-#include "supervisor/supervisor.h"
+#include "supervisor/process/supervisor.h"
 
 namespace kindling {
-namespace launch {
+namespace supervisor {
 
 struct ElasticOptions {
   /// Restarts after a failed attempt (0: fail at the first failure).
@@ -79,5 +79,5 @@ std::string flight_line(const AttemptFiles& files);
 /// <UTC time>: <message>"; empty when no failed worker left a file.
 std::string first_failure(const SupervisorResult& result, const std::vector<std::string>& error_files);
 
-}  // namespace launch
+}  // namespace supervisor
 }  // namespace kindling

@@ -1,5 +1,5 @@
 // The supervisor's signals through a self-pipe (signals.h).
-#include "supervisor/signals.h"
+#include "supervisor/process/signals.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include <stdexcept>
 
 namespace kindling {
-namespace launch {
+namespace supervisor {
 namespace {
 
 int g_signal_pipe[2] = {-1, -1};
@@ -70,5 +70,5 @@ std::string signal_sender() {
   return " from pid " + std::to_string(pid) + (name.empty() ? " (no longer running)" : " (" + name + ")");
 }
 
-}  // namespace launch
+}  // namespace supervisor
 }  // namespace kindling

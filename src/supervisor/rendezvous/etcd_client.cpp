@@ -1,5 +1,5 @@
 // etcd's v3 JSON gateway over libcurl (see etcd_client.h).
-#include "supervisor/etcd_client.h"
+#include "supervisor/rendezvous/etcd_client.h"
 
 #include <curl/curl.h>
 
@@ -8,7 +8,7 @@
 #include <mutex>
 
 namespace kindling {
-namespace launch {
+namespace supervisor {
 
 namespace {
 
@@ -193,5 +193,5 @@ void EtcdClient::revoke(int64_t lease) {
   call("/v3/lease/revoke", nlohmann::json{{"ID", std::to_string(lease)}}.dump());
 }
 
-}  // namespace launch
+}  // namespace supervisor
 }  // namespace kindling

@@ -10,13 +10,33 @@
 #include <string>
 #include <vector>
 
-#include "supervisor/line_socket.h"
-#include "supervisor/rendezvous_server.h"
+#include "supervisor/rendezvous/line_socket.h"
+#include "supervisor/rendezvous/rendezvous_server.h"
 
 namespace kindling {
-namespace launch {
+namespace supervisor {
 
-struct ElasticAgentOptions;
+/// How one node's agent (agent/elastic_agent.h) takes part: where it reaches the rendezvous,
+/// and what it brings to each round.
+struct ElasticAgentOptions {
+  /// The rendezvous endpoint (--rdzv_endpoint); the agent whose host owns this address serves it.
+  std::string endpoint_host;
+  int endpoint_port = 29400;
+  /// --rdzv_backend etcd: the members of the etcd cluster ("host:port"); the agents elect the
+  /// one that serves the rounds there, and another one takes over when it is lost. Empty: the
+  /// endpoint above.
+  std::vector<std::string> etcd_endpoints;
+  /// How long a lost serving agent keeps its place in etcd (its lease) before another takes over.
+  int etcd_lease_seconds = 5;
+  /// Live recovery (kindling-run --live_recovery): a next round is joined with this node's
+  /// workers running, and they make their new world from its layout in the same processes
+  /// (live_channel.h; kindling/dist/live.h); they are stopped only when the rendezvous fails.
+  bool live_recovery = false;
+  /// Nodes, restarts, job identity and timeouts (rendezvous_server.h).
+  RendezvousSettings rendezvous;
+  /// Workers of this node (its share of the world in every round).
+  int nproc_per_node = 1;
+};
 
 class RendezvousAccess {
  public:
@@ -62,5 +82,5 @@ std::string unresolvable(const std::vector<std::string>& hosts, const std::strin
 /// Writes "<name>: <text>" on stderr at once. Never throws.
 void say(const std::string& name, const std::string& text);
 
-}  // namespace launch
+}  // namespace supervisor
 }  // namespace kindling

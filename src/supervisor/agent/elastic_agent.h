@@ -10,35 +10,16 @@
 #include <vector>
 
 #include "common/round.h"
-#include "supervisor/rendezvous_server.h"
-#include "supervisor/supervisor.h"
+#include "supervisor/rendezvous/rendezvous_access.h"
+#include "supervisor/rendezvous/rendezvous_server.h"
+#include "supervisor/process/supervisor.h"
 
 namespace kindling {
-namespace launch {
+namespace supervisor {
 
 /// What a round gives this node (common/round.h: its one codec writes the rendezvous server's
 /// answer and the live channel's file).
 using RoundLayout = ::kindling::detail::Round;
-
-struct ElasticAgentOptions {
-  /// The rendezvous endpoint (--rdzv_endpoint); the agent whose host owns this address serves it.
-  std::string endpoint_host;
-  int endpoint_port = 29400;
-  /// --rdzv_backend etcd: the members of the etcd cluster ("host:port"); the agents elect the
-  /// one that serves the rounds there, and another one takes over when it is lost. Empty: the
-  /// endpoint above.
-  std::vector<std::string> etcd_endpoints;
-  /// How long a lost serving agent keeps its place in etcd (its lease) before another takes over.
-  int etcd_lease_seconds = 5;
-  /// Live recovery (kindling-run --live_recovery): a next round is joined with this node's
-  /// workers running, and they make their new world from its layout in the same processes
-  /// (live_channel.h; kindling/dist/live.h); they are stopped only when the rendezvous fails.
-  bool live_recovery = false;
-  /// Nodes, restarts, job identity and timeouts (rendezvous_server.h).
-  RendezvousSettings rendezvous;
-  /// Workers of this node (its share of the world in every round).
-  int nproc_per_node = 1;
-};
 
 /// torchrun's variables of local rank `local` of a node of `nproc` workers in `layout`:
 /// RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, MASTER_ADDR
@@ -67,5 +48,5 @@ int run_elastic_agent(const ElasticAgentOptions& options,
                       const std::function<std::vector<WorkerSpec>(const RoundLayout&)>& make_workers,
                       const SupervisorOptions& supervisor);
 
-}  // namespace launch
+}  // namespace supervisor
 }  // namespace kindling

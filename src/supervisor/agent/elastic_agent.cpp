@@ -1,5 +1,5 @@
 // One node's elastic agent (see elastic_agent.h): rounds of join, run, rejoin.
-#include "supervisor/elastic_agent.h"
+#include "supervisor/agent/elastic_agent.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -10,13 +10,13 @@
 #include <thread>
 
 #include "common/host.h"
-#include "supervisor/elastic.h"
-#include "supervisor/flight_verdict.h"
-#include "supervisor/live_channel.h"
-#include "supervisor/rendezvous_access.h"
+#include "supervisor/process/elastic.h"
+#include "supervisor/process/flight_verdict.h"
+#include "supervisor/agent/live_channel.h"
+#include "supervisor/rendezvous/rendezvous_access.h"
 
 namespace kindling {
-namespace launch {
+namespace supervisor {
 
 namespace {
 
@@ -342,5 +342,5 @@ int run_elastic_agent(const ElasticAgentOptions& o,
   return ElasticAgent(options, make_workers, supervisor).run();
 }
 
-}  // namespace launch
+}  // namespace supervisor
 }  // namespace kindling

@@ -24,10 +24,10 @@
 #include <thread>
 #include <vector>
 
-#include "supervisor/line_socket.h"
+#include "supervisor/rendezvous/line_socket.h"
 
 namespace kindling {
-namespace launch {
+namespace supervisor {
 
 /// The line the server sends first on every connection: what tells an agent that the
 /// program at the endpoint is a kindling-run rendezvous and not another program on its port.
@@ -144,5 +144,5 @@ class RendezvousServer {
   std::thread thread_;
 };
 
-}  // namespace launch
+}  // namespace supervisor
 }  // namespace kindling

@@ -1,5 +1,5 @@
 // Restarts and root-cause reporting around supervise() (see elastic.h).
-#include "supervisor/elastic.h"
+#include "supervisor/process/elastic.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,10 +15,10 @@
 
 #include "common/host.h"
 #include "launch/error_file.h"
-#include "supervisor/flight_verdict.h"
+#include "supervisor/process/flight_verdict.h"
 
 namespace kindling {
-namespace launch {
+namespace supervisor {
 namespace {
 
 std::string utc_time(long long seconds) {
@@ -87,11 +87,11 @@ std::string new_run_id() {
 
 std::string first_failure(const SupervisorResult& result, const std::vector<std::string>& error_files) {
   const WorkerResult* first = nullptr;
-  ErrorRecord first_record;
+  launch::ErrorRecord first_record;
   for (std::size_t i = 0; i < result.workers.size() && i < error_files.size(); ++i) {
     const auto& w = result.workers[i];
     if (!w.failed()) continue;
-    auto record = read_error_file(error_files[i]);
+    auto record = launch::read_error_file(error_files[i]);
     if (!record) continue;
     if (first == nullptr || record->time_ns < first_record.time_ns) {
       first = &w;
@@ -140,5 +140,5 @@ SupervisorResult supervise_elastic(const std::vector<WorkerSpec>& workers, const
   }
 }
 
-}  // namespace launch
+}  // namespace supervisor
 }  // namespace kindling

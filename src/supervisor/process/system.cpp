@@ -14,10 +14,10 @@
 #include <string>
 #include <utility>
 
-#include "supervisor/supervisor.h"
+#include "supervisor/process/supervisor.h"
 
 namespace kindling {
-namespace launch {
+namespace supervisor {
 
 namespace {
 
@@ -94,5 +94,5 @@ std::string signal_name(int sig) {
   }
 }
 
-}  // namespace launch
+}  // namespace supervisor
 }  // namespace kindling

@@ -7,10 +7,10 @@
 #include <memory>
 #include <string>
 
-#include "supervisor/supervisor.h"
+#include "supervisor/process/worker_spec.h"
 
 namespace kindling {
-namespace launch {
+namespace supervisor {
 
 /// One of a worker's output pipes.
 struct Stream {
@@ -54,5 +54,5 @@ bool pump(Worker& w, Stream& s, const SupervisorOptions& opt);
 /// a worker's own children keep open after it ended).
 void close_streams(Worker& w, const SupervisorOptions& opt);
 
-}  // namespace launch
+}  // namespace supervisor
 }  // namespace kindling

@@ -10,13 +10,13 @@
 #include <stdexcept>
 #include <vector>
 
-#include "supervisor/signals.h"
-#include "supervisor/worker.h"
+#include "supervisor/process/signals.h"
+#include "supervisor/process/worker.h"
 
 extern char** environ;
 
 namespace kindling {
-namespace launch {
+namespace supervisor {
 namespace {
 
 // Everything the child needs, prepared before fork so that the child only makes
@@ -150,5 +150,5 @@ void signal_group(Worker& w, int sig) {
   if (w.result.pid > 0 && sig != SIGKILL && sig != SIGCONT) ::kill(-w.result.pid, SIGCONT);
 }
 
-}  // namespace launch
+}  // namespace supervisor
 }  // namespace kindling

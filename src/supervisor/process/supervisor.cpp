@@ -2,7 +2,7 @@
 // then one loop that reaps ended workers, stops the rest on the first failure or a signal
 // (SIGTERM, SIGKILL after the grace period), and relays output, until every worker has
 // ended and its output is drained; then the account of what failed.
-#include "supervisor/supervisor.h"
+#include "supervisor/process/supervisor.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -17,12 +17,12 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "supervisor/flight_verdict.h"
-#include "supervisor/signals.h"
-#include "supervisor/worker.h"
+#include "supervisor/process/flight_verdict.h"
+#include "supervisor/process/signals.h"
+#include "supervisor/process/worker.h"
 
 namespace kindling {
-namespace launch {
+namespace supervisor {
 
 namespace {
 
@@ -313,5 +313,5 @@ SupervisorResult supervise(const std::vector<WorkerSpec>& specs, const Superviso
   return supervision.result();
 }
 
-}  // namespace launch
+}  // namespace supervisor
 }  // namespace kindling

@@ -20,12 +20,11 @@
 #include <thread>
 
 #include "common/host.h"
-#include "supervisor/elastic_agent.h"
-#include "supervisor/etcd_client.h"
-#include "supervisor/rendezvous_access.h"
+#include "supervisor/rendezvous/etcd_client.h"
+#include "supervisor/rendezvous/rendezvous_access.h"
 
 namespace kindling {
-namespace launch {
+namespace supervisor {
 
 namespace {
 
@@ -323,5 +322,5 @@ std::unique_ptr<RendezvousAccess> etcd_access(const ElasticAgentOptions& options
   return std::make_unique<EtcdAccess>(options, name);
 }
 
-}  // namespace launch
+}  // namespace supervisor
 }  // namespace kindling

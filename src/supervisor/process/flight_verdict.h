@@ -9,7 +9,7 @@
 #include <string>
 
 namespace kindling {
-namespace launch {
+namespace supervisor {
 
 /// The folder of `attempt`'s flight records under `base` (KINDLING_FLIGHT_RECORD_DIR when
 /// the user set it, else <TMPDIR or /tmp>/kindling-flight-records/<run_id>), made empty of
@@ -37,5 +37,5 @@ bool flight_record_written(const std::string& folder, int rank, int64_t since_ns
 /// it cannot read is named as such.
 std::string flight_verdict(const std::string& folder);
 
-}  // namespace launch
+}  // namespace supervisor
 }  // namespace kindling

@@ -14,7 +14,7 @@
 #include <vector>
 
 namespace kindling {
-namespace launch {
+namespace supervisor {
 
 /// No member of the cluster answered (`reached` false), or one refused the request.
 class EtcdError : public std::runtime_error {
@@ -92,5 +92,5 @@ class EtcdClient {
   void* curl_;  // CURL*, kept out of this header
 };
 
-}  // namespace launch
+}  // namespace supervisor
 }  // namespace kindling

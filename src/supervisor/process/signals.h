@@ -8,7 +8,7 @@
 #include <vector>
 
 namespace kindling {
-namespace launch {
+namespace supervisor {
 
 /// The signals the supervisor handles while it runs; a worker restores their default action.
 constexpr int kSupervisedSignals[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP};
@@ -36,5 +36,5 @@ class SignalScope {
 /// received-signal message; empty when unknown (the kernel, or no request yet).
 std::string signal_sender();
 
-}  // namespace launch
+}  // namespace supervisor
 }  // namespace kindling
