@@ -8,6 +8,7 @@
 #include <chrono>
 #include <exception>
 #include <memory>
+#include <type_traits>
 
 #include "dist/diagnostics/fingerprint.h"
 #include "dist/diagnostics/flight_recorder.h"
@@ -42,6 +43,17 @@ int64_t enter(GroupState& g, const char* name, bool collective = true);
 /// exceptions propagate untranslated.
 void wait_op(PendingOp& op, GroupState& g, const char* name, int64_t seq, bool p2p);
 
+/// Starts an operation on `c`: `start(c)`, or `start(c, seq)` for a start that takes the
+/// operation's number on its group (the point-to-point collectives' tags come from it).
+template <typename Start>
+OpPtr start_on(Start& start, Communicator& c, int64_t seq) {
+  if constexpr (std::is_invocable_v<Start&, Communicator&, int64_t>) {
+    return start(c, seq);
+  } else {
+    return start(c);
+  }
+}
+
 /// Runs one blocking operation: counts it, compares fingerprints when enabled (`described`
 /// gives dtype and shape; `same_shape` whether shapes must agree), records a collective in the
 /// flight recorder and the operation on the timeline, starts it on the group's communicator, waits and translates
@@ -55,7 +67,7 @@ void run(GroupState& g, const char* name, Start&& start, bool p2p = false, const
   const int64_t record = p2p ? -1 : flight_start(g, seq, name, described);
   const TimelineOp traced = timeline_begin(g, seq, name, described, p2p);
   try {
-    OpPtr op = start(*g.comm);
+    OpPtr op = start_on(start, *g.comm, seq);
     wait_op(*op, g, name, seq, p2p);
     flight_complete(record);
     timeline_end(traced);
@@ -66,8 +78,9 @@ void run(GroupState& g, const char* name, Start&& start, bool p2p = false, const
   }
 }
 
-/// Starts one asynchronous operation (isend, irecv, all_reduce_async): counts it, records a
-/// collective in the flight recorder (`described`: its tensor), starts it on the group's
+/// Starts one asynchronous operation (isend, irecv, all_reduce_async, ...): counts it, compares
+/// a collective's fingerprints when enabled and records it in the flight recorder (`described`:
+/// its tensor, whose dtype and shape the fingerprints compare), starts it on the group's
 /// communicator and returns the state a Work waits on; engine failures at start are
 /// translated. `collective` selects the wait slack (see wait_timeout).
 template <typename Start>
@@ -78,12 +91,12 @@ std::shared_ptr<WorkState> start_async(const std::shared_ptr<GroupState>& g, con
   state->group = g;
   state->name = name;
   state->seq = enter(*g, name, collective);
-  if (collective && fingerprints_enabled()) check_fingerprint(*g, state->seq, name, nullptr, false);
+  if (collective && fingerprints_enabled()) check_fingerprint(*g, state->seq, name, described, true);
   state->collective = collective;
   if (collective) state->record = flight_start(*g, state->seq, name, described, &state);
   state->timeline = timeline_begin(*g, state->seq, name, described, !collective);
   try {
-    state->op = start(*g->comm);
+    state->op = start_on(start, *g->comm, state->seq);
   } catch (const kindling::Error&) {
     throw;
   } catch (const std::exception& e) {
@@ -92,6 +105,9 @@ std::shared_ptr<WorkState> start_async(const std::shared_ptr<GroupState>& g, con
   timeline_watch(*state);
   return state;
 }
+
+/// A Work complete from the start (the serial model, a rank outside the group).
+Work done_work(const char* name);
 
 /// The group's state when this rank takes part in a collective on it; null in the serial
 /// model or when this rank is not a member (idist then returns the input unchanged).

@@ -21,6 +21,13 @@ class DoneOp : public PendingOp {
   bool is_completed() override { return true; }
 };
 }  // namespace
+
+Work done_work(const char* name) {
+  auto done = std::make_shared<WorkState>();
+  done->name = name;
+  done->op = std::make_unique<DoneOp>();
+  return Work(done);
+}
 }  // namespace detail
 
 Work all_reduce_async(const at::Tensor& tensor, ReduceOp op, const Group& group) {
@@ -29,12 +36,7 @@ Work all_reduce_async(const at::Tensor& tensor, ReduceOp op, const Group& group)
                  "kindling::dist::all_reduce_async: the tensor is undefined; pass a tensor with data");
   detail::check_bitwise(op, tensor.scalar_type(), name);
   auto g = participant(group, name);
-  if (!g) {
-    auto done = std::make_shared<detail::WorkState>();
-    done->name = name;
-    done->op = std::make_unique<detail::DoneOp>();
-    return Work(done);
-  }
+  if (!g) return detail::done_work(name);
   detail::check_in_place_tensor(tensor, name);
   KINDLING_CHECK(tensor.scalar_type() != at::kBool,
                  "kindling::dist::all_reduce_async: bool tensors are not supported; "

@@ -5,9 +5,10 @@ and, where the interpreter's torch ships it (torch 2.x), with torch's analyzer t
   check_flight_record.py clean DIR WORLD ENGINE
       every rank's dump holds the collectives of tests/dist/flight_recorder_test.cpp's worker,
       all completed, in torch's layout; the analyzer finds nothing wrong.
-  check_flight_record.py missing DIR WORLD ENGINE RANK SEQ
-      RANK stopped after collective SEQ-1 while the others waited in SEQ: the dumps say so, and
-      the analyzer names RANK as missing from collective SEQ.
+  check_flight_record.py missing DIR WORLD ENGINE RANK SEQ [OP]
+      RANK stopped after collective SEQ-1 while the others waited in SEQ (an OP, all_reduce by
+      default; SEQ "next": the one after RANK's last): the dumps say so, and the analyzer names
+      RANK as missing from collective SEQ.
 Prints what it checked; exits 1 with the reason when a check fails."""
 import os
 import pickle
@@ -85,15 +86,19 @@ def check_clean(folder, world, engine):
         print("check_flight_record: torchfrtrace read every dump and found nothing wrong")
 
 
-def check_missing(folder, world, engine, missing, seq):
-    for rank, dump in enumerate(load(folder, world)):
+def check_missing(folder, world, engine, missing, seq, op="all_reduce"):
+    dumps = load(folder, world)
+    if seq == "next":
+        seq = dumps[missing]["entries"][-1]["collective_seq_id"] + 1
+    seq = int(seq)
+    for rank, dump in enumerate(dumps):
         last = dump["entries"][-1]
         if rank == missing:
             if last["collective_seq_id"] != seq - 1 or last["state"] != "completed":
                 fail("the stopped rank's last entry is %r" % last)
         elif (last["collective_seq_id"], last["state"], last["profiling_name"]) != (seq, "started",
-                                                                                  engine + ":all_reduce"):
-            fail("rank %d's last entry is %r, expected all_reduce #%d started" % (rank, last, seq))
+                                                                                  engine + ":" + op):
+            fail("rank %d's last entry is %r, expected %s #%d started" % (rank, last, op, seq))
     print("check_flight_record: ranks wait in #%d, rank %d stopped after #%d" % (seq, missing, seq - 1))
     text = analyzer(folder)
     if text is None:
@@ -110,4 +115,4 @@ if __name__ == "__main__":
     if mode == "clean":
         check_clean(folder, world, engine)
     else:
-        check_missing(folder, world, engine, int(sys.argv[5]), int(sys.argv[6]))
+        check_missing(folder, world, engine, int(sys.argv[5]), sys.argv[6], *sys.argv[7:8])

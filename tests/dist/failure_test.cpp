@@ -195,7 +195,8 @@ TEST(FailureTest, MpiReducesHalfPrecisionAndRefusesBitwiseOpsOnFloats) {
 #endif
 
 // Collective fingerprints (KINDLING_DISTRIBUTED_DEBUG=DETAIL): a shape or an op that differs
-// between the ranks is an error on every rank listing each rank's call; matching calls work.
+// between the ranks (all_reduce's shape, reduce_scatter's and all_gather_into's chunks) is an
+// error on every rank listing each rank's call; matching calls work.
 KINDLING_WORKER(fingerprint_mismatch) {
   kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(20)));
   const int rank = kd::get_rank();
@@ -221,6 +222,20 @@ KINDLING_WORKER(fingerprint_mismatch) {
     WCHECK(std::string(e.what()).find("rank 0: all_reduce Float [3]; rank 1: broadcast Float [3]") !=
                std::string::npos,
            << e.what());
+  }
+  // Chunks of another length on one rank, each call valid on its own.
+  const int64_t len = rank == 0 ? 4 : 3;
+  for (const bool async : {true, false}) {
+    const std::string msg = kindling::testing::error_of<kindling::UsageError>([&] {
+      if (async) {
+        kd::reduce_scatter_async(at::zeros({len}), at::zeros({2 * len})).wait();
+      } else {
+        kd::all_gather_into(at::zeros({2 * len}), at::zeros({len}));
+      }
+    });
+    const std::string want = async ? "rank 0: reduce_scatter_async Float [8]; rank 1: reduce_scatter_async Float [6]"
+                                   : "rank 0: all_gather_into Float [4]; rank 1: all_gather_into Float [3]";
+    WCHECK(msg.find(want) != std::string::npos, << msg);
   }
   // The refused collectives never reached the engine: the group is still usable.
   kd::barrier();

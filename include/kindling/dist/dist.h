@@ -220,11 +220,38 @@ KINDLING_API std::vector<at::Tensor> gather(const at::Tensor& tensor, int dst = 
 /// Inputs share one dtype; their shapes may differ (they are exchanged first).
 KINDLING_API std::vector<at::Tensor> all_to_all(const std::vector<at::Tensor>& inputs, const Group& group = Group());
 
+/// Reduces `input` over the group and leaves this rank its chunk in `output`
+/// (torch.distributed.reduce_scatter_tensor): `input` holds size() equal chunks end to end
+/// (size() * output.numel() elements, in flat order: shape (size * d0, ...) or (size, ...)),
+/// and member i gets the reduction (`op`, sum by default) of every member's chunk i. One input
+/// tensor rather than torch's list of chunks: it is what the engines' own operations take
+/// (NCCL's reduce-scatter, MPI_Reduce_scatter_block) and what a flat buffer (DDP's buckets,
+/// ZeRO's shards) already is, so nothing is copied to build or check a list. `output` may be
+/// this rank's chunk of `input` (a view), no other part of it. Every member calls it with the
+/// same sizes and dtype; the chunks are summed in group-rank order where kindling reduces
+/// them itself (gloo, mpi). Returns `output`. Throws kindling::UsageError when the tensors are
+/// undefined, their dtypes differ, input.numel() is not size() * output.numel(), or `op` is
+/// bitwise on floating-point data; the errors of every collective otherwise. A rank outside
+/// `group` gets `output` untouched; the serial model copies `input` into it.
+KINDLING_API at::Tensor reduce_scatter(const at::Tensor& output, const at::Tensor& input,
+                                       ReduceOp op = ReduceOp::kSum, const Group& group = Group());
+
+/// Gathers every member's `input` into `output` in group-rank order
+/// (torch.distributed.all_gather_into_tensor): `output` has size() * input.numel() elements
+/// (shape (size * d0, ...) or (size, ...)), member i's tensor at [i * n, (i + 1) * n) in flat
+/// order. Every member calls it with the same sizes and dtype. Returns `output`. Throws
+/// kindling::UsageError when the tensors are undefined, their dtypes differ or
+/// output.numel() is not size() * input.numel(); the errors of every collective otherwise. A
+/// rank outside `group` gets `output` untouched; the serial model copies `input` into it.
+KINDLING_API at::Tensor all_gather_into(const at::Tensor& output, const at::Tensor& input,
+                                        const Group& group = Group());
+
 /// Blocks until every member of the group arrives.
 KINDLING_API void barrier(const Group& group = Group());
 
 // ---------------------------------------------------------------------------------------
-// Point-to-point (tensors must be contiguous; `tag` distinguishes messages)
+// Point-to-point (tensors must be contiguous; `tag` distinguishes messages; tags from
+// 16384 up are kindling's own: reduce_scatter and all_gather_into send with them on gloo and mpi)
 // ---------------------------------------------------------------------------------------
 
 /// Sends `tensor` to global rank `dst`; returns when the data has been handed over.
@@ -240,6 +267,17 @@ KINDLING_API Work isend(const at::Tensor& tensor, int dst, int tag = 0, const Gr
 /// rank outside `group`, the Work is already complete and the tensor unchanged.
 KINDLING_API Work all_reduce_async(const at::Tensor& tensor, ReduceOp op = ReduceOp::kSum,
                                    const Group& group = Group());
+/// Non-blocking reduce_scatter (async_op=True): starts it and returns at once; `Work::wait()`
+/// finishes it, and only then does `output` hold the result. Both tensors must be contiguous
+/// and on device() (kindling::UsageError otherwise, as for the sizes reduce_scatter checks),
+/// and stay alive and untouched until then. Several may be in flight at once; every member
+/// starts them in the same order. Serial model: `output` holds the copy at once; outside
+/// `group`: a complete Work, `output` untouched.
+KINDLING_API Work reduce_scatter_async(const at::Tensor& output, const at::Tensor& input,
+                                       ReduceOp op = ReduceOp::kSum, const Group& group = Group());
+/// Non-blocking all_gather_into, with reduce_scatter_async's rules.
+KINDLING_API Work all_gather_into_async(const at::Tensor& output, const at::Tensor& input,
+                                        const Group& group = Group());
 /// An uninitialized tensor meant to be all-reduced many times on `group` (DDP's gradient
 /// buckets use it). On the mpi backend, when every member of the group runs on this node,
 /// its memory lies in the group's MPI-3 shared-memory window, and all_reduce on it reads and

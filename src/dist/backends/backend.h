@@ -64,6 +64,15 @@ class PendingOp {
 };
 using OpPtr = std::unique_ptr<PendingOp>;
 
+/// Where a collective made of point-to-point messages runs: this member's index in the group,
+/// the group's size, and the collective's number on the group (GroupState::seq, the same on
+/// every member), from which its messages' tags come.
+struct ExchangeSlot {
+  int rank = 0;
+  int size = 1;
+  int64_t seq = 0;
+};
+
 /// One group's communication engine. Tensors are contiguous and on the backend's device.
 class Communicator {
  public:
@@ -84,6 +93,15 @@ class Communicator {
   virtual OpPtr send(at::Tensor& tensor, int dst, int tag) = 0;
   /// src = -1 receives from any member.
   virtual OpPtr recv(at::Tensor& tensor, int src, int tag) = 0;
+  /// kindling::dist::reduce_scatter / all_gather_into on 1-D tensors: reduce_scatter's `input`
+  /// (all_gather_into's `output`) holds `slot.size` chunks of the other tensor's length. The
+  /// defaults (src/dist/exchange.cpp) exchange the chunks point to point, receives posted
+  /// before sends, and reduce in group-rank order: across hosts on gloo that beats gloo's own
+  /// all-gather (docs/performance.md, "ZeRO-1"), and on mpi the messages start at once where a
+  /// blocking MPI collective would start only when waited on. An engine with a native operation
+  /// worth using overrides them (nccl).
+  virtual OpPtr reduce_scatter(at::Tensor& output, at::Tensor& input, ReduceOp op, const ExchangeSlot& slot);
+  virtual OpPtr all_gather_into(at::Tensor& output, at::Tensor& input, const ExchangeSlot& slot);
   /// Memory this engine reduces fastest from (see kindling::dist::empty_comm_buffer).
   virtual at::Tensor empty_buffer(at::IntArrayRef sizes, const at::TensorOptions& options);
 };

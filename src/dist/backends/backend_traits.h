@@ -83,6 +83,10 @@ struct BackendTraits {
   /// KINDLING_GLOO_REDUCES_BF16 is unset): the c10d adapter (c10d_communicator.cpp) moves them
   /// as a dtype of the same size and reduces them in a wider one.
   bool widens_missing_dtypes = false;
+  /// A c10d engine whose own reduce-scatter and all-gather of flat tensors the c10d adapter
+  /// uses (nccl); without it, the point-to-point exchanges of src/dist/exchange.cpp (gloo: they
+  /// are faster there, docs/performance.md "ZeRO-1").
+  bool native_chunk_collectives = false;
   /// For a user's c10d process group of this engine (kindling/dist/c10d.h): makes the
   /// process groups of later new_group calls, with the adopted group's timeout. Null:
   /// new_group on such a group is refused.

@@ -53,12 +53,16 @@ std::string job_identity() {
   return "pid-" + std::to_string(::getpid());
 }
 
-// The analyzer's name of a kindling collective.
+// The analyzer's name of a kindling collective: all_gather_into and reduce_scatter as torch's
+// recorder names all_gather_into_tensor and reduce_scatter_tensor.
 std::string torch_op(const std::string& op) {
   const std::string async = "_async";
+  std::string name = op;
   if (op.size() > async.size() && op.compare(op.size() - async.size(), async.size(), async) == 0)
-    return op.substr(0, op.size() - async.size());
-  return op;
+    name = op.substr(0, op.size() - async.size());
+  if (name == "all_gather_into") return "_all_gather_base";
+  if (name == "reduce_scatter") return "_reduce_scatter_base";
+  return name;
 }
 
 std::string ranks_literal(const std::vector<int>& ranks) {
@@ -79,9 +83,16 @@ void write_group_name(PickleWriter& w, int group) {
 
 // Sizes and dtypes of one side: all_gather's output is one tensor per member; a barrier
 // has none. gather and scatter write the caller's tensor on both sides, the same on every rank.
+// all_gather_into's and reduce_scatter's entries hold their flat input: the output is the
+// group's size times as long, or that much shorter.
 void write_tensors(PickleWriter& w, const FlightEntry& e, bool output, bool dtypes) {
   const std::string op = torch_op(e.op);
   const int copies = !e.has_tensor ? 0 : (output && op == "all_gather" ? e.group_size : 1);
+  const auto side = [&](int64_t d) {
+    if (output && op == "_all_gather_base") return d * e.group_size;
+    if (output && op == "_reduce_scatter_base") return d / e.group_size;
+    return d;
+  };
   w.begin_list();
   for (int i = 0; i < copies; ++i) {
     if (dtypes) {
@@ -89,7 +100,7 @@ void write_tensors(PickleWriter& w, const FlightEntry& e, bool output, bool dtyp
       continue;
     }
     w.begin_list();
-    for (int64_t d : e.sizes) w.integer(d);
+    for (int64_t d : e.sizes) w.integer(side(d));
     w.end_list();
   }
   w.end_list();

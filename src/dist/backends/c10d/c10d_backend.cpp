@@ -18,14 +18,28 @@ namespace detail {
 using ::kindling::detail::Watchdog;
 using ::kindling::detail::watchdog_limit;
 
+namespace {
+
+// What the adapter does differently for the backend (none known: an adopted group of an engine
+// without traits).
+C10dEngineFlags engine_flags(const BackendTraits* traits) {
+  C10dEngineFlags flags;
+  if (traits == nullptr) return flags;
+  flags.widens_missing_dtypes = traits->widens_missing_dtypes;
+  flags.native_chunk_collectives = traits->native_chunk_collectives;
+  return flags;
+}
+
+}  // namespace
+
 std::string joined_key(int group_index, int rank) {
   return "kindling/joined/" + std::to_string(group_index + 1) + "/" + std::to_string(rank);
 }
 
-C10dBackend::C10dBackend(std::string name, bool widens_missing_dtypes, c10::intrusive_ptr<c10d::Store> store, int rank,
+C10dBackend::C10dBackend(std::string name, C10dEngineFlags flags, c10::intrusive_ptr<c10d::Store> store, int rank,
                          int world_size, std::chrono::milliseconds timeout, ProcessGroupFactory factory)
     : name_(std::move(name)),
-      widens_missing_dtypes_(widens_missing_dtypes),
+      flags_(flags),
       store_(std::move(store)),
       rank_(rank),
       world_size_(world_size),
@@ -53,7 +67,7 @@ std::unique_ptr<C10dBackend> start_c10d_world(const BackendTraits& traits, const
   if (!target.store) target.store = store;
   std::unique_ptr<C10dBackend> backend;
   try {
-    backend = std::make_unique<C10dBackend>(traits.name, traits.widens_missing_dtypes, store, config.rank,
+    backend = std::make_unique<C10dBackend>(traits.name, engine_flags(&traits), store, config.rank,
                                             config.world_size, config.timeout, prepare());
     backend->set_store_place(store_place(config), config.init_method.rfind("file://", 0) == 0 ? -1 : config.master_port);
     backend->set_startup_board(board);
@@ -73,7 +87,7 @@ std::unique_ptr<C10dBackend> start_c10d_world(const BackendTraits& traits, const
 }
 
 void C10dBackend::adopt_world(c10::intrusive_ptr<c10d::ProcessGroup> pg) {
-  world_ = std::make_shared<C10dCommunicator>(std::move(pg), widens_missing_dtypes_, /*owned=*/false);
+  world_ = std::make_shared<C10dCommunicator>(std::move(pg), flags_, /*owned=*/false);
 }
 
 std::unique_ptr<Backend> adopt_c10d_group(c10::intrusive_ptr<c10d::ProcessGroup> pg,
@@ -92,7 +106,7 @@ std::unique_ptr<Backend> adopt_c10d_group(c10::intrusive_ptr<c10d::ProcessGroup>
       return {};
     };
   }
-  auto backend = std::make_unique<C10dBackend>(name, traits != nullptr && traits->widens_missing_dtypes, std::move(store),
+  auto backend = std::make_unique<C10dBackend>(name, engine_flags(traits), std::move(store),
                                                rank, size, timeout, std::move(factory));
   backend->adopt_world(std::move(pg));
   return backend;
@@ -182,7 +196,7 @@ std::shared_ptr<Communicator> C10dBackend::join_group(int group_index, int size,
     const std::string group_name = std::to_string(group_index);
     auto pg_store = group_store(store_, group_name);
     try {
-      comm = std::make_shared<C10dCommunicator>(factory_(pg_store, group_rank, size, group_name), widens_missing_dtypes_);
+      comm = std::make_shared<C10dCommunicator>(factory_(pg_store, group_rank, size, group_name), flags_);
     } catch (const kindling::Error&) {
       throw;
     } catch (const std::exception& e) {

@@ -14,6 +14,7 @@
 
 #include "dist/backends/backend.h"
 #include "dist/backends/backend_traits.h"
+#include "dist/backends/c10d/c10d_communicator.h"
 #include "dist/base/world_config.h"
 #include "dist/rendezvous/startup_board.h"
 
@@ -27,8 +28,8 @@ namespace detail {
 /// Python does, c10d_compat.h), then the members agree on a sequence number.
 class C10dBackend : public Backend {
  public:
-  /// `widens_missing_dtypes`: the traits' (backend_traits.h), given to every communicator.
-  C10dBackend(std::string name, bool widens_missing_dtypes, c10::intrusive_ptr<c10d::Store> store, int rank,
+  /// `flags`: the traits' (backend_traits.h), given to every communicator.
+  C10dBackend(std::string name, C10dEngineFlags flags, c10::intrusive_ptr<c10d::Store> store, int rank,
               int world_size, std::chrono::milliseconds timeout, ProcessGroupFactory factory);
 
   /// Creates the world group through the factory (collective over all ranks).
@@ -68,7 +69,7 @@ class C10dBackend : public Backend {
   std::string store_place_;
   int store_port_ = -1;
   std::string name_;
-  bool widens_missing_dtypes_ = false;
+  C10dEngineFlags flags_;
   c10::intrusive_ptr<c10d::Store> store_;
   int rank_, world_size_;
   std::chrono::milliseconds timeout_;

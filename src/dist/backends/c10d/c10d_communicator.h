@@ -9,12 +9,18 @@ namespace kindling {
 namespace dist {
 namespace detail {
 
+/// What the c10d adapter does differently per engine: the backend's traits of the same names
+/// (backend_traits.h), handed to every communicator of the backend.
+struct C10dEngineFlags {
+  bool widens_missing_dtypes = false;
+  bool native_chunk_collectives = false;
+};
+
 class C10dCommunicator : public Communicator {
  public:
-  /// `widens_missing_dtypes`: the backend's trait (backend_traits.h). `owned`: kindling made
-  /// `pg` and shuts it down when the communicator goes (finalize); a process group handed over
-  /// by the user stays as it is.
-  C10dCommunicator(c10::intrusive_ptr<c10d::ProcessGroup> pg, bool widens_missing_dtypes, bool owned = true);
+  /// `flags`: the backend's traits (above). `owned`: kindling made `pg` and shuts it down when
+  /// the communicator goes (finalize); a process group handed over by the user stays as it is.
+  C10dCommunicator(c10::intrusive_ptr<c10d::ProcessGroup> pg, C10dEngineFlags flags, bool owned = true);
   ~C10dCommunicator() override;
   const c10::intrusive_ptr<c10d::ProcessGroup>& process_group() const { return pg_; }
 
@@ -29,11 +35,15 @@ class C10dCommunicator : public Communicator {
   OpPtr barrier() override;
   OpPtr send(at::Tensor& tensor, int dst, int tag) override;
   OpPtr recv(at::Tensor& tensor, int src, int tag) override;
+  /// nccl's own reduce-scatter and all-gather of flat tensors; other engines (gloo: see
+  /// docs/performance.md, "ZeRO-1") keep the point-to-point defaults.
+  OpPtr reduce_scatter(at::Tensor& output, at::Tensor& input, ReduceOp op, const ExchangeSlot& slot) override;
+  OpPtr all_gather_into(at::Tensor& output, at::Tensor& input, const ExchangeSlot& slot) override;
 
  private:
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;
   bool owned_ = true;
-  bool gloo_ = false;  // the engine lacks some dtypes (gloo): they are moved as bytes or reduced in a wider type
+  C10dEngineFlags flags_;
 };
 
 }  // namespace detail

@@ -5,8 +5,8 @@
 // 2.x:  an engine is a c10d::Backend; a c10d::ProcessGroup holds one backend per device
 //       type and dispatches each call by the tensors' device (what torch.distributed's
 //       _new_process_group_helper builds).
-// Everything else kindling calls (collectives but all_to_all's name, Work, stores, Options) has the same
-// signature in both. (torchrun's agent-store prefix, which changed in 2.6, is torchrun's rule
+// Everything else kindling calls (collectives but the names of all_to_all, the flat reduce-scatter and
+// all-gather, Work, stores, Options) has the same signature in both. (torchrun's agent-store prefix, which changed in 2.6, is torchrun's rule
 // and lives with the rendezvous: src/dist/rendezvous/rendezvous.cpp.)
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -38,6 +38,34 @@ c10::intrusive_ptr<::c10d::Work> all_to_all_single(PG& pg, at::Tensor& out, at::
                                                    std::vector<int64_t>& out_splits, std::vector<int64_t>& in_splits,
                                                    long /*fallback*/) {
   return pg.alltoall_base(out, in, out_splits, in_splits);
+}
+
+/// A reduce-scatter of one flat tensor (input: the group's size times output's elements):
+/// ProcessGroup::reduce_scatter_single where the LibTorch has it (2.15 deprecates
+/// _reduce_scatter_base, the name of 1.13 and of earlier 2.x releases); chosen by overload as
+/// all_to_all_single. Every rank of the group calls it.
+template <typename PG>
+auto reduce_scatter_single(PG& pg, at::Tensor& out, at::Tensor& in, const ::c10d::ReduceScatterOptions& opts,
+                           int /*prefer*/) -> decltype(pg.reduce_scatter_single(out, in, opts)) {
+  return pg.reduce_scatter_single(out, in, opts);
+}
+template <typename PG>
+c10::intrusive_ptr<::c10d::Work> reduce_scatter_single(PG& pg, at::Tensor& out, at::Tensor& in,
+                                                       const ::c10d::ReduceScatterOptions& opts, long /*fallback*/) {
+  return pg._reduce_scatter_base(out, in, opts);
+}
+
+/// An all-gather into one flat tensor (output: the group's size times input's elements):
+/// ProcessGroup::all_gather_single where the LibTorch has it (2.15 deprecates _allgather_base,
+/// the name of 1.13 and of earlier 2.x releases). Every rank of the group calls it.
+template <typename PG>
+auto all_gather_single(PG& pg, at::Tensor& out, at::Tensor& in, int /*prefer*/)
+    -> decltype(pg.all_gather_single(out, in)) {
+  return pg.all_gather_single(out, in);
+}
+template <typename PG>
+c10::intrusive_ptr<::c10d::Work> all_gather_single(PG& pg, at::Tensor& out, at::Tensor& in, long /*fallback*/) {
+  return pg._allgather_base(out, in);
 }
 
 #if TORCH_VERSION_MAJOR >= 2

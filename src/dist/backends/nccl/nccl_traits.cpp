@@ -15,6 +15,7 @@ BackendTraits nccl_traits() {
   t.stall_watch = StallWatch::kNone;
   t.flight_recorder_name = "nccl";
   t.polls_from_any_thread = true;
+  t.native_chunk_collectives = true;
 #if KINDLING_HAS_NCCL
   t.make = make_nccl_backend;
 #endif
