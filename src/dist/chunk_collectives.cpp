@@ -47,7 +47,7 @@ at::Tensor flat(const detail::Staged& s) { return s.work.view({-1}); }
 
 // The start of reduce_scatter (`scatters`) or all_gather_into on flat tensors.
 auto starter(at::Tensor& out, at::Tensor& in, ReduceOp op, bool scatters, const detail::GroupState& g) {
-  const detail::ExchangeSlot base{g.group_rank, static_cast<int>(g.ranks.size()), 0};
+  const detail::ExchangeSlot base{g.group_rank, static_cast<int>(g.ranks.size()), 0, g.timeout};
   return [&out, &in, op, scatters, base](detail::Communicator& c, int64_t seq) {
     detail::ExchangeSlot slot = base;
     slot.seq = seq;

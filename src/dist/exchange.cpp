@@ -7,8 +7,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <exception>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -33,32 +38,97 @@ milliseconds left(Clock::time_point deadline) {
   return std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
 }
 
-// An exchange in flight: its messages, waited in order, then `finish` (the reduction, run once).
+// The messages of an exchange, waited in order. Messages that can be waited on in short waits
+// (mpi's) are polled by the caller's waits; the others (gloo's, see PendingOp::rewaitable) are
+// waited on by a thread of their own, with the group's timeout, and the caller waits for it.
+class Messages {
+ public:
+  Messages(std::vector<OpPtr> parts, milliseconds patience) : parts_(std::move(parts)) {
+    bool rewaitable = true;
+    for (const auto& p : parts_) rewaitable = rewaitable && p->rewaitable();
+    if (rewaitable) return;
+    background_ = std::make_shared<Background>();
+    background_->parts = std::move(parts_);
+    std::thread([b = background_, patience] {
+      std::exception_ptr error;
+      try {
+        for (auto& p : b->parts) p->wait(patience);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      std::lock_guard<std::mutex> lock(b->mu);
+      b->error = error;
+      b->done = true;
+      b->cv.notify_all();
+    }).detach();  // owns the messages: a stalled one may keep it past the caller's wait
+  }
+
+  // Waits up to `timeout` for every message: true once all are in, false when the time is up;
+  // throws a message's failure.
+  bool wait(milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    if (background_) {
+      std::unique_lock<std::mutex> lock(background_->mu);
+      if (!background_->cv.wait_for(lock, timeout, [this] { return background_->done; })) return false;
+      if (background_->error) std::rethrow_exception(background_->error);
+      return true;
+    }
+    for (; next_ < parts_.size(); ++next_) {
+      try {
+        parts_[next_]->wait(left(deadline));
+      } catch (const EngineTimeout&) {  // harmless here (rewaitable): not in yet
+        return false;
+      }
+    }
+    return true;
+  }
+
+  bool is_completed() {
+    if (background_) {
+      std::lock_guard<std::mutex> lock(background_->mu);
+      return background_->done;
+    }
+    for (std::size_t i = next_; i < parts_.size(); ++i)
+      if (!parts_[i]->is_completed()) return false;
+    return true;
+  }
+
+ private:
+  struct Background {
+    std::vector<OpPtr> parts;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    std::exception_ptr error;
+  };
+  std::vector<OpPtr> parts_;
+  std::size_t next_ = 0;  // parts_ before it are in
+  std::shared_ptr<Background> background_;
+};
+
+// An exchange in flight: its messages, then `finish` (the reduction, run once by the waiter).
 class ExchangeOp : public PendingOp {
  public:
-  ExchangeOp(std::vector<OpPtr> parts, std::function<void()> finish, std::vector<at::Tensor> keep)
-      : parts_(std::move(parts)), finish_(std::move(finish)), keep_(std::move(keep)) {}
+  ExchangeOp(std::vector<OpPtr> parts, const ExchangeSlot& slot, std::function<void()> finish,
+             std::vector<at::Tensor> keep)
+      : keep_(std::move(keep)),  // first: what the messages read and write outlives them
+        messages_(std::move(parts), slot.timeout + std::chrono::seconds(5)),
+        finish_(std::move(finish)),
+        seq_(slot.seq) {}
 
   void wait(milliseconds timeout) override {
-    const auto deadline = Clock::now() + timeout;
-    for (; next_ < parts_.size(); ++next_) parts_[next_]->wait(left(deadline));
+    if (!messages_.wait(timeout)) throw EngineTimeout(not_in(timeout));
     settle();
   }
 
-  // Engines whose waits are watched from inside (mpi): the messages are polled in short waits,
-  // and from a second on `stalled` is asked about every 250 ms; a verdict ends the wait with
-  // kindling::TimeoutError (messages, unlike a blocking MPI collective, can be left pending).
+  // Engines whose waits are watched from inside (mpi): short waits, and from a second on
+  // `stalled` is asked about every 250 ms; a verdict ends the wait with kindling::TimeoutError
+  // (messages, unlike a blocking MPI collective, can be left pending).
   void wait_watched(milliseconds timeout, const StallCheck& stalled) override {
     const auto start = Clock::now();
     const auto deadline = start + timeout;
-    while (next_ < parts_.size()) {
-      try {
-        parts_[next_]->wait(std::min(left(deadline), milliseconds(250)));
-        ++next_;
-        continue;
-      } catch (const EngineTimeout&) {
-        if (Clock::now() >= deadline) throw;
-      }
+    while (!messages_.wait(std::min(left(deadline), milliseconds(250)))) {
+      if (Clock::now() >= deadline) throw EngineTimeout(not_in(timeout));
       if (Clock::now() - start < std::chrono::seconds(1)) continue;
       const std::string why = stalled();
       if (!why.empty()) throw TimeoutError(why);
@@ -67,23 +137,23 @@ class ExchangeOp : public PendingOp {
   }
 
   // Whether every message is in (the result is written by wait()).
-  bool is_completed() override {
-    for (std::size_t i = next_; i < parts_.size(); ++i)
-      if (!parts_[i]->is_completed()) return false;
-    return true;
-  }
+  bool is_completed() override { return messages_.is_completed(); }
 
  private:
+  std::string not_in(milliseconds timeout) const {
+    return "the messages of exchange collective #" + std::to_string(seq_) + " did not all arrive within " +
+           std::to_string(timeout.count()) + " ms";
+  }
   void settle() {
     if (!finish_) return;
     finish_();
     finish_ = nullptr;
   }
 
-  std::vector<OpPtr> parts_;
-  std::size_t next_ = 0;  // parts_ before it have been waited for
+  std::vector<at::Tensor> keep_;
+  Messages messages_;
   std::function<void()> finish_;
-  std::vector<at::Tensor> keep_;  // what the messages read and write, alive until they are done
+  int64_t seq_ = 0;
 };
 
 // `into` combined with `x` by `op`, in place.
@@ -126,7 +196,8 @@ OpPtr Communicator::reduce_scatter(at::Tensor& output, at::Tensor& input, Reduce
       output.copy_(sum);
     };
   }
-  return std::make_unique<ExchangeOp>(std::move(parts), std::move(finish), std::vector<at::Tensor>{output, input});
+  return std::make_unique<ExchangeOp>(std::move(parts), slot, std::move(finish),
+                                      std::vector<at::Tensor>{output, input});
 }
 
 OpPtr Communicator::all_gather_into(at::Tensor& output, at::Tensor& input, const ExchangeSlot& slot) {
@@ -141,7 +212,7 @@ OpPtr Communicator::all_gather_into(at::Tensor& output, at::Tensor& input, const
   for (int q = 0; q < slot.size && n > 0; ++q)
     if (q != slot.rank) parts.push_back(send(input, q, tag));
   output.narrow(0, slot.rank * n, n).copy_(input);
-  return std::make_unique<ExchangeOp>(std::move(parts), std::function<void()>(),
+  return std::make_unique<ExchangeOp>(std::move(parts), slot, std::function<void()>(),
                                       std::vector<at::Tensor>{output, input});
 }
 

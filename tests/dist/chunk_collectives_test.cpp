@@ -1,6 +1,7 @@
 // reduce_scatter and all_gather_into (kindling/dist/dist.h), blocking and asynchronous, on every
 // CPU backend at world sizes 1, 2 and 3, on the world and on a group of a subset of ranks; wrong
-// sizes and dtypes refused on every rank; the serial model's copies. (Ranks whose chunks differ:
+// sizes and dtypes refused on every rank; a member late by more than the stall monitor's 1 s
+// waits; the serial model's copies. (Ranks whose chunks differ:
 // the fingerprints refuse them, tests/dist/failure_test.cpp.)
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -125,6 +127,24 @@ void refusals(const kd::Group& g, int n) {
   kd::barrier(g);
 }
 
+// A member 1.5 s late (under the default stall period, with the stall monitor waiting in 1 s
+// slices): the others wait for it and every result is right.
+void late_member(int ws) {
+  if (ws < 2) return;
+  const int r = kd::get_rank();
+  if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  auto out = at::zeros({3});
+  kd::reduce_scatter(out, at::full({3 * ws}, static_cast<float>(r)));
+  auto all = at::zeros({ws});
+  kd::all_gather_into(all, at::full({1}, static_cast<float>(r)));
+  if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  auto again = at::zeros({3});
+  kd::reduce_scatter_async(again, at::full({3 * ws}, 1.0f)).wait();
+  WCHECK(at::equal(out, at::full({3}, ws * (ws - 1) / 2.0f)) && at::equal(all, at::arange(ws, at::kFloat)) &&
+             at::equal(again, at::full({3}, static_cast<float>(ws))),
+         << out << all << again);
+}
+
 void exercise(const kd::Group& g, const std::vector<int>& m) {
   const int r = kd::get_rank();
   const auto found = std::find(m.begin(), m.end(), r);
@@ -144,6 +164,7 @@ KINDLING_WORKER(chunk_collectives) {
   std::vector<int> all(static_cast<std::size_t>(ws));
   std::iota(all.begin(), all.end(), 0);
   chunk_collectives_test::exercise(kd::world(), all);
+  chunk_collectives_test::late_member(ws);
   auto subset = chunk_collectives_test::subset_for(ws);
   chunk_collectives_test::exercise(kd::new_group(subset), subset);
   kd::finalize();

@@ -61,16 +61,21 @@ class PendingOp {
   virtual bool notify_completion(std::function<void()> /*done*/) { return false; }
   /// Group rank of the sender for a receive from any source, else -1.
   virtual int source_rank() { return -1; }
+  /// Whether a wait() that ends at its timeout leaves the operation and its engine as they were,
+  /// to be waited on again. False for gloo's point-to-point messages: gloo closes every
+  /// connection of the group when a receive's wait times out.
+  virtual bool rewaitable() { return true; }
 };
 using OpPtr = std::unique_ptr<PendingOp>;
 
 /// Where a collective made of point-to-point messages runs: this member's index in the group,
-/// the group's size, and the collective's number on the group (GroupState::seq, the same on
-/// every member), from which its messages' tags come.
+/// the group's size, the collective's number on the group (GroupState::seq, the same on every
+/// member), from which its messages' tags come, and the group's timeout.
 struct ExchangeSlot {
   int rank = 0;
   int size = 1;
   int64_t seq = 0;
+  std::chrono::milliseconds timeout{0};
 };
 
 /// One group's communication engine. Tensors are contiguous and on the backend's device.

@@ -87,6 +87,10 @@ struct BackendTraits {
   /// uses (nccl); without it, the point-to-point exchanges of src/dist/exchange.cpp (gloo: they
   /// are faster there, docs/performance.md "ZeRO-1").
   bool native_chunk_collectives = false;
+  /// Whether the wait of a started send or receive may end at its timeout and be waited on again
+  /// (nccl, mpi); gloo closes every connection of the group when such a wait times out, so the
+  /// exchanges wait on its messages from a thread of their own (src/dist/exchange.cpp).
+  bool message_waits_may_time_out = true;
   /// For a user's c10d process group of this engine (kindling/dist/c10d.h): makes the
   /// process groups of later new_group calls, with the adopted group's timeout. Null:
   /// new_group on such a group is refused.

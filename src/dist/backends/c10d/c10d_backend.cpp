@@ -27,6 +27,7 @@ C10dEngineFlags engine_flags(const BackendTraits* traits) {
   if (traits == nullptr) return flags;
   flags.widens_missing_dtypes = traits->widens_missing_dtypes;
   flags.native_chunk_collectives = traits->native_chunk_collectives;
+  flags.message_waits_may_time_out = traits->message_waits_may_time_out;
   return flags;
 }
 

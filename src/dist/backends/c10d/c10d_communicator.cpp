@@ -118,12 +118,17 @@ class C10dOp : public PendingOp {
       return -1;
     }
   }
+  bool rewaitable() override { return rewaitable_; }
+  // A send or receive of an engine whose message waits cannot time out harmlessly (see
+  // PendingOp::rewaitable and BackendTraits::message_waits_may_time_out).
+  void fragile_wait() { rewaitable_ = false; }
 
  private:
   c10::intrusive_ptr<c10d::Work> work_;
   std::vector<at::Tensor> keep_;
   std::vector<std::vector<at::Tensor>> keep_lists_;
   std::function<void()> on_done_;
+  bool rewaitable_ = true;
 };
 
 OpPtr wrap(c10::intrusive_ptr<c10d::Work> work, std::vector<at::Tensor> keep = {},
@@ -225,14 +230,17 @@ OpPtr C10dCommunicator::barrier() { return wrap(pg_->barrier()); }
 
 OpPtr C10dCommunicator::send(at::Tensor& tensor, int dst, int tag) {
   std::vector<at::Tensor> tensors{as_movable(tensor, flags_.widens_missing_dtypes)};
-  auto work = pg_->send(tensors, dst, tag);
-  return wrap(std::move(work), std::move(tensors));
+  auto op = std::make_unique<C10dOp>(pg_->send(tensors, dst, tag), std::move(tensors));
+  if (!flags_.message_waits_may_time_out) op->fragile_wait();
+  return op;
 }
 
 OpPtr C10dCommunicator::recv(at::Tensor& tensor, int src, int tag) {
   std::vector<at::Tensor> tensors{as_movable(tensor, flags_.widens_missing_dtypes)};
   auto work = src < 0 ? pg_->recvAnysource(tensors, tag) : pg_->recv(tensors, src, tag);
-  return wrap(std::move(work), std::move(tensors));
+  auto op = std::make_unique<C10dOp>(std::move(work), std::move(tensors));
+  if (!flags_.message_waits_may_time_out) op->fragile_wait();
+  return op;
 }
 
 OpPtr C10dCommunicator::reduce_scatter(at::Tensor& output, at::Tensor& input, ReduceOp op, const ExchangeSlot& slot) {

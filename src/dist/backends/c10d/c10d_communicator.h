@@ -14,6 +14,7 @@ namespace detail {
 struct C10dEngineFlags {
   bool widens_missing_dtypes = false;
   bool native_chunk_collectives = false;
+  bool message_waits_may_time_out = true;
 };
 
 class C10dCommunicator : public Communicator {

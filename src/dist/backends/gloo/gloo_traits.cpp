@@ -14,6 +14,7 @@ BackendTraits gloo_traits() {
   t.polls_from_any_thread = true;
   // No kernels for int16, bool, complex (nor bfloat16 on older LibTorch): c10d_communicator.cpp.
   t.widens_missing_dtypes = true;
+  t.message_waits_may_time_out = false;
 #if KINDLING_HAS_GLOO
   t.make = make_gloo_backend;
   t.adopted_groups = adopted_gloo_groups;
