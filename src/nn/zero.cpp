@@ -104,6 +104,11 @@ void ZeroRedundancyOptimizer::Impl::ensure_layout(const std::vector<OptimizerPar
                      "the DDP model that uses its comm_hook() still trains; keep the optimizer alive as long as the model");
       impl->step_in_backward(bucket);
     };
+    records->after_wait = [weak](const GradBucket& bucket) {
+      auto impl = weak.lock();
+      const auto b = static_cast<std::size_t>(bucket.index);
+      if (impl && b < impl->gather_due.size() && impl->gather_due[b]) impl->start_gather(b);
+    };
     guard_accumulations();
   }
 }
@@ -189,6 +194,7 @@ void ZeroRedundancyOptimizer::Impl::make_inner(const std::vector<OptimizerParamG
   inner_pieces.assign(count, {});
   gathers.clear();
   gathers.resize(layout->buckets.size());
+  gather_due.assign(layout->buckets.size(), 0);
   for (std::size_t k = 0; k < count; ++k) {
     std::vector<OptimizerParamGroup> inner_groups;
     for (std::size_t g = 0; g < groups.size(); ++g) {
@@ -230,7 +236,12 @@ void ZeroRedundancyOptimizer::Impl::step_in_backward(const GradBucket& bucket) {
     for (std::size_t i : inner_pieces[b]) stepped[pieces[i].param] = 1;
   }
   step_inner(b, &bucket.gradients);
-  gathers[b] = std::make_unique<zero::Gather>(layout->buckets[b], bucket.index, params, group);
+  gather_due[b] = 1;
+}
+
+void ZeroRedundancyOptimizer::Impl::start_gather(std::size_t b) {
+  gather_due[b] = 0;
+  gathers[b] = std::make_unique<zero::Gather>(layout->buckets[b], params, group);
 }
 
 at::Tensor ZeroRedundancyOptimizer::step(LossClosure closure) {
@@ -243,12 +254,12 @@ at::Tensor ZeroRedundancyOptimizer::step(LossClosure closure) {
   s.ensure_layout(param_groups());
   at::NoGradGuard no_grad;
   const zero::Layout& l = *s.layout;
-  // The buckets backward did not step, each posted as soon as it is stepped; then every rank's
-  // updated chunks, to every rank.
+  // The buckets backward did not step, each all-gathered as soon as it is stepped (and those
+  // backward stepped whose all-gather has not started); then every rank's updated chunks, in.
   for (std::size_t b = 0; b < l.buckets.size(); ++b) {
     if (s.gathers[b]) continue;
-    s.step_inner(b, nullptr);
-    if (l.size > 1) s.gathers[b] = std::make_unique<zero::Gather>(l.buckets[b], static_cast<int64_t>(b), s.params, s.group);
+    if (!s.gather_due[b]) s.step_inner(b, nullptr);
+    if (l.size > 1) s.start_gather(b);
   }
   s.step_inner(l.buckets.size(), nullptr);
   for (auto& gather : s.gathers) {

@@ -23,18 +23,13 @@ namespace zero {
 
 namespace {
 
-// Tags of the exchanges: one per bucket and direction, apart from small user tags (MPI
-// guarantees 32767).
-int reduce_tag(int64_t bucket) { return 20000 + static_cast<int>(bucket % 6000); }
-int gather_tag(int64_t bucket) { return 26000 + static_cast<int>(bucket % 6000); }
-
-// A bucket's exchanges in flight; once they are in, this rank's chunk becomes the group's
+// A bucket's reduce-scatter in flight; once it is in, this rank's chunk becomes the group's
 // average and the optimizer hears of it (when it steps inside backward).
 struct ExchangeState {
-  at::Tensor own;
-  int rank = 0;
-  std::vector<at::Tensor> received;  // by rank
-  std::vector<dist::Work> works;
+  at::Tensor own;  // this rank's chunk of the bucket
+  at::Tensor sum;  // the reduce-scatter's result: the chunks' sum, in rank order (padded)
+  int size = 1;
+  dist::Work work;
   std::shared_ptr<HookRecords> records;
   GradBucket bucket;
   // Set by complete() when it runs on the hook's thread.
@@ -44,13 +39,9 @@ struct ExchangeState {
   std::exception_ptr error;
 
   void complete() {
-    for (auto& w : works) w.wait();
-    if (own.numel() > 0) {
-      // Summed in rank order, then divided (as DDP's own all-reduce and division).
-      at::Tensor sum = (rank == 0 ? own : received[0]).clone();
-      for (std::size_t q = 1; q < received.size(); ++q) sum.add_(static_cast<int>(q) == rank ? own : received[q]);
-      own.copy_(sum.div_(static_cast<int64_t>(received.size())));
-    }
+    work.wait();
+    // Divided after the sum (as DDP's own all-reduce and division).
+    if (own.numel() > 0) own.copy_(sum.narrow(0, 0, own.numel()).div_(static_cast<int64_t>(size)));
     std::function<void(const GradBucket&)> after;
     {
       std::lock_guard<std::mutex> lock(records->mu);
@@ -59,6 +50,15 @@ struct ExchangeState {
     if (after) after(bucket);
   }
 };
+
+// `flat` with zeros after it up to `numel` elements (a copy), or `flat` itself when it has them.
+at::Tensor padded(const at::Tensor& flat, int64_t numel) {
+  if (flat.numel() == numel) return flat;
+  at::Tensor whole = at::empty({numel}, flat.options());
+  whole.narrow(0, 0, flat.numel()).copy_(flat);
+  whole.narrow(0, flat.numel(), numel - flat.numel()).zero_();
+  return whole;
+}
 
 // Runs jobs one after the other, in the order posted, on a thread of its own; the destructor
 // runs what is left, then joins.
@@ -126,11 +126,17 @@ class Exchange : public PendingBucket {
   void wait() override {
     if (!threaded_) {
       state_->complete();
-      return;
+    } else {
+      std::unique_lock<std::mutex> lock(state_->mu);
+      state_->cv.wait(lock, [this] { return state_->done; });
+      if (state_->error) std::rethrow_exception(state_->error);
     }
-    std::unique_lock<std::mutex> lock(state_->mu);
-    state_->cv.wait(lock, [this] { return state_->done; });
-    if (state_->error) std::rethrow_exception(state_->error);
+    std::function<void(const GradBucket&)> after;
+    {
+      std::lock_guard<std::mutex> lock(state_->records->mu);
+      after = state_->records->after_wait;
+    }
+    if (after) after(state_->bucket);
   }
 
  private:
@@ -202,29 +208,15 @@ class ZeroHook : public CommHook {
     const int rank = group.rank();
     if (size == 1) return std::make_unique<Done>();
     at::Tensor flat = bucket.buffer.view(-1);
-    const std::vector<int> ranks = group.ranks();
-    const int tag = reduce_tag(bucket.index);
+    const int64_t each = (flat.numel() + size - 1) / size;  // the chunks' length (the last ones padded)
     const auto [lo, hi] = chunk(flat.numel(), rank, size);
     auto state = std::make_shared<ExchangeState>();
     state->own = flat.narrow(0, lo, hi - lo);
-    state->rank = rank;
-    state->received.resize(static_cast<std::size_t>(size));
+    state->sum = at::empty({each}, flat.options());
+    state->size = size;
     state->records = records_;
     state->bucket = bucket;
-    // Receives before sends (here and in Gather): on gloo, ranks that all send first stall each
-    // other at times; bench/cluster/p2p_hosts.py across 4 hosts at 1 Gbit/s: 399-525 ms (median
-    // 456) sends first, 286-300 ms receives first, for the same bytes.
-    for (int q = 0; q < size && hi > lo; ++q) {
-      if (q == rank) continue;
-      at::Tensor& into = state->received[static_cast<std::size_t>(q)];
-      into = at::empty({hi - lo}, flat.options());
-      state->works.push_back(dist::irecv(into, ranks[q], tag, group));
-    }
-    for (int q = 0; q < size; ++q) {
-      const auto [qlo, qhi] = chunk(flat.numel(), q, size);
-      if (q != rank && qhi > qlo)
-        state->works.push_back(dist::isend(flat.narrow(0, qlo, qhi - qlo), ranks[q], tag, group));
-    }
+    state->work = dist::reduce_scatter_async(state->sum, padded(flat, each * size), dist::ReduceOp::kSum, group);
     return std::make_unique<Exchange>(std::move(state), progress_.get());
   }
 
@@ -235,37 +227,27 @@ class ZeroHook : public CommHook {
 
 }  // namespace
 
-Gather::Gather(const Bucket& bucket, int64_t index, const std::vector<at::Tensor>& params, const dist::Group& group)
-    : bucket_(bucket), rank_(group.rank()), received_(static_cast<std::size_t>(group.size())) {
+Gather::Gather(const Bucket& bucket, const std::vector<at::Tensor>& params, const dist::Group& group)
+    : bucket_(bucket), rank_(group.rank()), size_(group.size()) {
   for (std::size_t p : bucket.params) flat_.push_back(params[p].detach().view(-1));
-  const int size = group.size();
-  const std::vector<int> ranks = group.ranks();
-  const int tag = gather_tag(index);
-  const auto [lo, hi] = chunk(bucket.numel, rank_, size);
-  at::Tensor mine = at::empty({hi - lo}, flat_.front().options());
+  each_ = (bucket.numel + size_ - 1) / size_;
+  const auto [lo, hi] = chunk(bucket.numel, rank_, size_);
+  mine_ = at::empty({each_}, flat_.front().options());  // past hi: padding, never read
   for_each_overlap(bucket, lo, hi, [&](std::size_t m, int64_t offset, int64_t pos, int64_t length) {
-    mine.narrow(0, pos - lo, length).copy_(flat_[m].narrow(0, offset, length));
+    mine_.narrow(0, pos - lo, length).copy_(flat_[m].narrow(0, offset, length));
   });
-  received_[static_cast<std::size_t>(rank_)] = mine;  // kept alive until the sends are done
-  for (int q = 0; q < size; ++q) {                    // receives first: see ZeroHook::run
-    const auto [qlo, qhi] = chunk(bucket.numel, q, size);
-    if (q == rank_ || qhi == qlo) continue;
-    received_[static_cast<std::size_t>(q)] = at::empty({qhi - qlo}, mine.options());
-    works_.push_back(dist::irecv(received_[static_cast<std::size_t>(q)], ranks[q], tag, group));
-  }
-  for (int q = 0; q < size && hi > lo; ++q)
-    if (q != rank_) works_.push_back(dist::isend(mine, ranks[q], tag, group));
+  all_ = at::empty({each_ * size_}, mine_.options());
+  work_ = dist::all_gather_into_async(all_, mine_, group);
 }
 
 void Gather::finish() {
-  for (auto& w : works_) w.wait();
-  works_.clear();
-  const int size = static_cast<int>(received_.size());
-  for (int q = 0; q < size; ++q) {
+  work_.wait();
+  for (int q = 0; q < size_; ++q) {
     if (q == rank_) continue;
-    const auto [qlo, qhi] = chunk(bucket_.numel, q, size);
+    const auto [qlo, qhi] = chunk(bucket_.numel, q, size_);
+    const at::Tensor theirs = all_.narrow(0, q * each_, each_);
     for_each_overlap(bucket_, qlo, qhi, [&](std::size_t m, int64_t offset, int64_t pos, int64_t length) {
-      flat_[m].narrow(0, offset, length).copy_(received_[static_cast<std::size_t>(q)].narrow(0, pos - qlo, length));
+      flat_[m].narrow(0, offset, length).copy_(theirs.narrow(0, pos - qlo, length));
     });
   }
 }

@@ -40,6 +40,9 @@ struct ZeroRedundancyOptimizer::Impl : std::enable_shared_from_this<ZeroRedundan
   std::vector<std::vector<int>> inner_group;            // [inner][user group] -> its group, -1: none
   std::vector<std::vector<std::size_t>> inner_pieces;   // [inner] -> pieces, in its parameters' order
   std::vector<std::unique_ptr<zero::Gather>> gathers;   // by bucket: its updated chunks in flight
+  // By bucket: stepped inside backward (on the hook's thread), its all-gather not started yet
+  // (it starts at DDP's wait for the bucket, records->after_wait, or else in step()).
+  std::vector<char> gather_due;
   std::optional<c10::impl::GenericDict> pending;        // a loaded whole state, sharded at the layout
   // With overlap_with_ddp: each parameter's gradient accumulator, whose pre-hook refuses a
   // backward that reaches a parameter stepped inside an earlier backward not yet followed by
@@ -60,9 +63,11 @@ struct ZeroRedundancyOptimizer::Impl : std::enable_shared_from_this<ZeroRedundan
   // Steps inner optimizer k with the groups' current options; each piece's gradient is its part
   // of `bucket_gradients[member]` when given (inside backward), else of its parameter's .grad().
   void step_inner(std::size_t k, const std::vector<at::Tensor>* bucket_gradients);
-  // Bucket b stepped inside backward: any earlier gather of it finished, its chunk stepped and
-  // posted to the other ranks.
+  // Bucket b stepped inside backward: its chunk stepped, its all-gather due.
   void step_in_backward(const GradBucket& bucket);
+  // Starts bucket b's all-gather of this rank's updated chunk (on the thread that starts the
+  // collectives, buckets in index order).
+  void start_gather(std::size_t b);
   // With overlap_with_ddp: the views write the parameters without moving their autograd
   // version (a retained graph's second backward then meets guard_accumulations()'s refusal, not
   // autograd's version check), and step() moves every parameter's version itself.

@@ -35,6 +35,11 @@ struct HookRecords {
   // (zero_exchange.h); empty unless the optimizer steps inside backward
   // (ZeroOptions::overlap_with_ddp) and knows its layout.
   std::function<void(const GradBucket&)> after_reduce;
+  // Called (without `mu` held) by DDP's wait for a bucket, once after_reduce ran, on the thread
+  // that starts DDP's collectives: the bucket's all-gather starts there, in bucket order, so
+  // that every rank starts its collectives in the same order (kindling::dist's rule; the hook's
+  // thread only waits). Set together with after_reduce.
+  std::function<void(const GradBucket&)> after_wait;
   // Set while buckets stepped inside backward wait for step() to receive the others' chunks: a
   // synchronised backward then is refused (its forward ran on half-updated parameters).
   bool awaiting_step = false;

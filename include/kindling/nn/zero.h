@@ -12,12 +12,13 @@
 ///
 /// How it works: every DDP bucket is cut into N equal chunks, chunk r belonging to group rank r.
 /// The optimizer's comm hook reduces each bucket as backward completes it, but instead of one
-/// all-reduce each rank sends every other rank that rank's chunk and sums the N copies of its
-/// own (a reduce-scatter by point-to-point exchanges, while backward goes on): only the rank's
-/// own chunk of `.grad()` holds the group's average afterwards, the rest keeps this rank's
-/// values. step() runs the optimizer (SGD, Adam or AdamW) on the parameters' parts in its
-/// chunks only, as views of the parameters, then each rank sends every other its updated chunk
-/// of every bucket (an all-gather by point-to-point exchanges, all buckets in flight at once).
+/// all-reduce it starts kindling::dist::reduce_scatter_async (while backward goes on; on gloo
+/// and mpi each rank sends every other rank that rank's chunk and sums the N copies of its own):
+/// only the rank's own chunk of `.grad()` holds the group's average afterwards, the rest keeps
+/// this rank's values. step() runs the optimizer (SGD, Adam or AdamW) on the parameters' parts in
+/// its chunks only, as views of the parameters, then all-gathers every bucket's updated chunks
+/// (kindling::dist::all_gather_into_async, all buckets in flight at once). Both are collectives
+/// of kindling::dist: watched by the stall monitor, fingerprinted, in the flight record.
 /// The bytes sent equal one all-reduce's; the optimizer's state on each
 /// rank is 1/N of the whole (rounded up to a chunk's size). The arithmetic of each element is
 /// the ordinary optimizer's, so the training equals plain DDP's (bit for bit on 2 ranks; on
@@ -25,11 +26,11 @@
 ///
 /// With ZeroOptions().overlap_with_ddp(true) the step moves into backward: a thread of the hook's
 /// own waits for each bucket's reduce-scatter as soon as it is posted, then steps that bucket's
-/// chunk and posts it to the other ranks, while backward and the later buckets' reductions go
-/// on (DDP's wait for a bucket at the end of backward waits for that thread); step() then only
-/// steps what backward did not (the first iteration's buckets, whose layout is learnt then, and
-/// parameters in no bucket) and receives the others' chunks. The link stays busy from the first
-/// bucket's reduce-scatter to the last bucket's all-gather, as one all-reduce would.
+/// chunk, while backward and the later buckets' reductions go on; DDP's wait for a bucket at the
+/// end of backward waits for that thread, then starts the bucket's all-gather (on DDP's thread,
+/// where every rank starts its collectives in one order); step() then only steps what backward
+/// did not (the first iteration's buckets, whose layout is learnt then, and parameters in no
+/// bucket) and receives the others' chunks.
 ///
 /// Rules: the DDP model must use this optimizer's comm_hook() (kindling::UsageError from step()
 /// otherwise) and keep its bucket layout (DDP does not rebuild buckets under a comm hook). Read
@@ -61,7 +62,7 @@ namespace nn {
 class KINDLING_API ZeroOptions {
  public:
   /// Step each bucket's chunk inside backward and overlap the all-gather with the later buckets'
-  /// reduce-scatter (torch's ZeroRedundancyOptimizer(overlap_with_ddp=True)); see the file
+  /// waits and steps (torch's ZeroRedundancyOptimizer(overlap_with_ddp=True)); see the file
   /// comment for what it changes. Default false: the step and the all-gather run in step(), after
   /// the whole backward, and GradScaler works. Turn it on where the link is the limit (across
   /// hosts at 1 Gbit/s it is what brings ZeRO level with plain DDP, docs/performance.md).
