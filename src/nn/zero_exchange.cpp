@@ -26,8 +26,9 @@ namespace {
 // A bucket's reduce-scatter in flight; once it is in, this rank's chunk becomes the group's
 // average and the optimizer hears of it (when it steps inside backward).
 struct ExchangeState {
-  at::Tensor own;  // this rank's chunk of the bucket
-  at::Tensor sum;  // the reduce-scatter's result: the chunks' sum, in rank order (padded)
+  at::Tensor own;    // this rank's chunk of the bucket
+  at::Tensor input;  // the reduce-scatter's input: the bucket, padded where its length needs it
+  at::Tensor sum;    // the reduce-scatter's result: the chunks' sum, in rank order (padded)
   int size = 1;
   dist::Work work;
   std::shared_ptr<HookRecords> records;
@@ -216,7 +217,8 @@ class ZeroHook : public CommHook {
     state->size = size;
     state->records = records_;
     state->bucket = bucket;
-    state->work = dist::reduce_scatter_async(state->sum, padded(flat, each * size), dist::ReduceOp::kSum, group);
+    state->input = padded(flat, each * size);
+    state->work = dist::reduce_scatter_async(state->sum, state->input, dist::ReduceOp::kSum, group);
     return std::make_unique<Exchange>(std::move(state), progress_.get());
   }
 
