@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How gloo moves ZeRO-1's bytes across the namespace cluster's capped links (tests/cluster/
 cluster.py, 1 process per host, each pinned to a core), the facts kindling's
-ZeroRedundancyOptimizer is built on (src/nn/zero_exchange.cpp). Python torch's gloo, the gloo of
+ZeroRedundancyOptimizer is built on (src/nn/zero/zero_exchange.cpp). Python torch's gloo, the gloo of
 the LibTorch 2.15 build; medians of --repeats, each timed between barriers, rank 0's clock:
 
   exchange, sends first      every rank sends every other its chunk of --megabytes (the

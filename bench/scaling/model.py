@@ -6,7 +6,7 @@ Inputs:
 - the compute of one rank's step without communication (a measured no-comm step) and its
   split into backward and the rest, and when each gradient is ready in backward, in what
   order, with its bytes (bench/scaling/readiness.py's profile);
-- the buckets as kindling's DDP makes them (src/nn/ddp_buckets.cpp: a first bucket of 1 MiB,
+- the buckets as kindling's DDP makes them (src/nn/ddp/ddp_buckets.cpp: a first bucket of 1 MiB,
   then bucket_cap_mb; in readiness order, or in reverse registration order as before the
   rebuild of 200f774);
 - the link: its rate (tbf's rate counts whole Ethernet frames; a TCP stream carries 1448 bytes

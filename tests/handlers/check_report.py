@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent checker for kindling's HTML training report (src/handlers/loggers/html_page.h).
+"""Independent checker for kindling's HTML training report (src/handlers/loggers/html/html_page.h).
 
 Usage: check_report.py REPORT.html SCALARS.jsonl [--screenshot OUT.png] [--min-charts N] [--timeline-ranks N]
 

@@ -12,7 +12,7 @@
 #include <mutex>
 
 #include "common/files.h"
-#include "handlers/loggers/event_file.h"
+#include "handlers/loggers/tensorboard/event_file.h"
 #include "handlers/loggers/json_text.h"
 #include "kindling/error.h"
 

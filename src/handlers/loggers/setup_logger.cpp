@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "common/env.h"
-#include "handlers/loggers/event_file.h"
+#include "handlers/loggers/tensorboard/event_file.h"
 #include "kindling/error.h"
 
 namespace kindling {

@@ -1,5 +1,5 @@
 // The report's picture of one step of every rank (html_timeline.h).
-#include "handlers/loggers/html_timeline.h"
+#include "handlers/loggers/html/html_timeline.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "handlers/loggers/html_svg.h"
+#include "handlers/loggers/html/html_svg.h"
 #include "handlers/profilers/chrome_trace.h"
 
 namespace kindling {

@@ -16,8 +16,8 @@
 #include "kindling/dist/hierarchy.h"
 #include "kindling/dist/same_settings.h"
 #include "kindling/error.h"
-#include "nn/ddp_buckets.h"
-#include "nn/ddp_state.h"
+#include "nn/ddp/ddp_buckets.h"
+#include "nn/ddp/ddp_state.h"
 
 namespace kindling {
 namespace nn {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/strings.h"
-#include "handlers/loggers/event_file_sink.h"
+#include "handlers/loggers/tensorboard/event_file_sink.h"
 #include "handlers/loggers/logger_events.h"
 #include "kindling/error.h"
 #include "kindling/handlers/loggers/tensorboard.h"

@@ -12,7 +12,7 @@
 #include "kindling/dist/dist.h"
 #include "kindling/error.h"
 #include "kindling/nn/optimizer_state.h"
-#include "optimizer_kind.h"
+#include "nn/optimizer_kind.h"
 #include "zero_impl.h"
 
 namespace kindling {

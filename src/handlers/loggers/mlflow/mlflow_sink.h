@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "handlers/loggers/event_file.h"
-#include "handlers/loggers/mlflow_client.h"
+#include "handlers/loggers/tensorboard/event_file.h"
+#include "handlers/loggers/mlflow/mlflow_client.h"
 #include "kindling/handlers/loggers/mlflow.h"
 
 namespace kindling {

@@ -1,13 +1,13 @@
 // kindling's self-contained HTML training report (html_page.h): the page around the charts
 // (inline CSS, heading, configuration table), the embedded JSON of every record, and the
 // HTML and JSON escaping. The charts themselves are drawn by html_svg.cpp.
-#include "handlers/loggers/html_page.h"
+#include "handlers/loggers/html/html_page.h"
 
 #include <cmath>
 #include <cstdio>
 #include <unordered_map>
 
-#include "handlers/loggers/html_svg.h"
+#include "handlers/loggers/html/html_svg.h"
 #include "handlers/loggers/json_text.h"
 
 namespace kindling {

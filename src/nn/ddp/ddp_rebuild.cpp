@@ -1,13 +1,13 @@
-// What DistributedDataParallel learns from its first synchronised backward (src/nn/ddp_state.h,
-// its record in src/nn/ddp_rebuild_state.h): the buckets made again in the order gradients
+// What DistributedDataParallel learns from its first synchronised backward (src/nn/ddp/ddp_state.h,
+// its record in src/nn/ddp/ddp_rebuild_state.h): the buckets made again in the order gradients
 // become ready, and static_graph's unused parameters, and the check that later backwards keep
 // that graph.
 #include <sstream>
 
 #include "kindling/dist/dist.h"
 #include "kindling/error.h"
-#include "nn/ddp_buckets.h"
-#include "nn/ddp_state.h"
+#include "nn/ddp/ddp_buckets.h"
+#include "nn/ddp/ddp_state.h"
 
 namespace kindling {
 namespace nn {

@@ -1,7 +1,7 @@
 // DDP's bucket-size autotune (DdpOptions::autotune_bucket_cap_mb): each size for a few
 // synchronised steps, scored by the slowest rank's median step, then the best size stays
-// (src/nn/ddp_autotune.h).
-#include "nn/ddp_autotune.h"
+// (src/nn/ddp/ddp_autotune.h).
+#include "nn/ddp/ddp_autotune.h"
 
 #include <algorithm>
 #include <sstream>

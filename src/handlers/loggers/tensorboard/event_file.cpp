@@ -1,5 +1,5 @@
 // The TensorBoard event file format written by hand (see event_file.h for why).
-#include "handlers/loggers/event_file.h"
+#include "handlers/loggers/tensorboard/event_file.h"
 
 #include <array>
 #include <chrono>

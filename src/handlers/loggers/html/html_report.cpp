@@ -5,9 +5,9 @@
 #include <ctime>
 #include <mutex>
 
-#include "handlers/loggers/event_file.h"
-#include "handlers/loggers/html_page.h"
-#include "handlers/loggers/html_timeline.h"
+#include "handlers/loggers/tensorboard/event_file.h"
+#include "handlers/loggers/html/html_page.h"
+#include "handlers/loggers/html/html_timeline.h"
 #include "kindling/error.h"
 #include "kindling/dist/dist.h"
 #include "kindling/handlers/checkpointing/disk_saver.h"

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "common/files.h"
-#include "handlers/loggers/event_file.h"
+#include "handlers/loggers/tensorboard/event_file.h"
 #include "kindling/handlers/loggers/tensorboard.h"
 
 namespace kindling {

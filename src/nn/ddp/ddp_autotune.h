@@ -1,6 +1,6 @@
 #pragma once
 // DistributedDataParallel's bucket-size autotune (DdpOptions::autotune_bucket_cap_mb), owned by
-// the reducer (src/nn/ddp_state.h): the size being tried, its steps' times, the scores so far.
+// the reducer (src/nn/ddp/ddp_state.h): the size being tried, its steps' times, the scores so far.
 // Each size runs for autotune_steps synchronised steps, scored by the slowest rank's median
 // step (its first step, which made the buckets, not counted); then the best size stays.
 //

@@ -1,7 +1,7 @@
 #pragma once
-// What DistributedDataParallel's reducer (src/nn/ddp_state.h) learns from its first synchronised
+// What DistributedDataParallel's reducer (src/nn/ddp/ddp_state.h) learns from its first synchronised
 // backward: the order in which this rank saw gradients become ready (for the buckets' rebuild,
-// src/nn/ddp_rebuild.cpp), and with static_graph the graph itself: the parameters this rank
+// src/nn/ddp/ddp_rebuild.cpp), and with static_graph the graph itself: the parameters this rank
 // leaves without a gradient and which ones some rank used. Then, in each backward, the first
 // sign that a static graph changed.
 //

@@ -1,6 +1,6 @@
 // MLflowLogger's REST calls over libcurl: requests, answers, and the errors told apart as
 // "try again later" (no answer, 5xx) or "refused" (4xx, with MLflow's error_code and message).
-#include "handlers/loggers/mlflow_client.h"
+#include "handlers/loggers/mlflow/mlflow_client.h"
 
 #include <curl/curl.h>
 #include <sys/stat.h>

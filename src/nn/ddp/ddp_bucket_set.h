@@ -1,5 +1,5 @@
 #pragma once
-// DistributedDataParallel's gradient buckets (owned by GradientReducer::State, src/nn/ddp_state.h):
+// DistributedDataParallel's gradient buckets (owned by GradientReducer::State, src/nn/ddp/ddp_state.h):
 // each bucket's flat buffer and members, each parameter's place in it, and one backward's
 // progress through them: which gradients are in, how many each bucket still waits for, and
 // which buckets were launched (in index order, so that every rank's reductions pair up).

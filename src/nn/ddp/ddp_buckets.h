@@ -1,6 +1,6 @@
 #pragma once
 // Internal: which of DistributedDataParallel's gradient buckets each parameter goes to
-// (src/nn/ddp_bucket_set.cpp makes the buckets' buffers from it).
+// (src/nn/ddp/ddp_bucket_set.cpp makes the buckets' buffers from it).
 #include <ATen/core/Tensor.h>
 
 #include <cstddef>

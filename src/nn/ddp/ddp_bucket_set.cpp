@@ -1,12 +1,12 @@
 // DistributedDataParallel's gradient buckets and one backward's progress through them
-// (src/nn/ddp_bucket_set.h).
-#include "nn/ddp_bucket_set.h"
+// (src/nn/ddp/ddp_bucket_set.h).
+#include "nn/ddp/ddp_bucket_set.h"
 
 #include <c10/util/strides.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
 #include "kindling/error.h"
-#include "nn/ddp_buckets.h"
+#include "nn/ddp/ddp_buckets.h"
 
 namespace kindling {
 namespace nn {

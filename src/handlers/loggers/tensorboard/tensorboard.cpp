@@ -19,8 +19,8 @@
 
 #include "common/strings.h"
 #include "common/files.h"
-#include "handlers/loggers/event_file.h"
-#include "handlers/loggers/event_file_sink.h"
+#include "handlers/loggers/tensorboard/event_file.h"
+#include "handlers/loggers/tensorboard/event_file_sink.h"
 #include "handlers/loggers/logger_events.h"
 #include "kindling/dist/dist.h"
 #include "kindling/error.h"

@@ -1,5 +1,5 @@
 // The rule that sorts DistributedDataParallel's parameters into gradient buckets.
-#include "nn/ddp_buckets.h"
+#include "nn/ddp/ddp_buckets.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -23,7 +23,7 @@ namespace detail {
 //    smaller of that and 1 MiB (2^20 bytes), so that the first all-reduce starts early.
 //  * Within a bucket the members keep the order in which they joined, which is also the order
 //    of their gradients in the bucket's flat buffer.
-//  * Rebuilt once (src/nn/ddp_rebuild.cpp, rebuild_buckets), as torch's Reducer does: at the end of
+//  * Rebuilt once (src/nn/ddp/ddp_rebuild.cpp, rebuild_buckets), as torch's Reducer does: at the end of
 //    the first synchronised backward, without find_unused_parameters or with static_graph, from
 //    the order in which the group's first rank saw the gradients become ready (broadcast, so
 //    every rank buckets alike), the parameters it did not see after them in reverse

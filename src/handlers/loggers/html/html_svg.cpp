@@ -2,7 +2,7 @@
 // (Heckbert's loose labelling, Graphics Gems I, 1990), a light grid, one polyline per series,
 // markers for short series, a legend with the latest values, all as inline SVG text.
 // Written by hand for the reasons html_page.h gives.
-#include "handlers/loggers/html_svg.h"
+#include "handlers/loggers/html/html_svg.h"
 #include "handlers/loggers/json_text.h"
 
 #include <algorithm>

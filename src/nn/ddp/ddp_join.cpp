@@ -6,7 +6,7 @@
 
 #include "kindling/dist/dist.h"
 #include "kindling/error.h"
-#include "nn/ddp_state.h"
+#include "nn/ddp/ddp_state.h"
 
 namespace kindling {
 namespace nn {

@@ -1,6 +1,6 @@
 #pragma once
-// What a live Join (kindling/nn/join.h, src/nn/ddp_join.cpp) changes in DistributedDataParallel's
-// reducer (src/nn/ddp_state.h): whether one lives, how the averages are divided, and the count
+// What a live Join (kindling/nn/join.h, src/nn/ddp/ddp_join.cpp) changes in DistributedDataParallel's
+// reducer (src/nn/ddp/ddp_state.h): whether one lives, how the averages are divided, and the count
 // of ranks still training in the current step.
 //
 // Invariant: the count is the group's size when a Join starts and ends, and read only while one

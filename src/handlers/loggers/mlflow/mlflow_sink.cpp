@@ -1,6 +1,6 @@
 // MLflowLogger's sender: the queue that training threads fill, and the thread that empties it
 // into the server (runs/log-batch, artifact uploads) with the retry and give-up rules of mlflow.h.
-#include "handlers/loggers/mlflow_sink.h"
+#include "handlers/loggers/mlflow/mlflow_sink.h"
 
 #include <unistd.h>
 

@@ -7,12 +7,12 @@
 //   buckets_  the buckets and one backward's progress through them (detail::BucketSet,
 //             src/nn/ddp_bucket_set.{h,cpp});
 //   rebuild_  what the first backward learns: the order of readiness, static_graph's graph
-//             (detail::Rebuild, src/nn/ddp_rebuild_state.h; used by src/nn/ddp_rebuild.cpp);
+//             (detail::Rebuild, src/nn/ddp/ddp_rebuild_state.h; used by src/nn/ddp/ddp_rebuild.cpp);
 //   autotune_ the bucket-size autotune (detail::Autotune, src/nn/ddp_autotune.{h,cpp});
-//   timer_    StepTimes (detail::StepTimer, src/nn/ddp_step_timer.h);
-//   join_     a live Join (detail::JoinState, src/nn/ddp_join_state.h; src/nn/ddp_join.cpp).
-// Defined in src/nn/ddp.cpp (construction, the API's reads), src/nn/ddp_state.cpp (one
-// backward), src/nn/ddp_rebuild.cpp and src/nn/ddp_join.cpp.
+//   timer_    StepTimes (detail::StepTimer, src/nn/ddp/ddp_step_timer.h);
+//   join_     a live Join (detail::JoinState, src/nn/ddp/ddp_join_state.h; src/nn/ddp/ddp_join.cpp).
+// Defined in src/nn/ddp/ddp.cpp (construction, the API's reads), src/nn/ddp/ddp_state.cpp (one
+// backward), src/nn/ddp/ddp_rebuild.cpp and src/nn/ddp_join.cpp.
 //
 // Threads: the user's thread constructs it and calls the forward, API and Join methods; autograd's
 // threads call mark_ready() and finish_backward(). Every method that touches the per-backward
@@ -29,23 +29,23 @@
 #include "kindling/dist/dist.h"
 #include "kindling/nn/comm_hook.h"
 #include "kindling/nn/ddp.h"
-#include "nn/ddp_autotune.h"
-#include "nn/ddp_bucket_set.h"
-#include "nn/ddp_join_state.h"
-#include "nn/ddp_rebuild_state.h"
-#include "nn/ddp_step_timer.h"
+#include "nn/ddp/ddp_autotune.h"
+#include "nn/ddp/ddp_bucket_set.h"
+#include "nn/ddp/ddp_join_state.h"
+#include "nn/ddp/ddp_rebuild_state.h"
+#include "nn/ddp/ddp_step_timer.h"
 
 namespace kindling {
 namespace nn {
 namespace detail {
 // Broadcasts `tensors` from global rank `src` over `group`, packed into one buffer per dtype
-// (src/nn/ddp.cpp). A collective over the group.
+// (src/nn/ddp/ddp.cpp). A collective over the group.
 void broadcast_coalesced(const std::vector<at::Tensor>& tensors, int src, const dist::Group& group);
 }  // namespace detail
 
 struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::State> {
  public:
-  // --- Construction (src/nn/ddp.cpp): the user's thread, every rank of options.group().
+  // --- Construction (src/nn/ddp/ddp.cpp): the user's thread, every rank of options.group().
   // Checks the options, collects `module`'s parameters and buffers, checks that every rank has
   // the same settings and parameters, broadcasts them from the group's first rank, makes the
   // buckets. Collectives over the group. Throws kindling::UsageError as GradientReducer's
@@ -57,7 +57,7 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
   // right after construction (it needs shared_from_this()). Local.
   void hook_accumulators();
 
-  // --- One synchronised backward (src/nn/ddp_state.cpp): autograd's threads.
+  // --- One synchronised backward (src/nn/ddp/ddp_state.cpp): autograd's threads.
   // Parameter i's gradient is in (its accumulator's post hook): the first call of a backward
   // queues finish_backward() and (static_graph) marks the known-unused parameters ready; the
   // gradient goes into its bucket, and complete buckets are launched in index order (collectives
@@ -71,7 +71,7 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
   // launched, for parameters with no gradient where not allowed or a changed static graph.
   void finish_backward();
 
-  // --- Forward (src/nn/ddp.cpp): the user's thread, GradientReducer::before/after_forward.
+  // --- Forward (src/nn/ddp/ddp.cpp): the user's thread, GradientReducer::before/after_forward.
   // A synchronised forward starts: times it, counts the ranks still training in join mode (an
   // all-reduce), broadcasts the buffers from the group's first rank where the options say so.
   // Collectives over the group; the caller checked grad mode and sync. Only the timing is
@@ -80,7 +80,7 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
   // The module's forward returned (or threw): times it. Does not throw.
   void after_forward() noexcept;
 
-  // --- Reads and settings for GradientReducer's API (src/nn/ddp.cpp), which documents each:
+  // --- Reads and settings for GradientReducer's API (src/nn/ddp/ddp.cpp), which documents each:
   // any thread; local; they do not throw.
   // The bucket size in use (under the lock: the autotune changes it).
   double bucket_cap_mb() const;
@@ -100,7 +100,7 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
   // Synchronised backwards finished so far (read without the lock).
   int64_t synchronized_backwards() const { return synchronized_; }
 
-  // --- Join (src/nn/ddp_join.cpp): the user's thread.
+  // --- Join (src/nn/ddp/ddp_join.cpp): the user's thread.
   // What Join's checks read: the options, whether a Join lives, whether the autotune is done.
   // Valid while the reducer lives; read it under lock() to check and enter in one step.
   struct JoinFacts {

@@ -1,5 +1,5 @@
 // Rank 0's TensorBoard event file: a new file per logger, one record per write.
-#include "handlers/loggers/event_file_sink.h"
+#include "handlers/loggers/tensorboard/event_file_sink.h"
 
 #include <fcntl.h>
 

@@ -1,4 +1,4 @@
-// One synchronised backward of DistributedDataParallel's reducer (src/nn/ddp_state.h): each
+// One synchronised backward of DistributedDataParallel's reducer (src/nn/ddp/ddp_state.h): each
 // gradient marked ready as autograd accumulates it, the buckets launched in index order, and at
 // the end of backward the wait for them and the averages put into .grad().
 #include <torch/csrc/autograd/engine.h>
@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "kindling/error.h"
-#include "nn/ddp_state.h"
+#include "nn/ddp/ddp_state.h"
 
 namespace kindling {
 namespace nn {

@@ -1,6 +1,6 @@
 #pragma once
 // DistributedDataParallel's step timing (StepTimes, include/kindling/nn/ddp.h), owned by the
-// reducer (src/nn/ddp_state.h): when a synchronised step's forward started and ended, when the
+// reducer (src/nn/ddp/ddp_state.h): when a synchronised step's forward started and ended, when the
 // previous step ended, and the last step's breakdown; the DDP spans on the timeline.
 // Not thread-safe: the reducer calls it under its lock.
 #include <chrono>

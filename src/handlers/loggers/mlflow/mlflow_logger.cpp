@@ -1,8 +1,8 @@
 // MLflowLogger: the checks every rank makes, and rank 0's sender (mlflow_sink.cpp).
 #include "kindling/handlers/loggers/mlflow.h"
 
-#include "handlers/loggers/mlflow_client.h"
-#include "handlers/loggers/mlflow_sink.h"
+#include "handlers/loggers/mlflow/mlflow_client.h"
+#include "handlers/loggers/mlflow/mlflow_sink.h"
 #include "kindling/error.h"
 
 namespace kindling {
