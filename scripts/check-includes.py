@@ -22,8 +22,9 @@ Rules, read from the quoted #include lines (angle-bracket includes are other pro
     a.h -> b.h -> a.h.
 And from the angle-bracket includes, the link boundary: LibTorch's headers (<torch/...>,
 <ATen/...>, <c10/...>) are included, directly or through our headers, by no file of src/common
-(the lowest floor, parts of which are built without LibTorch) and by no source of a target of
-CMakeLists.txt that links neither torch nor a target that does (kindling_supervisor, kindling-run).
+(the lowest floor, built without LibTorch as kindling_common) and by no source of a target of
+CMakeLists.txt that links neither torch nor a target that does (kindling_common,
+kindling_supervisor, kindling-run).
 Exceptions: scripts/include-exceptions.txt, one a line, `source -> target  reason` (both
 repository-relative, as the check names them; a LibTorch header as written, <torch/torch.h>).
 Each needs its reason, and an entry that silences nothing any more is itself reported, so that
@@ -87,7 +88,7 @@ EXCEPTIONS = "scripts/include-exceptions.txt"
 EXCEPTION = re.compile(r"^(\S+)\s+->\s+(\S+)(?:\s+(.*))?$")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 LIBTORCH_INCLUDE = re.compile(r"^\s*#\s*include\s*(<(?:torch|ATen|c10)/[^>]+>)")
-LIBTORCH_FREE_FOLDER = "src/common"  # the lowest floor: kindling_supervisor builds parts of it (pickle.cpp)
+LIBTORCH_FREE_FOLDER = "src/common"  # the lowest floor: the kindling_common library, linked without LibTorch
 LIBTORCH_TARGETS = ("torch",)  # what brings LibTorch to a CMake target that links it
 CMAKE_TARGET = re.compile(r"\b(add_library|add_executable|target_sources|target_link_libraries)\s*\(([^)]*)\)",
                           re.S)
@@ -323,7 +324,7 @@ def libtorch_reached(root, includes, libtorch, entries):
     for source, _, _, target in includes:
         graph.setdefault(source, []).append(target)
     files = sorted(set(s for s, _, _, _ in includes) | set(s for s, _, _ in libtorch))
-    roots = {path: "it is in %s/, the lowest floor, which kindling_supervisor builds from too" % LIBTORCH_FREE_FOLDER
+    roots = {path: "it is in %s/, the lowest floor, which kindling_common builds without LibTorch" % LIBTORCH_FREE_FOLDER
              for path in files if path.startswith(LIBTORCH_FREE_FOLDER + "/")}
     for source, target in sorted(without_libtorch(cmake_targets(root)).items()):
         roots.setdefault(source, "%s compiles it (CMakeLists.txt) and links no LibTorch" % target)

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/env.h"
 #include "kindling/error.h"
 #include "kindling/log.h"
 
@@ -42,6 +43,20 @@ void make_directories(const std::string& path, const std::string& who) {
     KINDLING_CHECK_T(Error, false, who, ": cannot create the directory ", prefix, " (", std::strerror(error),
                      "); check the path and its permissions");
   }
+}
+
+std::string temporary_directory() {
+  const auto tmp = get_env("TMPDIR");
+  return tmp && !tmp->empty() ? *tmp : std::string("/tmp");
+}
+
+std::string make_temporary_directory(const std::string& prefix, const std::string& who) {
+  std::string pattern = join_path(temporary_directory(), prefix + "-XXXXXX");
+  const bool made = ::mkdtemp(pattern.data()) != nullptr;
+  const int error = errno;
+  KINDLING_CHECK_T(Error, made, who, ": cannot create a directory ", pattern, " (", std::strerror(error),
+                   "); set TMPDIR to a writable directory with free space");
+  return pattern;
 }
 
 OutputFile::~OutputFile() {

@@ -1,7 +1,7 @@
 #pragma once
-// The library's one set of file helpers, on POSIX calls: paths, `mkdir -p`, directory
-// listings, modification times, a file written record by record and a file replaced
-// atomically. Not std::filesystem: pip's LibTorch 2.x exports its own copy of libstdc++'s
+// The library's and the launchers' one set of file helpers, on POSIX calls: paths, `mkdir -p`,
+// temporary directories, directory listings, modification times, a file written record by
+// record and a file replaced atomically. Not std::filesystem: pip's LibTorch 2.x exports its own copy of libstdc++'s
 // std::filesystem functions, which programs linked against it bind to (on the GPU machine
 // std::filesystem::remove_all jumped to address 0). Not iostreams for writing: one write(2)
 // per record keeps records whole and unbuffered.
@@ -22,6 +22,13 @@ std::string parent_directory(const std::string& path);
 /// processes creating them at the same time are fine. Throws kindling::Error naming the
 /// directory that could not be made and why; `who` starts the message.
 void make_directories(const std::string& path, const std::string& who);
+
+/// The directory for temporary files: $TMPDIR, else /tmp. Any thread; never throws.
+std::string temporary_directory();
+/// Creates a new private directory (mode 0700) named `prefix`-XXXXXX in temporary_directory()
+/// and returns its path. Throws kindling::Error naming it and the system's reason; `who` starts
+/// the message.
+std::string make_temporary_directory(const std::string& prefix, const std::string& who);
 
 /// Whether `path` is a directory / a regular file (following links). Never throw.
 bool is_directory(const std::string& path);

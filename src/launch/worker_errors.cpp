@@ -16,7 +16,7 @@
 #include "kindling/dist/launch_env.h"
 #include "kindling/error.h"
 #include "kindling/log.h"
-#include "launch/error_file.h"
+#include "common/error_file.h"
 
 namespace kindling {
 namespace dist {
@@ -96,7 +96,7 @@ bool record_error(const std::exception& e) {
   // The first error this process recorded is its root cause: a later record of the same
   // failure, on its way out, would only move the time on.
   if (::access(path.c_str(), F_OK) == 0) return true;
-  return launch::write_error_file(path, type_name(e), e.what());
+  return ::kindling::detail::write_error_file(path, type_name(e), e.what());
 }
 
 namespace detail {

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "common/env.h"
 #include "options.h"
 #include "supervisor/process/elastic.h"
 #include "supervisor/agent/elastic_agent.h"
@@ -36,8 +37,7 @@ std::optional<std::string> resolve(const std::string& program) {
     if (::access(program.c_str(), X_OK) == 0) return program;
     return std::nullopt;
   }
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/bin:/bin";
+  const std::string dirs = kindling::detail::get_env("PATH").value_or("/usr/bin:/bin");
   std::size_t start = 0;
   while (start <= dirs.size()) {
     auto colon = dirs.find(':', start);

@@ -7,6 +7,7 @@
 #include <functional>
 #include <iostream>
 
+#include "common/env.h"
 #include "supervisor/agent/elastic_agent.h"
 
 namespace kindling_run {
@@ -62,17 +63,23 @@ namespace {
 // More workers than this on one node is a typo or a runaway script, not a job.
 constexpr int kMaxProcPerNode = 1024;
 
-// Not kindling::detail::parse_int (src/common/env.h): kindling-run links only kindling_supervisor, not the
-// LibTorch-based kindling library (so that it starts fast), and parse_int is an unexported internal of that library.
+// kindling's parse_int (common/env.h, in kindling_common, which kindling-run links without the
+// LibTorch-based library), limited to what a count, rank or port can be.
 int parse_number(const std::string& flag, const std::string& value) {
-  if (value.empty() || value.size() > 9 ||
-      !std::all_of(value.begin(), value.end(), [](unsigned char c) { return std::isdigit(c); })) {
+  int number = -1;
+  try {
+    if (!value.empty() && std::isdigit(static_cast<unsigned char>(value[0])))
+      number = ::kindling::detail::parse_int(value, flag);
+  } catch (const kindling::Error&) {
+    number = -1;  // not a whole number in int's range: refused below with the option's own words
+  }
+  if (number < 0) {
     throw UsageError{"kindling-run: " + flag + " expects a non-negative integer, got '" + value + "'" +
                      (value.find(':') != std::string::npos && flag != "--nnodes"
                           ? " (only --nnodes takes an elastic range MIN:MAX)"
                           : "")};
   }
-  return std::stoi(value);
+  return number;
 }
 
 // The longest duration an option takes: about 115 days (KINDLING_STALL_TIMEOUT's bound too),
@@ -272,7 +279,7 @@ void check(const Options& o) {
 
 std::string usage_error_text(const UsageError& error) {
   const std::string usage(kUsage);
-  return usage.substr(0, usage.find('\n')) + "  (kindling-run --help lists the options)\n" + error.message + "\n";
+  return usage.substr(0, usage.find('\n')) + "  (kindling-run --help lists the options)\n" + error.what() + "\n";
 }
 
 // torchrun's spellings: "--name value" or "--name=value", dashes or underscores inside the

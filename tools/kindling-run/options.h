@@ -4,15 +4,16 @@
 #include <string>
 #include <vector>
 
+#include "kindling/error.h"
+
 namespace kindling_run {
 
 /// The usage text (--help).
 extern const char* const kUsage;
 
-/// A command line that cannot run; `message` says which option, the value seen and what to do.
-struct UsageError {
-  std::string message;
-};
+/// A command line that cannot run is refused with kindling's own error type: its what() says
+/// which option, the value seen and what to do.
+using kindling::UsageError;
 
 struct Options {
   int nproc_per_node = 1;
@@ -46,7 +47,7 @@ struct Options {
 Options parse(int argc, char** argv);
 
 /// What kindling-run prints on stderr for a bad command line: kUsage's first line with a
-/// pointer to --help, then `error`'s message last, where the terminal leaves it in view.
+/// pointer to --help, then `error`'s what() last, where the terminal leaves it in view.
 std::string usage_error_text(const UsageError& error);
 
 }  // namespace kindling_run

@@ -38,7 +38,7 @@ namespace dist {
 namespace detail {
 
 /// Asked during a wait whether to give up because a peer stalled: empty to go on, else the
-/// complete error message (built by the stall monitor's caller, dist/call.cpp).
+/// complete error message (built by the stall monitor's caller, dist/collectives/call.cpp).
 using StallCheck = std::function<std::string()>;
 
 /// An operation started on a communicator; wait() throws std::exception on failure or
@@ -100,7 +100,7 @@ class Communicator {
   virtual OpPtr recv(at::Tensor& tensor, int src, int tag) = 0;
   /// kindling::dist::reduce_scatter / all_gather_into on 1-D tensors: reduce_scatter's `input`
   /// (all_gather_into's `output`) holds `slot.size` chunks of the other tensor's length. The
-  /// defaults (src/dist/exchange.cpp) exchange the chunks point to point, receives posted
+  /// defaults (src/dist/collectives/exchange.cpp) exchange the chunks point to point, receives posted
   /// before sends, and reduce in group-rank order: across hosts on gloo that beats gloo's own
   /// all-gather (docs/performance.md, "ZeRO-1"), and on mpi the messages start at once where a
   /// blocking MPI collective would start only when waited on. An engine with a native operation

@@ -31,7 +31,7 @@ class Backend;
 using ProcessGroupFactory = std::function<c10::intrusive_ptr<c10d::ProcessGroup>(
     c10::intrusive_ptr<c10d::Store> store, int group_rank, int group_size, const std::string& group_name)>;
 
-/// How a rank's wait on its engine is watched for stalled peers (dist/call.cpp).
+/// How a rank's wait on its engine is watched for stalled peers (dist/collectives/call.cpp).
 enum class StallWatch {
   kNone,    ///< not watched (the wait does not block the CPU: nccl)
   kSlices,  ///< a wait that expired may be waited on again: wait in short slices, ask between (gloo)
@@ -84,12 +84,12 @@ struct BackendTraits {
   /// as a dtype of the same size and reduces them in a wider one.
   bool widens_missing_dtypes = false;
   /// A c10d engine whose own reduce-scatter and all-gather of flat tensors the c10d adapter
-  /// uses (nccl); without it, the point-to-point exchanges of src/dist/exchange.cpp (gloo: they
+  /// uses (nccl); without it, the point-to-point exchanges of src/dist/collectives/exchange.cpp (gloo: they
   /// are faster there, docs/performance.md "ZeRO-1").
   bool native_chunk_collectives = false;
   /// Whether the wait of a started send or receive may end at its timeout and be waited on again
   /// (nccl, mpi); gloo closes every connection of the group when such a wait times out, so the
-  /// exchanges wait on its messages from a thread of their own (src/dist/exchange.cpp).
+  /// exchanges wait on its messages from a thread of their own (src/dist/collectives/exchange.cpp).
   bool message_waits_may_time_out = true;
   /// For a user's c10d process group of this engine (kindling/dist/c10d.h): makes the
   /// process groups of later new_group calls, with the adopted group's timeout. Null:

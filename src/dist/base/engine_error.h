@@ -20,7 +20,7 @@ inline std::string engine_message(const std::exception& e) {
 
 /// Thrown by a PendingOp's wait (backends/backend.h) when the engine stopped waiting for its
 /// peers because its timeout passed, as opposed to failing; what() is the engine's own
-/// message. dist/call.cpp turns it into kindling::TimeoutError with a diagnosis of who is
+/// message. dist/collectives/call.cpp turns it into kindling::TimeoutError with a diagnosis of who is
 /// behind. Each backend decides from its engine's own signals what counts as one.
 class EngineTimeout : public std::runtime_error {
  public:

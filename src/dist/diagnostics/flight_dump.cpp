@@ -329,8 +329,7 @@ void flight_dump_after_failure(const std::string& reason) noexcept {
 
 std::string flight_record_folder() {
   if (auto dir = ::kindling::detail::get_env("KINDLING_FLIGHT_RECORD_DIR"); dir && !dir->empty()) return *dir;
-  const auto tmp = ::kindling::detail::get_env("TMPDIR");
-  return (tmp && !tmp->empty() ? *tmp : std::string("/tmp")) + "/kindling-flight-records/" +
+  return ::kindling::detail::temporary_directory() + "/kindling-flight-records/" +
          detail::file_safe(detail::job_identity());
 }
 

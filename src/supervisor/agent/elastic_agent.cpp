@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/env.h"
 #include "common/host.h"
 #include "supervisor/process/elastic.h"
 #include "supervisor/process/flight_verdict.h"
@@ -102,7 +103,7 @@ std::vector<std::pair<std::string, std::string>> worker_environment(const RoundL
   // The node's cores shared between its workers unless the user decided (torchrun sets 1):
   // LibTorch's OpenMP threads of several workers on the same cores otherwise spin against
   // each other (a 3-rank gloo test on 2 cores ran 4.4 times slower, docs/launching.md).
-  if (!std::getenv("OMP_NUM_THREADS")) {
+  if (!::kindling::detail::get_env("OMP_NUM_THREADS")) {
     const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     env.emplace_back("OMP_NUM_THREADS",
                      std::to_string(std::max(1u, cores / static_cast<unsigned>(std::max(1, nproc)))));

@@ -9,18 +9,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <stdexcept>
+
+#include "common/files.h"
 
 
 namespace kindling {
 namespace supervisor {
 
 LiveChannel::LiveChannel() {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/kindling-live-XXXXXX";
-  if (::mkdtemp(pattern.data()) == nullptr)
-    throw std::runtime_error("cannot make a folder for the live-recovery files: " + std::string(std::strerror(errno)));
-  folder_ = pattern;
+  folder_ = ::kindling::detail::make_temporary_directory("kindling-live", "kindling-run (the live-recovery files)");
 }
 
 LiveChannel::~LiveChannel() {
@@ -35,12 +34,12 @@ LiveChannel::~LiveChannel() {
 }
 
 void LiveChannel::write(const std::string& name, const std::string& text) {
-  const std::string path = folder_ + "/" + name, temporary = path + ".new";
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  bool written = fd >= 0 && ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  if (fd >= 0) written = ::close(fd) == 0 && written;
-  if (!written || ::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::fprintf(stderr, "kindling-run: cannot write %s for the workers: %s\n", path.c_str(), std::strerror(errno));
+  const std::string path = folder_ + "/" + name;
+  try {
+    ::kindling::detail::replace_file(path, path + ".new", text.data(), text.size(), "kindling-run (live recovery)");
+  } catch (const std::exception& e) {
+    // The workers then keep the round they are in; the agent's next round tells them again.
+    std::fprintf(stderr, "%s\n", e.what());
   }
 }
 

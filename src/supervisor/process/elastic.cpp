@@ -14,7 +14,8 @@
 #include <string>
 
 #include "common/host.h"
-#include "launch/error_file.h"
+#include "common/error_file.h"
+#include "common/files.h"
 #include "supervisor/process/flight_verdict.h"
 
 namespace kindling {
@@ -33,11 +34,7 @@ std::string utc_time(long long seconds) {
 }  // namespace
 
 ErrorFolder::ErrorFolder() {
-  const char* base = std::getenv("TMPDIR");
-  std::string pattern = std::string(base && *base ? base : "/tmp") + "/kindling-errors-XXXXXX";
-  if (::mkdtemp(pattern.data()) == nullptr)
-    throw std::runtime_error("cannot create a folder for error files: " + std::string(std::strerror(errno)));
-  path_ = pattern;
+  path_ = ::kindling::detail::make_temporary_directory("kindling-errors", "kindling-run (the workers' error files)");
 }
 
 ErrorFolder::~ErrorFolder() {
@@ -87,11 +84,11 @@ std::string new_run_id() {
 
 std::string first_failure(const SupervisorResult& result, const std::vector<std::string>& error_files) {
   const WorkerResult* first = nullptr;
-  launch::ErrorRecord first_record;
+  ::kindling::detail::ErrorRecord first_record;
   for (std::size_t i = 0; i < result.workers.size() && i < error_files.size(); ++i) {
     const auto& w = result.workers[i];
     if (!w.failed()) continue;
-    auto record = launch::read_error_file(error_files[i]);
+    auto record = ::kindling::detail::read_error_file(error_files[i]);
     if (!record) continue;
     if (first == nullptr || record->time_ns < first_record.time_ns) {
       first = &w;

@@ -20,6 +20,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "common/env.h"
+#include "common/files.h"
 #include "common/pickle.h"
 
 namespace kindling {
@@ -151,16 +153,12 @@ std::string first_mismatch(const std::string& group, const Dumps& dumps) {
 }  // namespace
 
 std::string flight_attempt_folder(const std::string& run_id, int attempt) {
-  const char* set = std::getenv("KINDLING_FLIGHT_RECORD_DIR");
-  const char* tmp = std::getenv("TMPDIR");
-  std::string base = set && *set ? set : std::string(tmp && *tmp ? tmp : "/tmp") + "/kindling-flight-records/" + run_id;
+  const auto set = ::kindling::detail::get_env("KINDLING_FLIGHT_RECORD_DIR");
+  const std::string base = set && !set->empty()
+                               ? *set
+                               : ::kindling::detail::temporary_directory() + "/kindling-flight-records/" + run_id;
   const std::string folder = base + "/attempt" + std::to_string(attempt);
-  for (std::size_t end = folder.find('/', 1);; end = folder.find('/', end + 1)) {  // each parent, then itself
-    const std::string part = folder.substr(0, end);
-    if (::mkdir(part.c_str(), 0777) != 0 && errno != EEXIST)
-      throw std::runtime_error("cannot make the flight record folder " + part + ": " + std::strerror(errno));
-    if (end == std::string::npos) break;
-  }
+  ::kindling::detail::make_directories(folder, "kindling-run (the flight record folder)");
   if (DIR* d = ::opendir(folder.c_str())) {
     while (dirent* e = ::readdir(d))
       if (std::strncmp(e->d_name, kPrefix, sizeof kPrefix - 1) == 0) std::remove((folder + "/" + e->d_name).c_str());
@@ -171,8 +169,8 @@ std::string flight_attempt_folder(const std::string& run_id, int attempt) {
 
 void remove_empty_flight_folders(const std::string& folder) {
   if (::rmdir(folder.c_str()) != 0) return;  // records in it (or gone already)
-  const char* set = std::getenv("KINDLING_FLIGHT_RECORD_DIR");
-  if (set && *set) return;  // the user's folder stays
+  if (const auto set = ::kindling::detail::get_env("KINDLING_FLIGHT_RECORD_DIR"); set && !set->empty())
+    return;  // the user's folder stays
   const std::string run = folder.substr(0, folder.rfind('/'));
   if (::rmdir(run.c_str()) == 0) ::rmdir(run.substr(0, run.rfind('/')).c_str());
 }

@@ -33,7 +33,7 @@ MPI_Op mpi_op(ReduceOp op, at::ScalarType t);
 /// The element count of `t` as MPI's int; throws above 2^31-1.
 int count_of(const at::Tensor& t);
 
-/// Logs `why` (a stall verdict, dist/call.cpp) and ends the whole job with MPI_Abort: a rank
+/// Logs `why` (a stall verdict, dist/collectives/call.cpp) and ends the whole job with MPI_Abort: a rank
 /// that waits on a stalled peer can neither leave a blocking MPI call nor free collective
 /// resources (windows, communicators) or finalize MPI without it. Any thread may call it.
 [[noreturn]] void end_job_for_stall(std::string why, const char* call);

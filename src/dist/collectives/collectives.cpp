@@ -6,7 +6,7 @@
 #include <cstring>
 #include <exception>
 
-#include "dist/call.h"
+#include "dist/collectives/call.h"
 
 namespace kindling {
 namespace dist {

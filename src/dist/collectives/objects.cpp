@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/call.h"
+#include "dist/collectives/call.h"
 #include "kindling/dist/serialize.h"
 
 namespace kindling {

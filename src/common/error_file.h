@@ -6,14 +6,14 @@
 // reads a Python worker's:
 //   {"message": {"message": "<type>: <text>", "extraInfo": {"py_callstack": "...",
 //                                                           "timestamp": "<unix seconds>"}}}
-// Plain C++ and nlohmann-json; no LibTorch. Reading (error_file.cpp) is in kindling_supervisor,
-// which kindling-run links; writing (error_file_write.cpp) is in the library, as it writes
-// through common/files.h, which kindling-run does not link.
+// Plain C++ and nlohmann-json, no LibTorch: in kindling_common, so that the library (its
+// workers write them) and the launchers (kindling-run, Parallel's spawn mode read them) share
+// one codec.
 #include <optional>
 #include <string>
 
 namespace kindling {
-namespace launch {
+namespace detail {
 
 struct ErrorRecord {
   std::string message;
@@ -32,5 +32,5 @@ bool write_error_file(const std::string& path, const std::string& type, const st
 /// is missing or unreadable.
 std::optional<ErrorRecord> read_error_file(const std::string& path);
 
-}  // namespace launch
+}  // namespace detail
 }  // namespace kindling

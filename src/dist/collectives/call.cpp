@@ -1,5 +1,5 @@
 // How one call of the API reaches the engine (call.h).
-#include "dist/call.h"
+#include "dist/collectives/call.h"
 
 #include "kindling/dist/live.h"
 

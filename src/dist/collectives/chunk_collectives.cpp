@@ -3,7 +3,7 @@
 // group's Communicator (its point-to-point default, src/dist/exchange.cpp, or the engine's own).
 #include <ATen/ATen.h>
 
-#include "dist/call.h"
+#include "dist/collectives/call.h"
 
 namespace kindling {
 namespace dist {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "dist/call.h"
+#include "dist/collectives/call.h"
 #include "kindling/log.h"
 
 namespace kindling {

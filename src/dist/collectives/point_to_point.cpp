@@ -1,7 +1,7 @@
 // Point-to-point messages: send / recv (blocking) and isend / irecv (a Work to wait on).
 #include <ATen/ATen.h>
 
-#include "dist/call.h"
+#include "dist/collectives/call.h"
 
 namespace kindling {
 namespace dist {
