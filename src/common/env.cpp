@@ -45,6 +45,14 @@ int parse_int(const std::string& text, const std::string& what) {
   return static_cast<int>(v);
 }
 
+std::optional<double> parse_seconds(const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  const double s = text.empty() ? -1 : std::strtod(text.c_str(), &end);
+  if (end == nullptr || *end != '\0' || errno != 0 || !(s >= 0 && s <= kMaxSeconds)) return std::nullopt;
+  return s;
+}
+
 std::optional<int> get_env_int(const std::string& name) {
   auto v = get_env(name);
   if (!v) return std::nullopt;

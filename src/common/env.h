@@ -25,6 +25,12 @@ void set_envs(const std::vector<std::pair<std::string, std::string>>& values);
 std::optional<int> get_env_int(const std::string& name);
 /// Parses an integer; `what` names the source in the error message.
 int parse_int(const std::string& text, const std::string& what);
+/// The longest duration a setting takes, in seconds: about 115 days, so that it fits in
+/// milliseconds of any clock.
+constexpr double kMaxSeconds = 1e7;
+/// Parses a number of seconds from 0 to kMaxSeconds ("2", "0.5"); nullopt for anything else
+/// (NaN, infinities, trailing text). Never throws: the caller words the refusal.
+std::optional<double> parse_seconds(const std::string& text);
 
 /// A copy of the whole environment ("NAME=value" entries), read in one piece. Any thread.
 std::vector<std::string> snapshot_env();

@@ -13,5 +13,10 @@ inline std::string join(const std::vector<std::string>& items, const std::string
   return out;
 }
 
+/// Whether `text` ends with `suffix`.
+inline bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 }  // namespace detail
 }  // namespace kindling

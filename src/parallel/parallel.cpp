@@ -22,6 +22,7 @@
 #include "kindling/log.h"
 #include "parallel/spawn.h"
 #include "supervisor/agent/elastic_agent.h"
+#include "supervisor/rendezvous/rendezvous_conf.h"
 
 namespace kindling {
 namespace dist {
@@ -62,6 +63,9 @@ void check_elastic_options(const ParallelOptions& o) {
   KINDLING_CHECK(o.rdzv_backend() == "c10d" || o.rdzv_backend() == "etcd", kWhere,
                  "rdzv_backend is 'c10d' (a node serves the rounds) or 'etcd' (an etcd cluster keeps them), got '",
                  o.rdzv_backend(), "'");
+  supervisor::ElasticAgentOptions scratch;
+  const std::string conf_problem = supervisor::apply_rdzv_conf(o.rdzv_conf(), scratch);
+  KINDLING_CHECK(conf_problem.empty(), kWhere, "rdzv_conf: ", conf_problem);
   if (o.rdzv_backend() == "etcd") {
     std::vector<std::string> members;
     const std::string problem = supervisor::parse_etcd_members(*o.rdzv_endpoint(), members);
@@ -101,6 +105,8 @@ const detail::BackendTraits& check_parallel_options(const ParallelOptions& o) {
   } else {
     KINDLING_CHECK(!o.min_nnodes(), kWhere, "min_nnodes=", *o.min_nnodes(),
                    " needs rdzv_endpoint (the elastic rendezvous between the nodes)");
+    KINDLING_CHECK(o.rdzv_conf().empty(), kWhere, "rdzv_conf='", o.rdzv_conf(),
+                   "' needs rdzv_endpoint (it tunes the elastic rendezvous between the nodes)");
   }
   KINDLING_CHECK(nnodes == 1 || o.node_rank() || o.rdzv_endpoint(), kWhere, "nnodes is ", nnodes,
                  ", so node_rank must be given too (the index of this node, 0..", nnodes - 1, ")");

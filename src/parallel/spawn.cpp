@@ -15,6 +15,7 @@
 #include "supervisor/process/elastic.h"
 #include "supervisor/agent/elastic_agent.h"
 #include "supervisor/process/supervisor.h"
+#include "supervisor/rendezvous/rendezvous_conf.h"
 
 namespace kindling {
 namespace dist {
@@ -134,6 +135,7 @@ void spawn_elastic(const ParallelOptions& o, int index, const std::function<void
   agent.rendezvous.join_timeout = o.timeout().value_or(std::chrono::seconds(600));
   agent.rendezvous.last_call = o.last_call_timeout();
   agent.rendezvous.name = "kindling::dist::Parallel";
+  supervisor::apply_rdzv_conf(o.rdzv_conf(), agent);  // checked with the other options
   int code = 0;
   try {
     code = supervisor::run_elastic_agent(

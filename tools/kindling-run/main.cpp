@@ -24,6 +24,7 @@
 #include "supervisor/process/elastic.h"
 #include "supervisor/agent/elastic_agent.h"
 #include "supervisor/process/supervisor.h"
+#include "supervisor/rendezvous/rendezvous_conf.h"
 
 namespace {
 
@@ -78,8 +79,7 @@ int run_elastic(const Options& o, const kindling::supervisor::SupervisorOptions&
   agent.rendezvous.max_nodes = o.max_nodes;
   agent.rendezvous.max_restarts = o.max_restarts;
   agent.rendezvous.run_id = o.run_id.empty() ? kindling::supervisor::new_run_id() : o.run_id;
-  agent.rendezvous.join_timeout = std::chrono::milliseconds(static_cast<long long>(o.join_timeout * 1000));
-  agent.rendezvous.last_call = std::chrono::milliseconds(static_cast<long long>(o.last_call_timeout * 1000));
+  kindling::supervisor::apply_rdzv_conf(o.rdzv_conf, agent);  // checked by parse()
   return kindling::supervisor::run_elastic_agent(
       agent, [&](const RoundLayout& layout) { return make_workers(o, layout); }, sup);
 }

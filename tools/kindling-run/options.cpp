@@ -9,6 +9,7 @@
 
 #include "common/env.h"
 #include "supervisor/agent/elastic_agent.h"
+#include "supervisor/rendezvous/rendezvous_conf.h"
 
 namespace kindling_run {
 
@@ -37,7 +38,14 @@ const char* const kUsage =
     "                       elect the one that serves the rounds in an etcd cluster, and another takes\n"
     "                       over when its host is lost: no node must stay up) or static (--master_addr)\n"
     "  --rdzv_conf K=V,...  join_timeout=S (default 600): a round fails with fewer than MIN nodes after S;\n"
-    "                       last_call_timeout=S (default 30): a round of MIN or more waits S for more\n"
+    "                       last_call_timeout=S (default 30): a round of MIN or more waits S for more;\n"
+    "                       keep_alive_interval=S (default 1): an agent asks the rendezvous every S\n"
+    "                       while its workers run; keep_alive_max_attempt=N (default 3): an agent silent\n"
+    "                       for N intervals is gone (its host stopped or cut off); takeover_wait=S\n"
+    "                       (default 5): an agent that took over serving the rounds waits up to S for\n"
+    "                       the running round's nodes; lease=N (default 5, etcd): a serving agent that\n"
+    "                       is unreachable keeps its place N whole seconds (one whose port refuses\n"
+    "                       connections is replaced at once)\n"
     "  --live_recovery      elastic: when a node is lost or arrives, keep the workers running; they make\n"
     "                       the new world in the same processes (kindling::dist::rejoin, the Engine's\n"
     "                       LiveRecovery) instead of being restarted; see docs/fault-tolerance.md\n"
@@ -82,18 +90,15 @@ int parse_number(const std::string& flag, const std::string& value) {
   return number;
 }
 
-// The longest duration an option takes: about 115 days (KINDLING_STALL_TIMEOUT's bound too),
-// so that it fits in milliseconds; NaN and infinities are refused with it.
-constexpr double kMaxSeconds = 1e7;
-
+// --grace_period: kindling's reading of seconds (common/env.h), refused in kindling-run's words.
 double parse_seconds(const std::string& what, const std::string& value) {
-  char* end = nullptr;
-  const double s = std::strtod(value.c_str(), &end);
-  if (value.empty() || *end != '\0' || !(s >= 0 && s <= kMaxSeconds)) {
+  const auto s = ::kindling::detail::parse_seconds(value);
+  if (!s) {
     throw UsageError{"kindling-run: " + what + " expects seconds (a number from 0 to " +
-                     std::to_string(static_cast<long long>(kMaxSeconds)) + ", about 115 days), got '" + value + "'"};
+                     std::to_string(static_cast<long long>(::kindling::detail::kMaxSeconds)) +
+                     ", about 115 days), got '" + value + "'"};
   }
-  return s;
+  return *s;
 }
 
 // --nnodes N or MIN:MAX.
@@ -108,24 +113,12 @@ void set_nnodes(Options& o, const std::string& value) {
   o.elastic = true;
 }
 
-// --rdzv_conf join_timeout=S,last_call_timeout=S
-void set_rdzv_conf(Options& o, const std::string& value) {
-  std::size_t start = 0;
-  while (start < value.size()) {
-    const auto comma = value.find(',', start);
-    const std::string item = value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    start = comma == std::string::npos ? value.size() : comma + 1;
-    const auto eq = item.find('=');
-    const std::string key = item.substr(0, eq), v = eq == std::string::npos ? "" : item.substr(eq + 1);
-    if (key == "join_timeout") {
-      o.join_timeout = parse_seconds("--rdzv_conf join_timeout", v);
-    } else if (key == "last_call_timeout") {
-      o.last_call_timeout = parse_seconds("--rdzv_conf last_call_timeout", v);
-    } else {
-      throw UsageError{"kindling-run: --rdzv_conf: unknown setting '" + item +
-                       "' (known: join_timeout=S, last_call_timeout=S)"};
-    }
-  }
+// --rdzv_conf K=V,...: checked here, applied to the agent's options by main (rendezvous_conf.h).
+void add_rdzv_conf(Options& o, const std::string& value) {
+  kindling::supervisor::ElasticAgentOptions scratch;
+  const std::string problem = kindling::supervisor::apply_rdzv_conf(value, scratch);
+  if (!problem.empty()) throw UsageError{"kindling-run: --rdzv_conf: " + problem};
+  o.rdzv_conf += (o.rdzv_conf.empty() ? "" : ",") + value;
 }
 
 // --rdzv_endpoint: one host[:port], or with etcd the members host[:port],... (port 2379 by default).
@@ -183,7 +176,7 @@ void set_option(Options& o, const std::string& arg, const std::string& name, con
       throw UsageError{"kindling-run: --rdzv_backend is c10d (elastic), etcd (elastic) or static, got '" + backend +
                        "'"};
   } else if (name == "--rdzv_conf") {
-    set_rdzv_conf(o, take());
+    add_rdzv_conf(o, take());
   } else if (name == "--standalone") {
     flag_only();
     o.standalone = true;

@@ -37,8 +37,9 @@ struct Options {
   std::vector<std::string> etcd_endpoints;
   /// --live_recovery: rounds are joined with the workers running (elastic only).
   bool live_recovery = false;
-  double join_timeout = 600;
-  double last_call_timeout = 30;
+  /// --rdzv_conf's settings as given, checked (several --rdzv_conf join with commas; a later
+  /// setting wins).
+  std::string rdzv_conf;
   bool addr_given = false, port_given = false, node_rank_given = false;
   std::vector<std::string> program;
 };

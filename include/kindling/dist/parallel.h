@@ -120,6 +120,14 @@ class KINDLING_API ParallelOptions {
   /// round then closes as soon as the lost nodes are known gone. Default false: every child
   /// is stopped and started again.
   KINDLING_ARG(bool, live_recovery) = false;
+  /// Elastic: kindling-run's --rdzv_conf, "K=V,K=V": join_timeout=S and last_call_timeout=S
+  /// (win over timeout and last_call_timeout), keep_alive_interval=S (default 1: how often a
+  /// node's agent asks the rendezvous while its children run), keep_alive_max_attempt=N
+  /// (default 3: an agent silent for N intervals is gone), takeover_wait=S (default 5: how long
+  /// an agent that took over serving the rounds waits for the running round's nodes) and lease=N
+  /// (default 5, etcd: whole seconds an unreachable serving agent keeps its place). Refused with
+  /// the setting named when malformed (kindling::UsageError).
+  KINDLING_ARG(std::string, rdzv_conf);
 
   /// Spawn mode: how children start (default kExec; see StartMethod).
   KINDLING_ARG(StartMethod, start_method) = StartMethod::kExec;

@@ -392,17 +392,11 @@ std::string StallMonitor::finished_peers(const GroupState& group, milliseconds b
 milliseconds stall_period_from_env(milliseconds fallback) {
   auto text = ::kindling::detail::get_env("KINDLING_STALL_TIMEOUT");
   if (!text) return fallback;
-  double seconds = -1;
-  try {
-    std::size_t used = 0;
-    seconds = std::stod(*text, &used);
-    if (used != text->size()) seconds = -1;
-  } catch (const std::exception&) {
-  }
-  KINDLING_CHECK(seconds >= 0 && seconds <= 1e7, "KINDLING_STALL_TIMEOUT='", *text,
+  const auto seconds = ::kindling::detail::parse_seconds(*text);
+  KINDLING_CHECK(seconds.has_value(), "KINDLING_STALL_TIMEOUT='", *text,
                  "' is not a number of seconds >= 0; set for example KINDLING_STALL_TIMEOUT=60 (0 turns stall "
                  "detection off)");
-  return milliseconds(static_cast<int64_t>(seconds * 1000));
+  return milliseconds(static_cast<int64_t>(*seconds * 1000));
 }
 
 }  // namespace detail

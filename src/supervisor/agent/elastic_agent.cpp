@@ -111,43 +111,6 @@ std::vector<std::pair<std::string, std::string>> worker_environment(const RoundL
   return env;
 }
 
-std::string parse_endpoint(const std::string& text, std::string& host, int& port) {
-  std::string name = text, number;
-  if (!text.empty() && text[0] == '[') {
-    const auto close = text.find(']');
-    if (close == std::string::npos) return "'" + text + "' lacks its ']'";
-    name = text.substr(1, close - 1);
-    if (close + 1 < text.size() && text[close + 1] == ':') number = text.substr(close + 2);
-  } else if (const auto colon = text.rfind(':'); colon != std::string::npos && text.find(':') == colon) {
-    name = text.substr(0, colon);
-    number = text.substr(colon + 1);
-    if (number.empty()) return "'" + text + "' has an empty port";
-  }
-  if (name.empty()) return "needs a host, got '" + text + "'";
-  if (!number.empty()) {
-    const bool digits = number.size() <= 5 && number.find_first_not_of("0123456789") == std::string::npos;
-    const int value = digits ? std::stoi(number) : 0;
-    if (value < 1 || value > 65535) return "port must be between 1 and 65535, got '" + number + "'";
-    port = value;
-  }
-  host = name;
-  return {};
-}
-
-std::string parse_etcd_members(const std::string& text, std::vector<std::string>& members) {
-  for (std::size_t start = 0; start <= text.size();) {
-    const std::size_t comma = std::min(text.find(',', start), text.size());
-    std::string host;
-    int port = 2379;
-    const std::string problem = parse_endpoint(text.substr(start, comma - start), host, port);
-    if (!problem.empty()) return problem;
-    const bool v6 = host.find(':') != std::string::npos;
-    members.push_back((v6 ? "[" + host + "]" : host) + ":" + std::to_string(port));
-    start = comma + 1;
-  }
-  return {};
-}
-
 namespace {
 
 // One node's agent through its rounds (see elastic_agent.h).
@@ -184,6 +147,7 @@ class ElasticAgent {
       SupervisorOptions options = supervisor_;
       options.flight_record_folder = files.flight_folder;
       options.stop_check = [this] { return stop_check(); };
+      options.stop_check_every = o_.rendezvous.keep_alive_interval;
       kept_through_round_ = false;
       const SupervisorResult result = supervise(specs, options);
       say_if_not_taking_part(result);

@@ -27,17 +27,6 @@ using RoundLayout = ::kindling::detail::Round;
 /// process's environment sets it (kindling-run and Parallel's spawn mode add their own). Never throws.
 std::vector<std::pair<std::string, std::string>> worker_environment(const RoundLayout& layout, int local, int nproc);
 
-/// Reads a rendezvous endpoint: "host", "host:port" or "[IPv6 address]:port" (the port
-/// stays `port`'s value when not given). Returns what is wrong with `text` (empty when it is
-/// fine: then `host` and `port` are set). Never throws.
-std::string parse_endpoint(const std::string& text, std::string& host, int& port);
-
-/// Reads the members of an etcd cluster (--rdzv_backend etcd's --rdzv_endpoint):
-/// "host[:port],host[:port],..." with etcd's client port 2379 where none is given; appends
-/// each as "host:port" ("[v6]:port") to `members`. Returns what is wrong with `text` (empty
-/// when it is fine). Never throws.
-std::string parse_etcd_members(const std::string& text, std::vector<std::string>& members);
-
 /// Runs this node's part of the job until it succeeds, fails for good, or a signal ends it.
 /// `make_workers` builds this node's workers for a round (ranks, torchrun's variables);
 /// the agent adds the attempt's TORCHELASTIC_* variables. Returns the launcher's exit

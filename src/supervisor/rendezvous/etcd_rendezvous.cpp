@@ -151,7 +151,7 @@ class EtcdAccess : public RendezvousAccess {
   void finished() override { finished_ = true; }
 
  private:
-  LineSocket try_connect(std::string& problem) {
+  LineSocket try_connect(std::string& problem, bool retried = false) {
     if (lost_.exchange(false)) {
       take_server().reset();  // already abandoned by the keeper
       lease_ = 0;
@@ -173,13 +173,30 @@ class EtcdAccess : public RendezvousAccess {
     const auto space = leader->value.rfind(' ');
     const std::string host = leader->value.substr(0, space);
     const int port = space == std::string::npos ? 0 : std::atoi(leader->value.c_str() + space + 1);
-    LineSocket s = LineSocket::connect(host, port, std::chrono::seconds(2), problem);
+    bool refused = false;
+    LineSocket s = LineSocket::connect(host, port, std::chrono::seconds(2), problem, &refused);
+    if (!s.valid() && refused && !retried) return take_over_from(*leader, host, port, problem);
     if (!s.valid()) {
       problem = "the serving agent at " + host + ":" + std::to_string(port) + " does not answer (" + problem +
                 "); another takes over when its lease of " + std::to_string(o_.etcd_lease_seconds) + " s expires";
       return s;
     }
     return greeted(s, host + ":" + std::to_string(port), 0, problem) ? std::move(s) : LineSocket();
+  }
+
+  // The serving agent's port refused the connection: its host answers and nothing listens
+  // there, so its process is gone (a server that gave up serving also gave up its key). Its
+  // key is removed now rather than left until its lease expires (only while it is still the
+  // same key: another agent may have done it and taken over already), and this agent tries
+  // once more at once, campaigning if nobody serves. The server elected then need not wait
+  // for the lost agent's node (RendezvousState::replaced_address).
+  LineSocket take_over_from(const EtcdValue& leader, const std::string& host, int port, std::string& problem) {
+    replaced_address_ = host;
+    if (client_.remove_if_unchanged(leader_key_, leader.mod_revision))
+      say(name_, "the serving agent at " + host + ":" + std::to_string(port) +
+                     " refuses connections (its process is gone): its place in etcd is given up without waiting "
+                     "for its lease");
+    return try_connect(problem, true);
   }
 
   // After a request that no member answered as etcd does, until one has: asks each member what
@@ -274,6 +291,7 @@ class EtcdAccess : public RendezvousAccess {
     }
     const auto saved = client_.get(state_key_);
     RendezvousState state = saved ? state_from(saved->value) : RendezvousState{};
+    state.replaced_address = replaced_address_;
     if (state_lease_ == 0) state_lease_ = client_.grant(kStateLeaseSeconds);
     auto writer = std::make_shared<std::unique_ptr<EtcdClient>>();
     auto save = [this, writer, lease = state_lease_.load()](const RendezvousState& s) {
@@ -303,6 +321,7 @@ class EtcdAccess : public RendezvousAccess {
   int64_t lease_ = 0;
   std::atomic<int64_t> state_lease_{0};
   std::string own_value_;  // "address port" of this agent's server
+  std::string replaced_address_;  // of the last serving agent whose port refused this one (take_over_from)
   bool finished_ = false;
   bool names_checked_ = false;
   bool etcd_seen_ = false;                        // a member answered GET /version as etcd

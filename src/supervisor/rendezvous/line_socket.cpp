@@ -28,9 +28,10 @@ int remaining_ms(Clock::time_point deadline) {
 }
 
 // A non-blocking connect to one address, given `limit`; the socket (blocking again) or -1.
-int connect_one(const addrinfo& a, std::chrono::milliseconds limit, std::string& error) {
+int connect_one(const addrinfo& a, std::chrono::milliseconds limit, std::string& error, int& error_number) {
   const int fd = ::socket(a.ai_family, a.ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a.ai_protocol);
   if (fd < 0) {
+    error_number = errno;
     error = std::strerror(errno);
     return -1;
   }
@@ -45,6 +46,7 @@ int connect_one(const addrinfo& a, std::chrono::milliseconds limit, std::string&
     errno = so_error;
   }
   if (rc != 0) {
+    error_number = errno;
     error = std::strerror(errno);
     ::close(fd);
     return -1;
@@ -77,7 +79,9 @@ LineSocket& LineSocket::operator=(LineSocket&& other) noexcept {
   return *this;
 }
 
-LineSocket LineSocket::connect(const std::string& host, int port, std::chrono::milliseconds limit, std::string& error) {
+LineSocket LineSocket::connect(const std::string& host, int port, std::chrono::milliseconds limit, std::string& error,
+                               bool* refused) {
+  if (refused != nullptr) *refused = false;
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -88,8 +92,14 @@ LineSocket LineSocket::connect(const std::string& host, int port, std::chrono::m
     return LineSocket();
   }
   int fd = -1;
-  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) fd = connect_one(*a, limit, error);
+  bool all_refused = true;
+  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
+    int error_number = 0;
+    fd = connect_one(*a, limit, error, error_number);
+    all_refused = all_refused && fd < 0 && error_number == ECONNREFUSED;
+  }
   ::freeaddrinfo(found);
+  if (refused != nullptr) *refused = fd < 0 && all_refused;
   return LineSocket(fd);
 }
 

@@ -24,7 +24,10 @@ class LineSocket {
 
   /// Connects to host:port (every address the name resolves to, each given `limit`).
   /// Returns an unconnected socket (valid() false) with `error` set when none answers.
-  static LineSocket connect(const std::string& host, int port, std::chrono::milliseconds limit, std::string& error);
+  /// `refused`, when given, is set to whether every address refused the connection (a closed
+  /// port on a host that answers: nothing listens there any more).
+  static LineSocket connect(const std::string& host, int port, std::chrono::milliseconds limit, std::string& error,
+                            bool* refused = nullptr);
 
   bool valid() const { return fd_ >= 0; }
   int fd() const { return fd_; }

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "common/round.h"
+#include "common/strings.h"
 #include "supervisor/process/elastic.h"
 
 namespace kindling {
@@ -79,7 +80,8 @@ RendezvousServer::RendezvousServer(int listen_fd, RendezvousSettings settings, R
       instance_(start.instance.empty() ? new_run_id() : std::move(start.instance)),
       save_(std::move(save)),
       started_(Clock::now()),
-      awaiting_members_(round_ >= 0 && !failed_) {
+      awaiting_members_(round_ >= 0 && !failed_),
+      replaced_address_(std::move(start.replaced_address)) {
   // The thread blocks every signal (it inherits this mask): the launcher's signals belong
   // to the supervision loop of the main thread.
   sigset_t all, old;
@@ -275,15 +277,22 @@ void RendezvousServer::member_lost(const std::string& label) {
 }
 
 // After taking over from a lost server: a member of the last round that has not connected
-// within the grace is lost.
+// within the grace is lost. The grace ends early once every member is back but those at the
+// replaced server's address: that server's port refused connections, so its agent is gone.
 void RendezvousServer::check_members_back() {
-  if (!awaiting_members_ || Clock::now() - started_ < settings_.rejoin_grace) return;
-  awaiting_members_ = false;
+  if (!awaiting_members_) return;
+  std::vector<std::size_t> missing;
+  bool only_replaced = !replaced_address_.empty();
   for (std::size_t n = 0; n < last_members_.size(); ++n) {
     const bool back =
         std::any_of(agents_.begin(), agents_.end(), [&](const auto& a) { return a->node_rank == static_cast<int>(n); });
-    if (!back) return member_lost(last_members_[n]);
+    if (back) continue;
+    missing.push_back(n);
+    only_replaced = only_replaced && ::kindling::detail::ends_with(last_members_[n], " (" + replaced_address_ + ")");
   }
+  if (!(only_replaced && !missing.empty()) && Clock::now() - started_ < settings_.rejoin_grace) return;
+  awaiting_members_ = false;
+  if (!missing.empty()) member_lost(last_members_[missing.front()]);
 }
 
 std::string RendezvousServer::restarts_used_up() const {
@@ -331,7 +340,7 @@ void RendezvousServer::check_round() {
 
 // Live recovery's early close (RendezvousSettings::close_when_members_known): some member of
 // the running round is known to be gone (its connection ended, or its agent has not asked for
-// `silent_after`: stopped or cut off), and every other member has joined. Not while a server
+// silent_after(): stopped or cut off), and every other member has joined. Not while a server
 // that took over still waits for the members to reconnect.
 bool RendezvousServer::last_round_accounted_for() const {
   if (round_ < 0 || awaiting_members_) return false;
@@ -339,7 +348,7 @@ bool RendezvousServer::last_round_accounted_for() const {
   int gone = members_gone_;
   for (const auto& a : agents_) {
     if (a->node_rank < 0 || a->joined || a->done) continue;
-    if (now - a->heard < settings_.silent_after) return false;  // running and answering: it may join
+    if (now - a->heard < settings_.silent_after()) return false;  // running and answering: it may join
     ++gone;
   }
   return gone > 0;

@@ -48,16 +48,24 @@ struct RendezvousSettings {
   /// Names the launcher in messages.
   std::string name = "kindling-run";
   /// A server that took over (from a RendezvousState of a running round) counts a member that
-  /// has not connected within this long as lost, as it does a member whose connection ends.
+  /// has not connected within this long as lost, as it does a member whose connection ends
+  /// (--rdzv_conf takeover_wait). It ends sooner when every member is back but the replaced
+  /// server's own node (RendezvousState::replaced_address), whose process is known gone.
   std::chrono::milliseconds rejoin_grace = std::chrono::seconds(5);
   /// Live recovery: a round closes as soon as it has MIN nodes and every member of the last
   /// round has joined it or is gone (its connection ended, or its agent, which asks every
-  /// second while its workers run, has been silent for `silent_after`), instead of waiting
-  /// the last call: a node that arrives later joins at the next step boundary without
-  /// stopping anyone, so waiting for it only delays the survivors. Off: the last call, as
-  /// torchrun, since a node that misses a round under restarts costs every worker a restart.
+  /// `keep_alive_interval` while its workers run, has been silent for silent_after()), instead
+  /// of waiting the last call: a node that arrives later joins at the next step boundary
+  /// without stopping anyone, so waiting for it only delays the survivors. Off: the last call,
+  /// as torchrun, since a node that misses a round under restarts costs every worker a restart.
   bool close_when_members_known = false;
-  std::chrono::milliseconds silent_after = std::chrono::seconds(3);
+  /// How often an agent asks the rendezvous while its workers run (--rdzv_conf
+  /// keep_alive_interval), and how many of its questions may go missing before it counts as
+  /// gone (keep_alive_max_attempt): torchrun's names for its own keep-alives.
+  std::chrono::milliseconds keep_alive_interval = std::chrono::seconds(1);
+  int keep_alive_max_attempt = 3;
+  /// The silence after which an agent of the running round counts as gone (stopped or cut off).
+  std::chrono::milliseconds silent_after() const { return keep_alive_interval * keep_alive_max_attempt; }
 };
 
 /// What a rendezvous keeps from one round to the next: what a server that takes over from a lost
@@ -74,6 +82,10 @@ struct RendezvousState {
   std::string last_refusal;
   /// Not empty once the job has failed for good: why.
   std::string failure;
+  /// Not kept between servers: the address of the server this one replaces, whose port
+  /// refused connections (its process is gone). Its node's member, if one of the last round is
+  /// at that address, is not waited for once every other member is back (see rejoin_grace).
+  std::string replaced_address;
 };
 
 /// Serves rounds on a listening socket until destroyed.
@@ -134,6 +146,7 @@ class RendezvousServer {
   std::function<void(const RendezvousState&)> save_;
   std::chrono::steady_clock::time_point started_;
   bool awaiting_members_;      // took over a running round: see check_members_back
+  std::string replaced_address_;  // the replaced server's address (RendezvousState::replaced_address)
   bool stop_running_ = false;  // a member was lost: the running round's agents stop their workers
   int members_gone_ = 0;       // members of the running round whose connection ended
   std::chrono::steady_clock::time_point open_since_{}, min_since_{};
