@@ -173,7 +173,8 @@ def fashion_mnist_train(data_dir: str, limit: int) -> torch.utils.data.TensorDat
         images, labels = images[:limit], labels[:limit]
     x = torch.from_numpy(images.astype(np.float32) / 255.0).unsqueeze(1)
     x = (x - FASHION_MNIST_MEAN) / FASHION_MNIST_STD
-    return torch.utils.data.TensorDataset(x, torch.from_numpy(labels.astype(np.int64)))
+    ids = torch.arange(len(labels), dtype=torch.int64)
+    return torch.utils.data.TensorDataset(x, torch.from_numpy(labels.astype(np.int64)), ids)
 
 
 def emit(record: dict) -> None:
@@ -200,6 +201,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     run = p.add_mutually_exclusive_group(required=True)
     run.add_argument("--steps", type=int, help="stop once the manager has committed this many steps")
     run.add_argument("--seconds", type=float, help="stop after this many seconds of training")
+    run.add_argument("--stop-file", help="stop once this file exists (tests/fault/goodput.py makes it)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="the name or address other replicas reach this one by (its Manager and store); "
+                        "127.0.0.1 when every replica runs on this machine")
+    p.add_argument("--pace-ms", type=int, default=0,
+                   help="each step lasts at least this long (tests/fault/goodput.py: a host's rate must not depend "
+                        "on how many share the machine's cores); 0: as fast as it goes")
+    p.add_argument("--ids", action="store_true", help="each step's line lists the ids of the samples it trained")
     p.add_argument("--min-replicas", type=int, default=1,
                    help="Manager's min_replica_size: a step commits only with at least this many replicas")
     p.add_argument("--sync", choices=("allreduce", "ddp"), default="allreduce",
@@ -236,13 +245,103 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
+def make_manager(args, model: nn.Module, inner_optim: torch.optim.Optimizer):
+    """torchft's Manager of this replica group (one process): its process group, its checkpoint
+    transport for healing, its own store, the lighthouse to join."""
+    secs = lambda s: timedelta(seconds=s)  # noqa: E731
+    holder = {}
+
+    def state_dict() -> dict:
+        return {"model": model.state_dict(), "optim": inner_optim.state_dict()}
+
+    def load_state_dict(state: dict) -> None:
+        # Called by the Manager only when this replica heals from a peer's checkpoint.
+        model.load_state_dict(state["model"])
+        inner_optim.load_state_dict(state["optim"])
+        emit({"event": "heal", "t": time.time(), "replica": args.replica_id, "step": holder["m"].current_step()})
+
+    if args.process_group == "gloo":
+        pg = ProcessGroupGloo(timeout=secs(args.pg_timeout))
+    else:
+        pg = ProcessGroupBabyGloo(timeout=secs(args.pg_timeout))
+    if args.checkpoint_transport == "http":
+        transport = HTTPTransport(timeout=secs(args.timeout), num_chunks=0)
+    else:
+        transport = PGTransport(pg, timeout=secs(args.timeout), device=torch.device("cpu"))
+    # The replica group's own store (torchrun would provide it): one member, serving on every
+    # address of this host; the others reach it by --host.
+    store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    holder["m"] = Manager(
+        pg=pg, load_state_dict=load_state_dict, state_dict=state_dict, min_replica_size=args.min_replicas,
+        use_async_quorum=not args.sync_quorum, timeout=secs(args.timeout),
+        quorum_timeout=secs(args.quorum_timeout), connect_timeout=secs(args.connect_timeout), rank=0,
+        world_size=1, store_addr=args.host, store_port=store.port, lighthouse_addr=args.lighthouse,
+        replica_id=f"torchft_peer_{args.replica_id}", hostname=args.host,
+        heartbeat_interval=secs(args.heartbeat_interval), checkpoint_transport=transport,
+        init_sync=not args.no_init_sync, max_retries=args.max_retries, quorum_retries=args.quorum_retries)
+    return holder["m"], store
+
+
+def gradient_averager(manager, params):
+    """One manager.allreduce (torchft's default AVG over the quorum's participants) of every
+    gradient in one flat buffer, as one DDP bucket would be. On a failure the Manager records the
+    error, wait() returns False and should_commit() then answers False."""
+    def average_gradients() -> None:
+        flat = torch.cat([p.grad.reshape(-1) for p in params])
+        manager.allreduce(flat).wait()
+        offset = 0
+        for p in params:
+            n = p.grad.numel()
+            p.grad.copy_(flat[offset:offset + n].view_as(p.grad))
+            offset += n
+    return average_gradients
+
+
+def should_stop(args, manager, start) -> bool:
+    return (args.steps is not None and manager.current_step() >= args.steps) or \
+        (args.seconds is not None and time.time() - start >= args.seconds) or \
+        (args.stop_file is not None and os.path.exists(args.stop_file))
+
+
+def train_steps(args, manager, model, inner_optim, loader, sampler) -> None:
+    """Steps until should_stop: quorum, forward, backward, gradients averaged, commit; one JSON
+    line per step, each step paced to --pace-ms."""
+    forward = DistributedDataParallel(manager, model) if args.sync == "ddp" else model
+    average_gradients = gradient_averager(manager, list(model.parameters()))
+    start, epoch = time.time(), 0
+    model.train()
+    while True:
+        sampler.set_epoch(epoch)
+        for data, target, ids in loader:
+            step_started = time.time()
+            manager.start_quorum()  # what torchft's Optimizer wrapper does in zero_grad()
+            inner_optim.zero_grad()
+            loss = F.nll_loss(forward(data), target)
+            loss.backward()  # with --sync ddp, torchft's DDP hook averages through manager.allreduce
+            if args.sync == "allreduce":
+                average_gradients()
+            committed = manager.should_commit()
+            if committed:
+                inner_optim.step()
+            trained = committed and manager.is_participating()
+            record = {"t": time.time(), "replica": args.replica_id, "step": manager.current_step(),
+                      "participants": manager.num_participants(), "samples": len(data) if trained else 0,
+                      "committed": bool(committed), "loss": round(loss.item(), 5)}
+            if args.ids and trained:
+                record["ids"] = ids.tolist()
+            emit(record)
+            if args.pace_ms > 0:
+                time.sleep(max(0.0, step_started + args.pace_ms / 1000.0 - time.time()))
+            if should_stop(args, manager, start):
+                return
+        epoch += 1
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=getattr(logging, args.log_level.upper()), stream=sys.stderr)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    secs = lambda s: timedelta(seconds=s)  # noqa: E731
-
     t_imported = time.time()
     train = fashion_mnist_train(args.data_dir, args.limit)
     t_loaded = time.time()
@@ -254,66 +353,7 @@ def main(argv=None) -> int:
     torch.manual_seed(args.seed)  # the same initial weights on every replica
     model = Net()
     inner_optim = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
-
-    def state_dict() -> dict:
-        return {"model": model.state_dict(), "optim": inner_optim.state_dict()}
-
-    def load_state_dict(state: dict) -> None:
-        # Called by the Manager only when this replica heals from a peer's checkpoint.
-        model.load_state_dict(state["model"])
-        inner_optim.load_state_dict(state["optim"])
-        emit({"event": "heal", "t": time.time(), "replica": args.replica_id, "step": manager.current_step()})
-
-    if args.process_group == "gloo":
-        pg = ProcessGroupGloo(timeout=secs(args.pg_timeout))
-    else:
-        pg = ProcessGroupBabyGloo(timeout=secs(args.pg_timeout))
-    if args.checkpoint_transport == "http":
-        transport = HTTPTransport(timeout=secs(args.timeout), num_chunks=0)
-    else:
-        transport = PGTransport(pg, timeout=secs(args.timeout), device=torch.device("cpu"))
-
-    # The replica group's own store (torchrun would provide it): one member, on loopback.
-    store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-    manager = Manager(
-        pg=pg,
-        load_state_dict=load_state_dict,
-        state_dict=state_dict,
-        min_replica_size=args.min_replicas,
-        use_async_quorum=not args.sync_quorum,
-        timeout=secs(args.timeout),
-        quorum_timeout=secs(args.quorum_timeout),
-        connect_timeout=secs(args.connect_timeout),
-        rank=0,
-        world_size=1,
-        store_addr="127.0.0.1",
-        store_port=store.port,
-        lighthouse_addr=args.lighthouse,
-        replica_id=f"torchft_peer_{args.replica_id}",
-        hostname="127.0.0.1",
-        heartbeat_interval=secs(args.heartbeat_interval),
-        checkpoint_transport=transport,
-        init_sync=not args.no_init_sync,
-        max_retries=args.max_retries,
-        quorum_retries=args.quorum_retries,
-    )
-    if args.sync == "ddp":
-        forward = DistributedDataParallel(manager, model)
-    else:
-        forward = model
-    params = [p for p in model.parameters()]
-
-    def average_gradients() -> None:
-        # One manager.allreduce (torchft's default AVG over the quorum's participants) of every
-        # gradient in one flat buffer, as one DDP bucket would be. On a failure the Manager
-        # records the error, wait() returns False and should_commit() then answers False.
-        flat = torch.cat([p.grad.reshape(-1) for p in params])
-        manager.allreduce(flat).wait()
-        offset = 0
-        for p in params:
-            n = p.grad.numel()
-            p.grad.copy_(flat[offset:offset + n].view_as(p.grad))
-            offset += n
+    manager, _store = make_manager(args, model, inner_optim)
     torch.manual_seed(args.seed + 1 + args.replica_id)  # each replica its own dropout masks
 
     settings = {k: v for k, v in vars(args).items() if k not in ("log_level",)}
@@ -322,39 +362,11 @@ def main(argv=None) -> int:
           "torch": torch.__version__, "torchft": getattr(torchft, "__version__", "0.2.0"),
           "train_samples": len(train), "samples_per_step": per_replica,
           "shard_samples": len(sampler), "settings": settings})
-
-    start = time.time()
-    epoch = 0
-    model.train()
-    done = False
-    while not done:
-        sampler.set_epoch(epoch)
-        for data, target in loader:
-            manager.start_quorum()  # what torchft's Optimizer wrapper does in zero_grad()
-            inner_optim.zero_grad()
-            loss = F.nll_loss(forward(data), target)
-            loss.backward()  # with --sync ddp, torchft's DDP hook averages through manager.allreduce
-            if args.sync == "allreduce":
-                average_gradients()
-            committed = manager.should_commit()
-            if committed:
-                inner_optim.step()
-            participants = manager.num_participants()
-            emit({"t": time.time(), "replica": args.replica_id, "step": manager.current_step(),
-                  "participants": participants,
-                  "samples": len(data) if committed and manager.is_participating() else 0,
-                  "committed": bool(committed), "loss": round(loss.item(), 5)})
-            if (args.steps is not None and manager.current_step() >= args.steps) or \
-               (args.seconds is not None and time.time() - start >= args.seconds):
-                done = True
-                break
-        epoch += 1
-
+    train_steps(args, manager, model, inner_optim, loader, sampler)
     emit({"event": "end", "t": time.time(), "replica": args.replica_id, "step": manager.current_step(),
           "batches_committed": manager.batches_committed()})
     manager.shutdown(wait=False)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
