@@ -205,9 +205,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--host", default="127.0.0.1",
                    help="the name or address other replicas reach this one by (its Manager and store); "
                         "127.0.0.1 when every replica runs on this machine")
-    p.add_argument("--pace-ms", type=int, default=0,
-                   help="each step lasts at least this long (tests/fault/goodput.py: a host's rate must not depend "
-                        "on how many share the machine's cores); 0: as fast as it goes")
+    p.add_argument("--pace-ms-per-sample", type=float, default=0,
+                   help="each step lasts at least this times its samples, as if this host had a device of its own "
+                        "(tests/fault/goodput.py, as goodput_train); 0: as fast as it goes")
     p.add_argument("--ids", action="store_true", help="each step's line lists the ids of the samples it trained")
     p.add_argument("--min-replicas", type=int, default=1,
                    help="Manager's min_replica_size: a step commits only with at least this many replicas")
@@ -330,8 +330,8 @@ def train_steps(args, manager, model, inner_optim, loader, sampler) -> None:
             if args.ids and trained:
                 record["ids"] = ids.tolist()
             emit(record)
-            if args.pace_ms > 0:
-                time.sleep(max(0.0, step_started + args.pace_ms / 1000.0 - time.time()))
+            if args.pace_ms_per_sample > 0:
+                time.sleep(max(0.0, step_started + args.pace_ms_per_sample * len(data) / 1000.0 - time.time()))
             if should_stop(args, manager, start):
                 return
         epoch += 1

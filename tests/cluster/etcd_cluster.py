@@ -30,24 +30,28 @@ class EtcdCluster:
         if shutil.which("etcd") is None:
             raise RuntimeError("etcd is not installed: run scripts/install-deps.sh (Debian's etcd-server)")
         self.folder = tempfile.mkdtemp(prefix="kindling-etcd-")
-        peers = ",".join("node%d=http://%s:2380" % (k, self.c.address(k)) for k in self.hosts)
-        token = "kindling-%d-%d" % (os.getpid(), time.monotonic_ns())
+        self.token = "kindling-%d-%d" % (os.getpid(), time.monotonic_ns())
         try:
             for k in self.hosts:
-                a = self.c.address(k)
-                argv = ["etcd", "--name", "node%d" % k, "--data-dir", os.path.join(self.folder, "node%d" % k),
-                        "--listen-client-urls", "http://%s:2379" % a, "--advertise-client-urls", "http://%s:2379" % a,
-                        "--listen-peer-urls", "http://%s:2380" % a, "--initial-advertise-peer-urls",
-                        "http://%s:2380" % a, "--initial-cluster", peers, "--initial-cluster-state", "new",
-                        "--initial-cluster-token", token]
-                log = open(os.path.join(self.folder, "node%d.log" % k), "w")
-                self.procs[k] = subprocess.Popen(self.c.command(k, argv), stdout=log, stderr=subprocess.STDOUT)
-                log.close()
+                self.start(k, "new")
             self.wait_healthy(self.hosts, 30)
         except BaseException:
             self.__exit__(None, None, None)
             raise
         return self
+
+    def start(self, k, state="existing"):
+        """Starts host k's member: "new" with the cluster, or "existing" again from its data folder
+        after it was killed (its host back). Does not wait for it to be healthy."""
+        a = self.c.address(k)
+        peers = ",".join("node%d=http://%s:2380" % (h, self.c.address(h)) for h in self.hosts)
+        argv = ["etcd", "--name", "node%d" % k, "--data-dir", os.path.join(self.folder, "node%d" % k),
+                "--listen-client-urls", "http://%s:2379" % a, "--advertise-client-urls", "http://%s:2379" % a,
+                "--listen-peer-urls", "http://%s:2380" % a, "--initial-advertise-peer-urls",
+                "http://%s:2380" % a, "--initial-cluster", peers, "--initial-cluster-state", state,
+                "--initial-cluster-token", self.token]
+        with open(os.path.join(self.folder, "node%d.log" % k), "a") as log:
+            self.procs[k] = subprocess.Popen(self.c.command(k, argv), stdout=log, stderr=subprocess.STDOUT)
 
     def wait_healthy(self, hosts, timeout):
         """Waits until every member of `hosts` says it is healthy (a leader is elected)."""
