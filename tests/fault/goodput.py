@@ -6,29 +6,28 @@ later, for --minutes; what the job kept of the time the hosts were up.
 The job is tests/fault/goodput_train.cpp (dist_tutorial train's network and data, a global batch
 of --batch divided among the ranks, a step lasting at least --pace-ms-per-sample times a rank's
 share: each host trains as if it had a device of its own, whatever number of hosts share this
-machine's cores, so the job's rate is that of the hosts up). Modes:
-  live-etcd  kindling-run --live_recovery --rdzv_backend etcd (a 3-member etcd cluster on hosts
-             0-2); any host fails, the one serving the rendezvous included
-  live-c10d  kindling-run --live_recovery, the rendezvous served by host 0's agent (which must
-             stay up: host 0 never fails)
-  restart    kindling-run --rdzv_backend etcd without live recovery: every failure restarts every
-             worker from the last checkpoint (every 10 iterations)
+machine's cores, so the job's rate is that of the hosts up). Modes (--mode, goodput_modes.py):
+live-etcd, live-c10d, restart (kindling-run), torchrun (--max_restarts), torchft (0.2.0, its
+lighthouse on host 0). Where host 0 serves the rendezvous or the lighthouse (live-c10d,
+torchrun, torchft), host 0 never fails: the others do.
 Faults (--fault): kill (every process of the host SIGKILLed: its address still answers, so
 connections to it are refused), power (its link cut, then every process killed: nothing answers
 any more), stop (every process SIGSTOPped, SIGCONT when it comes back), cut (its link down,
 up again when it comes back). A killed host comes back as a new node: its etcd member and its
 launcher started again.
 
-Reported (one JSON object, then a table):
+Reported (one JSON object):
   goodput       the samples in the final weights (the job's ledger) over the samples the hosts
                 could have trained while they were up, at the failure-free rate per host measured
                 before the first failure: time a host is down costs nothing by itself, what
                 survivors and joiners lose does
   samples_per_s the samples in the final weights over the wall time of the schedule
   recovery_s    per failure, from the fault to the first step of a smaller world
-  redone        iterations trained again (a step numbered again after a failure)
-  lost/repeated samples of completed epochs never trained / trained twice in one epoch (ledger)
-  restarted     worker processes started again on hosts that did not fail
+  redone        work thrown away: iterations trained again (a step numbered again after a
+                failure); torchft: replica steps that did not commit
+  lost/repeated samples of completed epochs never trained / trained twice in one epoch (ledger;
+                torchft: unknown, see goodput_modes.in_weights)
+  restarted     worker processes started again by their launcher (not by the harness)
 
   tests/fault/goodput.py --build build --mode live-etcd --minutes 10             # docs figure
   tests/fault/goodput.py --build build --plan ci                                 # CTest goodput_ci
@@ -37,9 +36,9 @@ import argparse
 import json
 import os
 import random
-import re
 import signal
 import statistics
+import subprocess
 import sys
 import time
 
@@ -49,31 +48,9 @@ import cluster  # noqa: E402
 import checks  # noqa: E402
 from elastic_job import Host, workspace  # noqa: E402
 from etcd_cluster import EtcdCluster  # noqa: E402
+import goodput_modes as modes  # noqa: E402
 
-MODES = ["live-etcd", "live-c10d", "restart"]
 FAULTS = ["kill", "power", "stop", "cut"]
-STEP = re.compile(r"STEP t=([0-9.]+) world=(\d+) iteration=(\d+) samples=(\d+)")
-LEDGER = re.compile(r"LEDGER samples=(\d+) lost=(\d+) repeated=(\d+) epochs=(\d+)")
-START = re.compile(r"START rank=\d+ world=\d+ restart=\S+ pid=(\d+)")
-
-
-def launcher_argv(args, k, work, etcd):
-    """kindling-run's command line for host k."""
-    rdzv = ["--rdzv_endpoint", "node0:29400"]
-    if args.mode != "live-c10d":
-        members = etcd.endpoints().split(",")
-        mine = [m for m in members if m.startswith("node%d:" % k)]
-        rdzv = ["--rdzv_backend", "etcd", "--rdzv_endpoint", ",".join(mine + [m for m in members if m not in mine])]
-    live = args.mode.startswith("live")
-    tmp = os.path.join(work, "tmp%d" % k)
-    os.makedirs(tmp, exist_ok=True)
-    return ["env", "TMPDIR=" + tmp, "OMP_NUM_THREADS=1", args.kindling_run, "--nnodes", "1:%d" % args.hosts, "--nproc_per_node", "1",
-            *rdzv, "--rdzv_id", "goodput", "--max_restarts", "1000", "--grace_period", "2",
-            "--rdzv_conf", "join_timeout=120,last_call_timeout=%s" % args.last_call,
-            *(["--live_recovery"] if live else []),
-            args.goodput_train, "live" if live else "restart", work, "--batch", str(args.batch),
-            "--pace-ms-per-sample", str(args.pace_ms_per_sample),
-            "--data-dir", args.data_dir]
 
 
 class Job:
@@ -84,9 +61,10 @@ class Job:
         self.hosts = {}     # k -> [Host, ...] (a host started again is a new Host)
         self.down = {}      # k -> when it failed (time.time())
         self.down_spans = []  # (k, failed at, back at)
+        self.extra = []     # processes of the mode's own (torchft's lighthouse)
 
     def start(self, k):
-        self.hosts.setdefault(k, []).append(Host(self.c, k, launcher_argv(self.args, k, self.work, self.etcd)))
+        self.hosts.setdefault(k, []).append(Host(self.c, k, modes.command(self.args, k, self.work, self.etcd, self.c)))
 
     def fail(self, k):
         fault = self.args.fault
@@ -123,13 +101,8 @@ class Job:
 
 
 def steps(job):
-    """The STEP lines of every host: [(t, world, iteration, samples)] by time."""
-    found = []
-    for _, line in job.lines():
-        m = STEP.search(line)
-        if m:
-            found.append((float(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4))))
-    return sorted(found)
+    """What every host reported: [(t, world, step, samples, committed)] by time (modes.records)."""
+    return modes.records(job.args.mode, [line for _, line in job.lines()])
 
 
 def wait_for_world(job, world, since, limit, what):
@@ -153,7 +126,7 @@ def run_schedule(args, job, rng):
     window = [s for s in steps(job) if now - args.warmup <= s[0] <= now and s[1] == args.hosts]
     rate = sum(s[3] for s in window) / (args.warmup * args.hosts)
     started, faults = time.time(), []
-    candidates = [k for k in range(args.hosts) if not (args.mode == "live-c10d" and k == 0)]
+    candidates = [k for k in range(args.hosts) if not (args.mode in modes.HOST0_SERVES and k == 0)]
     next_fault = started + args.every
     while time.time() < started + args.minutes * 60 or job.down:
         for k, at in list(job.down.items()):
@@ -176,45 +149,45 @@ def run_schedule(args, job, rng):
     return rate, steps(job)[0][0], started, stopped, faults
 
 
+def recovery_times(all_steps, faults, hosts):
+    """Per failure, seconds from the fault to the first step of a smaller world (None: none)."""
+    out = []
+    for k, at in faults:
+        before = [s for s in all_steps if s[0] <= at]
+        world = before[-1][1] if before else hosts
+        after = [s for s in all_steps if s[0] > at and s[1] < world and s[4]]
+        out.append(round(after[0][0] - at, 2) if after else None)
+    return out
+
+
 def summarize(args, job, rate, first, started, stopped, faults):
     """The figures of a run (see the module's docstring)."""
     all_steps = steps(job)
+    lines = [line for _, line in job.lines()]
     up_seconds = args.hosts * (stopped - first)
     for k, failed, back in job.down_spans:
         up_seconds -= back - failed
-    ledger = [m for m in (LEDGER.search(line) for _, line in job.lines()) if m]
-    checks.expect(len(ledger) == 1, "%d LEDGER lines, not 1" % len(ledger))
-    in_weights, lost, repeated = (int(ledger[0].group(i)) for i in (1, 2, 3))
-    recoveries = []
-    for k, at in faults:
-        before = [s for s in all_steps if s[0] <= at]
-        world = before[-1][1] if before else args.hosts
-        after = [s for s in all_steps if s[0] > at and s[1] < world]
-        recoveries.append(round(after[0][0] - at, 2) if after else None)
-    redone, high = 0, -1
-    for s in all_steps:
-        redone += 1 if s[2] <= high else 0
-        high = max(high, s[2])
-    failed_hosts = {k for k, _ in faults}
-    restarted = sum(max(0, len([l for l in h.lines if START.search(l)]) - 1)
-                    for k, runs in job.hosts.items() for h in runs)
+    trained, lost, repeated = modes.in_weights(args.mode, lines, all_steps)
+    checks.expect(trained is not None, "no single LEDGER line in the job's output")
+    recoveries = recovery_times(all_steps, faults, args.hosts)
+    restarted = sum(max(0, modes.starts(args.mode, h.lines) - 1) for runs in job.hosts.values() for h in runs)
     known = [r for r in recoveries if r is not None]
     return {
         "mode": args.mode, "fault": args.fault, "hosts": args.hosts, "every_s": args.every, "back_s": args.back,
         "seconds": round(stopped - started, 1), "failures": len(faults), "rate_per_host": round(rate, 1),
-        "goodput": round(in_weights / (rate * up_seconds), 3) if rate > 0 else None,
-        "ledger_samples": in_weights, "samples_per_s": round(in_weights / (stopped - first), 1),
+        "goodput": round(trained / (rate * up_seconds), 3) if rate > 0 else None,
+        "trained": trained, "samples_per_s": round(trained / (stopped - first), 1),
         "recovery_s": recoveries, "recovery_median_s": round(statistics.median(known), 2) if known else None,
         "recovery_max_s": max(known) if known else None, "unrecovered": recoveries.count(None),
-        "redone": redone, "lost": lost, "repeated": repeated, "restarted": restarted,
-        "hosts_failed": sorted(failed_hosts),
+        "redone": modes.redone(args.mode, all_steps), "lost": lost, "repeated": repeated, "restarted": restarted,
+        "hosts_failed": sorted({k for k, _ in faults}),
     }
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--build", required=True)
-    p.add_argument("--mode", choices=MODES, default="live-etcd")
+    p.add_argument("--mode", choices=modes.MODES, default="live-etcd")
     p.add_argument("--fault", choices=FAULTS, default="kill")
     p.add_argument("--hosts", type=int, default=4)
     p.add_argument("--minutes", type=float, default=10)
@@ -238,17 +211,27 @@ def main():
     if skip:
         return skip
     args.goodput_train = os.path.join(os.path.abspath(args.build), "tests", "goodput_train")
+    args.python = sys.executable
+    if args.mode == "torchft" and modes.peer_paths(args):
+        print("skipped: " + modes.peer_paths(args))
+        return 77
     rng = random.Random(args.seed)
     with workspace("kindling-goodput-") as work:
         with cluster.Cluster(hosts=args.hosts) as c:
-            etcd_hosts = range(min(3, args.hosts)) if args.mode != "live-c10d" else []
+            etcd_hosts = range(min(3, args.hosts)) if args.mode in modes.ETCD else []
             with EtcdCluster(c, etcd_hosts) if etcd_hosts else _Nothing() as etcd:
                 job = Job(args, c, work, etcd)
+                if args.mode == "torchft":
+                    job.extra.append(c.popen_on(0, modes.lighthouse(args), stdout=subprocess.DEVNULL,
+                                                stderr=subprocess.DEVNULL))
                 try:
                     rate, first, started, stopped, faults = run_schedule(args, job, rng)
                 finally:
                     for runs in job.hosts.values():
                         Host.kill_left(runs)
+                    for proc in job.extra:
+                        proc.kill()
+                        proc.wait()
                     if args.log:
                         with open(args.log, "w") as f:
                             for k, runs in sorted(job.hosts.items()):
