@@ -112,7 +112,7 @@ bool RendezvousServer::running_agents_left() const {
 void RendezvousServer::abandon() { abandoned_ = true; }
 
 void RendezvousServer::save_state() const {
-  if (save_) save_(RendezvousState{round_, restarts_, instance_, last_members_, last_refusal_, failure_});
+  if (save_) save_(RendezvousState{round_, restarts_, instance_, last_members_, last_refusal_, failure_, {}});
 }
 
 void RendezvousServer::serve() {
