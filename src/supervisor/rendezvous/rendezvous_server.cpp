@@ -29,28 +29,6 @@ std::string seconds_text(std::chrono::milliseconds d) {
   return s.str();
 }
 
-std::string join_names(const std::vector<std::string>& names, const char* separator) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : separator) + n;
-  return out;
-}
-
-// A refusal without the ranks that kindling's checks name ("[rank 1/2] "): every rank of a world
-// meets a refusal such as a batch that the world size does not divide, and which of them fails
-// first, and so is reported first, changes from one round to the next.
-std::string without_ranks(std::string text) {
-  for (auto at = text.find("[rank "); at != std::string::npos; at = text.find("[rank ", at)) {
-    const auto end = text.find("] ", at);
-    const auto digits = text.find_first_not_of("0123456789/", at + 6);
-    if (end == std::string::npos || digits != end) {
-      at += 6;
-      continue;
-    }
-    text.erase(at, end + 2 - at);
-  }
-  return text;
-}
-
 }  // namespace
 
 struct RendezvousServer::Agent {
@@ -64,6 +42,7 @@ struct RendezvousServer::Agent {
   int serving = 0;     // 1: the agent that runs this server (node 0 when it is new)
   bool done = false;
   Clock::time_point heard = Clock::now();  // its last line, or the ROUND that answered its JOIN
+  bool silent = false;                     // counted lost for its silence (check_silent_members)
   std::string label() const { return host + " (" + address + ")"; }
 };
 
@@ -240,7 +219,7 @@ void RendezvousServer::on_join(Agent& agent, const std::string& line) {
       cause_ = Cause::kFailure;
       first_failure_ = agent.label() + (agent.detail.empty() ? "" : ": " + agent.detail);
       const auto refused = agent.detail.find("kindling::UsageError: ");
-      refusal_ = refused == std::string::npos ? "" : without_ranks(agent.detail.substr(refused));
+      refusal_ = refused == std::string::npos ? "" : ::kindling::detail::without_rank_tags(agent.detail.substr(refused));
     }
     if (!member && static_cast<int>(last_members_.size()) < settings_.max_nodes) cause_ = Cause::kMembership;
   }
@@ -266,12 +245,12 @@ void RendezvousServer::on_member(Agent& agent, const std::string& line) {
 // A member of the running round whose agent is gone: the round has failed, and the other
 // members stop their workers and join the next one (rather than wait for their workers to
 // notice, which a collective with a host cut off can take its whole timeout to do).
-void RendezvousServer::member_lost(const std::string& label) {
+void RendezvousServer::member_lost(const std::string& label, const std::string& why) {
   if (round_ < 0) return;
   ++members_gone_;
   if (cause_ != Cause::kNone) return;
   cause_ = Cause::kFailure;
-  first_failure_ = label + ": its agent was lost (its connection to the rendezvous ended)";
+  first_failure_ = label + ": " + why;
   refusal_.clear();
   stop_running_ = true;
 }
@@ -300,8 +279,21 @@ std::string RendezvousServer::restarts_used_up() const {
          ", restarts made " + std::to_string(restarts_) + "); the failure was on " + first_failure_;
 }
 
+// A member whose agent has asked nothing for silent_after() (its host stopped or cut off) is lost
+// as one whose connection ended: the others go on without waiting for their stall period.
+void RendezvousServer::check_silent_members() {
+  const auto now = Clock::now();
+  for (auto& a : agents_) {
+    if (a->node_rank < 0 || a->joined || a->done || a->silent || now - a->heard < settings_.silent_after()) continue;
+    a->silent = true;
+    member_lost(a->label(), "its agent has said nothing for " + seconds_text(settings_.silent_after()) +
+                                " (keep_alive_interval x keep_alive_max_attempt): its host was stopped or cut off");
+  }
+}
+
 void RendezvousServer::check_round() {
   check_members_back();
+  check_silent_members();
   const std::vector<Agent*> joined = joined_agents();
   const auto now = Clock::now();
   if (joined.empty()) {
@@ -328,7 +320,7 @@ void RendezvousServer::check_round() {
     std::vector<std::string> hosts;
     for (const Agent* a : joined) hosts.push_back(a->label());
     std::string message = "rendezvous round " + std::to_string(round_ + 1) + " failed: " + std::to_string(count) +
-                          " node" + (count == 1 ? "" : "s") + " joined (" + join_names(hosts, ", ") +
+                          " node" + (count == 1 ? "" : "s") + " joined (" + ::kindling::detail::join(hosts, ", ") +
                           "), fewer than the minimum of " + std::to_string(settings_.min_nodes) + ", within " +
                           seconds_text(settings_.join_timeout) + " (join_timeout)";
     const std::string lost = lost_since_last_round(joined);
@@ -360,7 +352,7 @@ std::string RendezvousServer::lost_since_last_round(const std::vector<Agent*>& j
     const bool back = std::any_of(joined.begin(), joined.end(), [&](const Agent* a) { return a->label() == member; });
     if (!back) lost.push_back(member);
   }
-  return join_names(lost, ", ");
+  return ::kindling::detail::join(lost, ", ");
 }
 
 void RendezvousServer::fail(const std::vector<Agent*>& agents, const std::string& message) {
@@ -408,7 +400,7 @@ void RendezvousServer::close_round(std::vector<Agent*> joined) {
     last_refusal_.clear();
   }
   ++round_;
-  for (const auto& a : agents_) a->node_rank = -1;
+  for (const auto& a : agents_) a->node_rank = -1, a->silent = false;
   std::vector<std::string> hosts;
   int world = 0;
   for (std::size_t i = 0; i < joined.size(); ++i) {
@@ -432,7 +424,7 @@ void RendezvousServer::close_round(std::vector<Agent*> joined) {
     layout.master_addr = master.address;
     layout.master_port = master.port;
     layout.instance = instance_;
-    layout.hosts = join_names(hosts, ",");
+    layout.hosts = ::kindling::detail::join(hosts, ",");
     a->socket.send(::kindling::detail::round_line(layout, lost));
     offset += a->nproc;
     a->joined = false;

@@ -116,7 +116,9 @@ class RendezvousServer {
   void on_line(Agent& agent, const std::string& line);
   void on_join(Agent& agent, const std::string& line);
   void on_member(Agent& agent, const std::string& line);
-  void member_lost(const std::string& label);
+  void member_lost(const std::string& label,
+                   const std::string& why = "its agent was lost (its connection to the rendezvous ended)");
+  void check_silent_members();
   void check_members_back();
   void save_state() const;
   void check_round();
