@@ -53,6 +53,17 @@ bool new_round_announced() {
   return static_cast<bool>(in >> announced) && announced > detail::live_round();
 }
 
+void leave_job(const std::string& why) {
+  const std::string folder = live_folder();
+  KINDLING_CHECK(!folder.empty(), "kindling::dist::leave_job: this process was not started by `kindling-run "
+                 "--live_recovery` (KINDLING_LIVE_DIR is not set), so no agent can take its node out of the job; "
+                 "let the error end the job instead");
+  const std::string path = ::kindling::detail::join_path(folder, supervisor::kLiveLeaveFile);
+  const std::string text = why.empty() ? "rank " + std::to_string(get_rank()) + " asked to leave" : why.substr(0, 400);
+  ::kindling::detail::replace_file(path, path + ".new." + std::to_string(get_rank()), text.data(), text.size(),
+                                   "kindling::dist::leave_job");
+}
+
 LiveWorld rejoin(const std::string& backend, const InitOptions& options, const std::string& why,
                  std::chrono::milliseconds timeout) {
   const std::string folder = live_folder();

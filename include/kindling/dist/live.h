@@ -30,6 +30,16 @@ KINDLING_API std::string why_no_new_world(const std::string& backend);
 /// step and rejoin(). Reads one small file. Local; never throws (false without live recovery).
 KINDLING_API bool new_round_announced();
 
+/// Tells the launcher that this process's node leaves the job (its replica diverged:
+/// kindling::handlers::LiveRecovery calls it on a rank that kindling::dist::check_replicas
+/// named): its agent stops the node's workers, this one included, and ends without joining
+/// another round; the other nodes go on without this host, as after a lost one (the round
+/// they form counts as one of --max_restarts, as a lost host's does). `why` (its first 400
+/// characters) is said in the agent's output. Local: each rank of the node may call it.
+/// Throws kindling::UsageError without live recovery, and what writing the file in the live
+/// folder throws (kindling::Error naming the path).
+KINDLING_API void leave_job(const std::string& why);
+
 /// The world a rejoin() made.
 struct LiveWorld {
   int round = 0;     // the launcher's rendezvous round

@@ -158,6 +158,7 @@ class ElasticAgent {
         return result.exit_code;
       }
       if (!rendezvous_failure_.empty()) return last_exit_ != 0 ? last_exit_ : 1;  // the rendezvous failed while they ran
+      if (const auto leave = live_ ? live_->leave_request() : std::nullopt) return leave_job(result, flight, *leave);
       if (result.exit_code == 0 && !result.stopped_on_request) {
         link_.send("DONE");
         link_.finished();
@@ -209,6 +210,9 @@ class ElasticAgent {
   // the rendezvous fails.
   bool stop_check() {
     if (!linked_) return false;
+    // A worker asked this node to leave (its replica diverged): stop the workers before another
+    // round is joined with them kept.
+    if (live_ && live_->leave_request()) return true;
     std::optional<std::string> request = live_ ? live_->take_request(layout_.round) : std::nullopt;
     if (!request) {
       const auto answer = link_.ask([] { return std::string("POLL"); }, std::chrono::seconds(10));
@@ -249,6 +253,16 @@ class ElasticAgent {
                "kept through the new round, failed at their next collective instead of making its world, so each "
                "lost node costs two restarts (the round the workers were kept through, and the one after they "
                "failed). Train inside kindling::handlers::LiveRecovery::run, or drop --live_recovery");
+  }
+
+  // Live recovery: a worker asked this node to leave the job (kindling::dist::leave_job: its
+  // replica diverged). Its workers are stopped; the agent ends without joining a next round, so
+  // that its connection's end makes the others go on without this host, as after a lost one.
+  int leave_job(const SupervisorResult& result, const std::string& flight, const std::string& why) {
+    std::fputs((result.summary + flight).c_str(), stderr);
+    say(name_, "a worker asked this node to leave the job (" + why.substr(0, 600) +
+                   "); its workers are stopped and this node leaves, the others go on without it (live recovery)");
+    return result.exit_code != 0 ? result.exit_code : 1;
   }
 
   // Live recovery: announces the next round to the workers, joins it and hands them its layout.

@@ -49,13 +49,33 @@ void LiveChannel::publish(const RoundLayout& r) { write(kLiveRoundFile, ::kindli
 
 bool LiveChannel::taken_part() const { return ::access((folder_ + "/" + kLiveTakingPartFile).c_str(), F_OK) == 0; }
 
-std::optional<std::string> LiveChannel::take_request(int round) {
-  const std::string path = folder_ + "/" + kLiveRequestFile;
+namespace {
+
+// The first 512 bytes of a worker's file in the folder; unset when there is none.
+std::optional<std::string> read_worker_file(const std::string& path) {
   FILE* f = std::fopen(path.c_str(), "r");
   if (f == nullptr) return std::nullopt;
   std::string text(512, '\0');
   text.resize(std::fread(text.data(), 1, text.size(), f));
   std::fclose(f);
+  return text;
+}
+
+}  // namespace
+
+std::optional<std::string> LiveChannel::leave_request() const {
+  std::optional<std::string> text = read_worker_file(folder_ + "/" + kLiveLeaveFile);
+  if (!text) return std::nullopt;
+  for (char& c : *text)
+    if (c == '\n' || c == '\r') c = ' ';
+  return text->empty() ? std::string("a worker asked this node to leave") : *text;
+}
+
+std::optional<std::string> LiveChannel::take_request(int round) {
+  const std::string path = folder_ + "/" + kLiveRequestFile;
+  std::optional<std::string> read = read_worker_file(path);
+  if (!read) return std::nullopt;
+  std::string text = *read;
   ::unlink(path.c_str());
   const auto newline = text.find('\n');
   if (newline == std::string::npos || std::atoi(text.c_str()) < round) return std::nullopt;

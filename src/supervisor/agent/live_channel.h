@@ -4,7 +4,8 @@
 // "announce" (the number of the round being formed: the workers leave their step) and "round"
 // (the round's layout, common/round.h's encode_round a field a line: the workers make their
 // new world from it); a worker
-// whose collective failed before the agent heard of anything writes "request" (why). Each file
+// whose collective failed before the agent heard of anything writes "request" (why), and one
+// whose node must leave the job (its replica diverged) writes "leave" (why). Each file
 // is written whole (a temporary file renamed over it). The worker's side is
 // src/dist/live.cpp. Internal to src/supervisor/; plain POSIX.
 #include <optional>
@@ -25,6 +26,10 @@ using ::kindling::detail::kLiveRoundVariable;
 inline constexpr char kLiveAnnounceFile[] = "announce";
 inline constexpr char kLiveRoundFile[] = "round";
 inline constexpr char kLiveRequestFile[] = "request";
+/// Written by a worker whose node must leave the job (kindling::dist::leave_job: its replica
+/// diverged): the agent stops the node's workers and ends without joining another round, so
+/// that the others go on without this host, as after a lost one.
+inline constexpr char kLiveLeaveFile[] = "leave";
 /// Made by a worker that takes part (the first time it asks whether live recovery is on, as
 /// kindling::handlers::LiveRecovery does at its checks, or when it rejoins): a program without
 /// it cannot make a new round's world in the workers kept through it (the agent says so once).
@@ -51,6 +56,9 @@ class LiveChannel {
   std::optional<std::string> take_request(int round);
   /// Whether a worker said it takes part (kLiveTakingPartFile). Never throws.
   bool taken_part() const;
+  /// Why a worker asked this node to leave the job (kLiveLeaveFile, kept); unset when none did.
+  /// Never throws.
+  std::optional<std::string> leave_request() const;
 
  private:
   void write(const std::string& name, const std::string& text);
