@@ -1,8 +1,13 @@
 // kindling-run's elastic rendezvous when it cannot work: a port another program holds, a host
 // name that does not resolve (each said at once, with its cause, instead of waiting for the
-// join timeout, 60 s here), and a refusal that no restart can change (not retried again).
+// join timeout, 60 s here), and a refusal that no restart can change (not retried again). Under
+// --live_recovery: a program that does not take part, and a node whose replica diverged, which
+// leaves while the others go on.
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -10,9 +15,13 @@
 #include <string>
 #include <thread>
 
+#include "kindling/dist/auto.h"
 #include "kindling/dist/dist.h"
 #include "kindling/dist/launch_env.h"
+#include "kindling/dist/replica_check.h"
 #include "kindling/error.h"
+#include "kindling/handlers/checkpointing/live_recovery.h"
+#include "kindling/handlers/replica_check.h"
 #include "support/multiprocess.h"
 #include "support/silent_port.h"
 #include "support/terminal.h"
@@ -185,3 +194,84 @@ TEST(KindlingRunEndpoint, ARefusalMetTwiceOnAnyRankIsNotRetriedAgain) {
   EXPECT_NE(r.err.find("(restarts made 1 of 5)"), std::string::npos) << show(r);
   EXPECT_EQ(r.err.find("rendezvous round 3"), std::string::npos) << show(r);
 }
+
+namespace {
+
+// Under --live_recovery, 3 nodes of one rank each (issue 64): the rank that is rank 2 in the
+// first world flips a bit of its weight after iteration 7; the ReplicaCheck of iteration 10
+// names it on every rank; its node leaves the job (LiveRecovery: kindling::dist::leave_job) and
+// the other two go on at world size 2 from their last commit (iteration 9) to iteration 40.
+KINDLING_WORKER(live_replica_diverges) {
+  namespace kd = kindling::dist;
+  namespace ke = kindling::engine;
+  namespace kh = kindling::handlers;
+  const bool flips = std::string(std::getenv("RANK")) == "2";
+  kh::LiveRecovery live(kh::LiveRecoveryOptions().init_options(kd::InitOptions().timeout(std::chrono::seconds(30))));
+  at::manual_seed(0);
+  torch::nn::Linear net(4, 1);
+  live.run([&](kh::LiveRecovery& self) {
+    auto model = kd::auto_model(net);
+    torch::optim::SGD optimizer(model->parameters(), 0.01);
+    ke::Engine trainer([&](ke::Engine& e, const int&) -> ke::Value {
+      at::manual_seed(e.state().iteration * 10 + kd::get_rank());
+      const at::Tensor x = at::randn({8, 4});
+      optimizer.zero_grad();
+      at::mse_loss(model(x), x.sum(1, true)).backward();
+      optimizer.step();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      return 0.0;
+    });
+    trainer.on(ke::Events::ITERATION_COMPLETED, [&](ke::Engine& e) {
+      if (!flips || self.recoveries() > 0 || e.state().iteration != 7) return;
+      at::NoGradGuard no_grad;
+      net->weight.view({-1}).view(at::kInt)[1].bitwise_xor_(1 << 22);
+    });
+    std::make_shared<kh::ReplicaCheck>(net.ptr())->attach(trainer, 5);
+    self.keep({{"model", kh::stateful(net)}, {"optimizer", kh::stateful(optimizer)}, {"trainer", kh::stateful(trainer)}},
+              trainer);
+    trainer.run(std::vector<int>(40, 0), 1);
+    kd::check_replicas(*net);
+    std::printf("DONE world=%d iteration=%lld recoveries=%d\n", kd::get_world_size(),
+                static_cast<long long>(trainer.state().iteration), self.recoveries());
+    std::fflush(stdout);
+  });
+  kd::finalize();
+}
+
+TEST(KindlingRunLive, ANodeWhoseReplicaDivergedLeavesAndTheOthersGoOn) {
+  const std::string endpoint = "127.0.0.1:" + std::to_string(kindling::testing::free_port());
+  kindling::testing::LaunchOptions o;
+  o.world_size = 3;
+  o.set_dist_env = false;
+  o.deadline = std::chrono::seconds(90);
+  for (int node = 0; node < 3; ++node) {
+    // Node 0 serves the rendezvous; the others join in order, so that the first world's rank 2
+    // (the one that flips) is not on the serving host.
+    const std::string run = "sleep " + std::to_string(node) + "; exec " + kRun + " --nnodes 2:3 --rdzv_endpoint " +
+                            endpoint + " --rdzv_id diverged --rdzv_conf last_call_timeout=5 --max_restarts 3 " +
+                            "--live_recovery --nproc_per_node 1 " + kindling::testing::self_path() +
+                            " --kindling-worker=live_replica_diverges";
+    o.commands[node] = {"/bin/sh", "-c", run};
+  }
+  const auto results = kindling::testing::run_workers("", o);
+  int left = 0;
+  for (const auto& r : results) {
+    if (r.exit_code == 0) {
+      EXPECT_NE(r.out.find("DONE world=2 iteration=40 recoveries=1"), std::string::npos) << r.out << show(r);
+      EXPECT_NE(r.err.find("rank 2 diverged from the majority (ranks 0, 1 of 3)"), std::string::npos) << show(r);
+      continue;
+    }
+    ++left;
+    EXPECT_FALSE(r.timed_out) << show(r);
+    EXPECT_NE(r.err.find("a worker asked this node to leave the job ([rank 2/3] kindling::dist::check_replicas: the "
+                         "data-parallel replicas differ at iteration 10 of Engine (they were equal at iteration 5, the "
+                         "last check): rank 2 diverged from the majority (ranks 0, 1 of 3)"),
+              std::string::npos)
+        << show(r);
+    EXPECT_NE(r.err.find("this node leaves, the others go on without it (live recovery)"), std::string::npos) << show(r);
+    EXPECT_EQ(r.out.find("DONE"), std::string::npos) << r.out;
+  }
+  EXPECT_EQ(left, 1) << show(results[0]) << show(results[1]) << show(results[2]);
+}
+
+}  // namespace

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kindling/dist/live.h"
+#include "kindling/dist/replica_check.h"
 #include "kindling/error.h"
 #include "kindling/handlers/checkpointing/checkpoint.h"
 #include "kindling/log.h"
@@ -54,6 +55,15 @@ void LiveRecovery::run(const std::function<void(LiveRecovery&)>& train) {
       why = e.what();
     } catch (const TimeoutError& e) {
       if (!dist::live_recovery_enabled()) throw;
+      why = e.what();
+    } catch (const dist::ReplicaDivergedError& e) {
+      // A diverged replica's host leaves, as a lost host would; the others make a world without
+      // it (their request and its agent's end make the same round). No majority: every host leaves.
+      if (!dist::live_recovery_enabled()) throw;
+      if (e.diverged(dist::get_rank())) {
+        dist::leave_job(e.what());
+        throw;
+      }
       why = e.what();
     }
     log(LogLevel::kWarning, std::string(kLiveWho) + ": rank " + std::to_string(dist::get_rank()) +

@@ -62,7 +62,11 @@ class KINDLING_API LiveRecovery {
   /// kindling::CommunicationError or kindling::TimeoutError (a rank or host was lost) or the
   /// launcher announces a new round, the next world is made in this process
   /// (kindling::dist::rejoin) and `train` runs again; it builds what depends on the world (DDP,
-  /// loaders, engines) and calls keep(). Other exceptions leave run(). Without
+  /// loaders, engines) and calls keep(). kindling::dist::ReplicaDivergedError (a replica that
+  /// kindling::handlers::ReplicaCheck found diverged) is a lost host too: on the diverged ranks
+  /// run() tells the launcher that their node leaves the job (kindling::dist::leave_job) and
+  /// rethrows, the others make the next world without it (every rank leaves when no majority
+  /// was found). Other exceptions leave run(). Without
   /// `kindling-run --live_recovery` `train` runs once and its errors leave run(). Every rank
   /// calls it. Throws what `train` and rejoin() throw; kindling::UsageError for backend "mpi"
   /// under live recovery (MPI cannot make a second world in one process).
