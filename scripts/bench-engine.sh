@@ -2,7 +2,8 @@
 # kindling::engine's costs with Google Benchmark (bench/engine/main.cpp): event dispatch with
 # 0/10/100 handlers, Accuracy update/compute, and one MLP epoch through
 # create_supervised_trainer against the same loop written by hand, in the same run
-# (interleaved repetitions, medians), and live recovery's commit of an MLP and a ResNet-18. Usage: scripts/bench-engine.sh [repetitions] (default 9).
+# (interleaved repetitions, medians), live recovery's commit of an MLP and a ResNet-18, and the
+# replica check of a ResNet-18 against its training step. Usage: scripts/bench-engine.sh [repetitions] (default 9).
 # Needs a build with benchmarks (scripts/build.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,4 +39,7 @@ for arg, model in ((0, "the MLP above"), (1, "a ResNet-18")):
     print(f"a live-recovery commit of {model} with its SGD momentum: {commit['real_time']:.2f} ms "
           f"({commit['bytes_per_second'] / 1e9:.2f} GB/s of parameters and buffers)"
           + (f", {commit['real_time'] / step:.2f} of an MLP step" if arg == 0 else ""))
+check, step = med["ReplicaCheck/1"]["real_time"], med["ReplicaCheck/0"]["real_time"]
+print(f"the replica check of a ResNet-18: {check:.2f} ms against its training step's {step:.1f} ms (batch 32): "
+      f"{check / step:.4f} of a step at every step, {check / step / 100:.6f} at every 100 (ReplicaCheck's default)")
 PY

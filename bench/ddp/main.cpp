@@ -4,12 +4,16 @@
 //
 //   kindling-run --nproc_per_node 2 ./bench_ddp --model mlp --batch 64 --steps 200
 //   ./bench_ddp --mode loader --workers 2 --batch 128
+//   kindling-run --nproc_per_node 2 ./bench_ddp --model resnet18 --replica-check-every 5
 //
 // step mode: the model (mlp: 784-1024-1024-10; resnet18: torchvision's ResNet18 with 1 input
 // channel and 10 classes on 28x28) trains with SGD (lr 0.01, momentum 0.9) on Fashion-MNIST
 // held in memory; rank r's step s uses the batch starting at sample (s * world + r) * batch.
 // After `warmup` steps every rank times `steps` steps; the slowest rank's time gives
 // samples/s = steps * batch * world / seconds. One rank trains the plain model (no DDP).
+// --replica-check-every N: kindling::dist::check_replicas on the model after every N-th timed
+// step, each step and each check timed on its own; the RESULT line adds their medians (the
+// slowest rank's) and the check's share of a step at that N and at ReplicaCheck's default.
 // loader mode: samples/s of auto_dataloader over Fashion-MNIST with ToTensor, RandomCrop(28,
 // padding 2) and Normalize, `workers` threads, for `epochs` epochs.
 #include <ATen/ATen.h>
@@ -17,6 +21,8 @@
 #include <torch/optim/sgd.h>
 
 #include <kindling/dist/auto.h>
+#include <kindling/dist/replica_check.h>
+#include <kindling/handlers/replica_check.h>
 #include <kindling/data/datasets.h>
 #include <kindling/data/loader.h>
 #include <kindling/data/transforms.h>
@@ -31,6 +37,7 @@
 #include "cli/cli.h"
 #include "workload.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -66,6 +73,7 @@ struct Options {
   bool timeline = false;
   bool in_backward = false;
   std::vector<double> autotune_mb;
+  int replica_check_every = 0;
 };
 
 // What a timed run measured on this rank.
@@ -76,6 +84,7 @@ struct Measured {
   int64_t state_elements = 0;                   // the optimizer's state on this rank, after the run
   double bucket_cap_mb = 0;                     // the buckets' size in the timed steps
   int64_t timeline_events = 0;                  // --timeline: the events the timed steps recorded
+  std::vector<double> step_seconds, check_seconds;  // --replica-check-every: each timed step, each check
 };
 
 // ZeRO's comm hook is the whole reduction (it takes no inner hook) and ZeRO is the optimizer:
@@ -136,6 +145,10 @@ void describe_options(CLI::App& app, Options& o) {
                "The optimizer as kindling::nn::ZeroRedundancyOptimizer (ZeRO-1: its comm hook, 1/N of the state)");
   app.add_flag("--zero-overlap", o.zero_overlap,
                "--zero with ZeroOptions::overlap_with_ddp (each bucket's chunk stepped and sent inside backward)");
+  app.add_option("--replica-check-every", o.replica_check_every,
+                 "Compare the replicas (kindling::dist::check_replicas) after every N-th timed step, timed apart")
+      ->check(CLI::Range(0, 1 << 30))
+      ->capture_default_str();
   app.add_option("--workers", o.workers, "loader: worker threads")->check(CLI::Range(0, 1024))->capture_default_str();
   app.add_option("--epochs", o.epochs, "loader: epochs")->check(CLI::Range(1, 100000))->capture_default_str();
   app.callback([&o] { refuse_conflicts(o); });
@@ -170,6 +183,33 @@ int64_t state_elements(const torch::optim::Optimizer& opt) {
   if (auto* zero = dynamic_cast<const kindling::nn::ZeroRedundancyOptimizer*>(&opt)) return zero->local_state_numel();
   if (auto* own = dynamic_cast<const kindling::nn::SelfStatedOptimizer*>(&opt)) return tensor_elements(own->state_dict());
   return tensor_elements(kindling::nn::optimizer_state_dict(opt));
+}
+
+double seconds_between(std::chrono::steady_clock::time_point t0, std::chrono::steady_clock::time_point t1) {
+  return std::chrono::duration<double>(t1 - t0).count();
+}
+
+// --replica-check-every: timed step `s`, then the replica check after every N-th, each timed apart.
+template <class Step, class Check>
+void time_step_and_check(Measured& m, const Options& o, int s, Step&& step, Check&& check) {
+  const auto t0 = std::chrono::steady_clock::now();
+  step();
+  const auto t1 = std::chrono::steady_clock::now();
+  m.step_seconds.push_back(seconds_between(t0, t1));
+  if ((s + 1) % o.replica_check_every != 0) return;
+  // The ranks leave a step apart (the last bucket's wait, the optimizer): met first, untimed, so
+  // that the check's time is its own and not a skew the next step's all-reduce absorbs anyway.
+  kd::barrier();
+  const auto t2 = std::chrono::steady_clock::now();
+  check();
+  m.check_seconds.push_back(seconds_between(t2, std::chrono::steady_clock::now()));
+}
+
+// The slowest rank's median of `values` (0 for none).
+double median_over_ranks(std::vector<double> values) {
+  if (values.empty()) return kd::all_reduce(0.0, kd::ReduceOp::kMax);
+  std::sort(values.begin(), values.end());
+  return kd::all_reduce(values[values.size() / 2], kd::ReduceOp::kMax);
 }
 
 template <class Module>
@@ -230,7 +270,10 @@ Measured train(Module net, const Options& o, const std::pair<at::Tensor, at::Ten
   if (o.timeline) kindling::timeline::start_recording();
   const auto t0 = std::chrono::steady_clock::now();
   for (int s = 0; s < o.steps; ++s) {
-    step(o.warmup + s);
+    if (o.replica_check_every > 0)
+      time_step_and_check(m, o, s, [&] { step(o.warmup + s); }, [&] { kd::check_replicas(*net); });
+    else
+      step(o.warmup + s);
     if (auto* r = model.reducer()) {
       m.backward += r->last_step_times().backward;
       m.communication_wait += r->last_step_times().communication_wait;
@@ -297,6 +340,14 @@ int main(int argc, char** argv) {
           o.model.c_str(), world, static_cast<long long>(o.batch), o.threads, o.steps, m.hook.c_str(), o.copy_gradients ? 0 : 1, secs,
           samples / secs, 1e3 * m.backward / o.steps, 1e3 * m.communication_wait / o.steps, static_cast<long long>(state), m.bucket_cap_mb,
           static_cast<long long>(m.timeline_events));
+    }
+    if (o.replica_check_every > 0) {
+      const double step_s = median_over_ranks(m.step_seconds), check_s = median_over_ranks(m.check_seconds);
+      if (kd::get_rank() == 0)
+        std::printf("REPLICA_CHECK every=%d step_ms=%.3f check_ms=%.3f share=%.6f share_every_%lld=%.6f\n",
+                    o.replica_check_every, 1e3 * step_s, 1e3 * check_s, check_s / (o.replica_check_every * step_s),
+                    static_cast<long long>(kindling::handlers::ReplicaCheck::kDefaultEvery),
+                    check_s / (kindling::handlers::ReplicaCheck::kDefaultEvery * step_s));
     }
     kd::finalize();
   } catch (const std::exception& e) {

@@ -11,6 +11,10 @@
 //                    dict of every kept object, pickled in memory): N = 0 the MLP above with its
 //                    SGD momentum buffers (about 15 MB), N = 1 a ResNet-18 (10 classes) with its
 //                    own (about 90 MB); the cost of LiveRecoveryOptions::commit_every's commits
+//   ReplicaCheck/N   N = 0 one training step of a ResNet-18 (1 input channel, 10 classes, SGD
+//                    momentum) on a batch of 32 28x28 images; N = 1 kindling::dist::check_replicas
+//                    on its parameters (their fingerprints; the serial model gathers nothing:
+//                    bench_ddp --replica-check-every times it on real ranks)
 // scripts/bench-engine.sh runs it with repetitions and prints the medians and the ratio.
 #include <ATen/ATen.h>
 #include <benchmark/benchmark.h>
@@ -23,6 +27,7 @@
 #include <kindling/data/datasets.h>
 #include <kindling/engine/engine.h>
 #include <kindling/engine/supervised.h>
+#include <kindling/dist/replica_check.h>
 #include <kindling/handlers/checkpointing/live_recovery.h>
 #include <kindling/handlers/profilers/timeline.h>
 #include <kindling/models/resnet.h>
@@ -166,6 +171,24 @@ void LiveCommit(benchmark::State& st) {
   st.SetLabel(st.range(0) == 0 ? "mlp" : "resnet18");
 }
 BENCHMARK(LiveCommit)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+void ReplicaCheck(benchmark::State& st) {
+  at::manual_seed(0);
+  auto net = kindling::models::resnet18(kindling::models::ResNetOptions().num_classes(10).in_channels(1));
+  torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  const at::Tensor x = at::randn({32, 1, 28, 28}), y = at::randint(10, {32}, at::kLong);
+  for (auto _ : st) {
+    if (st.range(0) == 1) {
+      kindling::dist::check_replicas(*net);
+      continue;
+    }
+    optimizer.zero_grad();
+    loss_fn(net->forward(x), y).backward();
+    optimizer.step();
+  }
+  st.SetLabel(st.range(0) == 0 ? "resnet18 step" : "resnet18 check_replicas");
+}
+BENCHMARK(ReplicaCheck)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -22,7 +22,8 @@
 /// the job stops.
 ///
 /// Cost: one pass over the parameters (their fingerprints) and one all_gather of one int64 per
-/// parameter. The check runs on ITERATION_COMPLETED, after the optimizer's step, where the replicas are equal.
+/// parameter; for a ResNet-18 docs/fault-tolerance.md gives it against a training step. The
+/// check runs on ITERATION_COMPLETED, after the optimizer's step, where the replicas are equal.
 
 #include <cstdint>
 #include <memory>
@@ -38,7 +39,8 @@ namespace handlers {
 class KINDLING_API ReplicaCheck : public std::enable_shared_from_this<ReplicaCheck> {
  public:
   /// Iterations between two checks when attach() is not told: 100. A divergence is found
-  /// within that many iterations.
+  /// within that many iterations; the check's cost, spread over them, is under 0.1% of a
+  /// ResNet-18 step on CPU ranks (docs/fault-tolerance.md has the figures and commands).
   static constexpr int64_t kDefaultEvery = 100;
 
   /// Checks `module`'s parameters (the module a DDP model wraps: `model.module()`, or the
