@@ -95,6 +95,9 @@ def lose_first_host(args, live):
             text = hosts[1].text() + "\n" + hosts[2].text()
             expect(re.search(r"serving the rendezvous at .* from round 0 of the agent it replaces", text),
                    "no agent of hosts 1 and 2 took over the rendezvous from round 0:\n" + text)
+            # Host 0's port refused: its place in etcd given up at once, not after its lease.
+            expect("refuses connections (its process is gone)" in text,
+                   "no agent gave host 0's place in etcd up when its port refused:\n" + text)
             for h in hosts[1:]:
                 rounds = rounds_of(h)
                 expect(len(rounds) == 2 and "round 0 (restart 0): 3 nodes [node0," in rounds[0],

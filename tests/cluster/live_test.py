@@ -218,6 +218,9 @@ def stopped_host_live(args):
             # The batches and weights against an uninterrupted run: lose_and_rejoin_live.
             check_kept(hosts[:2], [3, 2, 3], work, None, None, hosts[0])
             check_kept(hosts[2:], [3, 3], work, None, None, hosts[0])
+            # Found by its agent's silence (the rendezvous), not by the workers' stall period.
+            expect(re.search(r"node\d \([0-9.]+\): its agent has said nothing for 3 s", hosts[0].text()),
+                   "host 0 was not told that host 2's agent went silent:\n" + hosts[0].text())
             print("host 2 stopped: the 2-rank world trained %.1f s after the stop (stall period 5 s)" % resumed)
 
 
