@@ -62,6 +62,7 @@ class Job:
         self.down = {}      # k -> when it failed (time.time())
         self.down_spans = []  # (k, failed at, back at)
         self.extra = []     # processes of the mode's own (torchft's lighthouse)
+        self.events = []    # (time.time(), what the harness did), for the log
 
     def start(self, k):
         self.hosts.setdefault(k, []).append(Host(self.c, k, modes.command(self.args, k, self.work, self.etcd, self.c)))
@@ -69,6 +70,7 @@ class Job:
     def fail(self, k):
         fault = self.args.fault
         self.down[k] = time.time()
+        self.events.append((self.down[k], "harness: host %d fails (%s)" % (k, fault)))
         if fault in ("power", "cut"):
             self.c.cut(k)
         if fault in ("kill", "power"):
@@ -89,6 +91,19 @@ class Job:
             for pid in self.c.pids_on(k):
                 os.kill(pid, signal.SIGCONT)
         self.down_spans.append((k, self.down.pop(k), time.time()))
+        self.events.append((time.time(), "harness: host %d back" % k))
+
+    def write_log(self, path):
+        """Every launcher's lines and the harness's faults, in the order they came, each with
+        its wall-clock time and host (the phases of a world change read off it)."""
+        offset = time.time() - time.monotonic()
+        rows = list(self.events)
+        for k, runs in self.hosts.items():
+            for n, h in enumerate(runs):
+                with h.cond:
+                    rows.extend((offset + t, "host %d/%d: %s" % (k, n, line)) for t, line in zip(h.times, h.lines))
+        with open(path, "w") as f:
+            f.writelines("%.3f %s\n" % row for row in sorted(rows, key=lambda row: row[0]))
 
     def lines(self):
         """Every (host, line) of every launcher's output."""
@@ -203,7 +218,7 @@ def main():
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--plan", choices=["ci"], help="ci: 2 minutes of kills every 15 s, checked against floors")
     p.add_argument("--json", help="append the result to this file")
-    p.add_argument("--log", help="write every launcher's output to this file (host by host)")
+    p.add_argument("--log", help="write every launcher's output and the faults to this file, in time order")
     args = p.parse_args()
     if args.plan == "ci":
         args.mode, args.fault, args.minutes, args.every, args.back = "live-etcd", "kill", 2, 15, 5
@@ -233,10 +248,7 @@ def main():
                         proc.kill()
                         proc.wait()
                     if args.log:
-                        with open(args.log, "w") as f:
-                            for k, runs in sorted(job.hosts.items()):
-                                for n, h in enumerate(runs):
-                                    f.write("=== host %d, start %d\n%s\n" % (k, n, h.text()))
+                        job.write_log(args.log)
                 result = summarize(args, job, rate, first, started, stopped, faults)
     print(json.dumps(result))
     if args.json:

@@ -123,10 +123,16 @@ Engine make_trainer(Model& model, torch::optim::Optimizer& optimizer, Ledger& le
   return trainer;
 }
 
-kindling::data::DataLoader make_loader(const Flags& f) {
-  auto split = dist_tutorial::fashion_mnist(f.at("--data-dir"), /*train=*/true, std::stoll(f.at("--limit")));
+// The training split, read once per process (it does not depend on the world).
+std::shared_ptr<const kindling::data::Dataset> read_split(const Flags& f) {
+  return std::make_shared<Indexed>(
+      dist_tutorial::fashion_mnist(f.at("--data-dir"), /*train=*/true, std::stoll(f.at("--limit"))));
+}
+
+// The loader of this rank's share: made again in every world (it depends on rank and size).
+kindling::data::DataLoader make_loader(std::shared_ptr<const kindling::data::Dataset> split, const Flags& f) {
   return kd::auto_dataloader(
-      std::make_shared<Indexed>(split),
+      std::move(split),
       kindling::data::DataLoaderOptions().batch_size(std::stoll(f.at("--batch"))).shuffle(true).seed(7));
 }
 
@@ -156,7 +162,7 @@ int finish(const Ledger& ledger) {
 int train_restart(const std::string& dir, const Flags& f) {
   kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(60)));
   print_start();
-  auto loader = make_loader(f);
+  auto loader = make_loader(read_split(f), f);
   torch::manual_seed(1234);
   dist_tutorial::Net net;
   auto model = kd::auto_model(net);
@@ -176,6 +182,9 @@ int train_restart(const std::string& dir, const Flags& f) {
 }
 
 int train_live(const std::string& dir, const Flags& f) {
+  // What does not depend on the world comes first, read once: a joiner is ready sooner and a
+  // world change does not read the data again.
+  const auto split = read_split(f);
   kh::LiveRecovery live(kh::LiveRecoveryOptions().init_options(kd::InitOptions().timeout(std::chrono::seconds(60))));
   if (!kd::is_initialized()) kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(60)));
   print_start();
@@ -183,7 +192,7 @@ int train_live(const std::string& dir, const Flags& f) {
   dist_tutorial::Net net;
   Ledger ledger;
   live.run([&](kh::LiveRecovery& self) {
-    auto loader = make_loader(f);
+    auto loader = make_loader(split, f);
     ledger.samples = loader.dataset()->size();
     auto model = kd::auto_model(net);
     torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.5));

@@ -9,7 +9,9 @@
 #include <string>
 
 #include "dist/diagnostics/flight_dump.h"
+#include "common/env.h"
 #include "dist/rendezvous/peers.h"
+#include "supervisor/agent/live_channel.h"
 
 namespace kindling {
 namespace dist {
@@ -123,12 +125,16 @@ struct EndWait {
 };
 
 // c10d's gloo work can be waited on again after a wait that expired: wait in 1 s slices
-// and ask the monitor between them.
+// and ask the monitor between them. Under live recovery the slices are 100 ms: a rank whose
+// collective waits on a lost peer without a connection of its own to it (a ring's far side)
+// hears of the new round only between slices, and every survivor waits for the last one to
+// arrive (a file read per slice costs microseconds).
 void wait_in_slices(PendingOp& op, StallMonitor& monitor, GroupState& g, const char* name, int64_t seq, bool p2p,
                     std::chrono::milliseconds timeout) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
-  const auto slice = std::chrono::milliseconds(1000);
+  static const bool live = ::kindling::detail::get_env(supervisor::kLiveDirVariable).has_value();
+  const auto slice = std::chrono::milliseconds(live ? 100 : 1000);
   bool watching = false;
   EndWait end_wait{&monitor, &watching};
   for (;;) {

@@ -113,6 +113,10 @@ std::vector<std::pair<std::string, std::string>> worker_environment(const RoundL
 
 namespace {
 
+// How often an agent asks the rendezvous while its workers run under live recovery (at most;
+// less when keep_alive_interval is shorter).
+constexpr std::chrono::milliseconds kLivePoll{200};
+
 // One node's agent through its rounds (see elastic_agent.h).
 class ElasticAgent {
  public:
@@ -147,7 +151,10 @@ class ElasticAgent {
       SupervisorOptions options = supervisor_;
       options.flight_record_folder = files.flight_folder;
       options.stop_check = [this] { return stop_check(); };
-      options.stop_check_every = o_.rendezvous.keep_alive_interval;
+      // Under live recovery the survivors wait for every agent to hear of a new round (a lost
+      // node, a joiner): ask five times a second (a line on an open connection), not once.
+      options.stop_check_every =
+          live_ ? std::min(o_.rendezvous.keep_alive_interval, kLivePoll) : o_.rendezvous.keep_alive_interval;
       kept_through_round_ = false;
       const SupervisorResult result = supervise(specs, options);
       say_if_not_taking_part(result);
@@ -204,10 +211,10 @@ class ElasticAgent {
     return true;
   }
 
-  // Asked every second while the workers run: whether to stop them. In live-recovery mode a
-  // next round (a node lost or waiting, or this node's workers asking) is joined with the
-  // workers running, which make their new world from its layout; they are stopped only when
-  // the rendezvous fails.
+  // Asked every keep_alive_interval (kLivePoll under live recovery) while the workers run:
+  // whether to stop them. In live-recovery mode a next round (a node lost or waiting, or this
+  // node's workers asking) is joined with the workers running, which make their new world from
+  // its layout; they are stopped only when the rendezvous fails.
   bool stop_check() {
     if (!linked_) return false;
     // A worker asked this node to leave (its replica diverged): stop the workers before another
