@@ -39,6 +39,13 @@ int live_round();
 /// a field. Only under live recovery.
 ::kindling::detail::Round wait_for_round(int after, std::chrono::milliseconds timeout, const char* who);
 
+/// A worker its agent started before the node joined a round (kindling-run --warm_join:
+/// KINDLING_LIVE_STANDBY set, no round entered yet): says it waits (the live channel's standby
+/// file, which lets the agent join) and waits up to `timeout` for the first round its node
+/// joins, then enters it. Returns whether it did; does nothing otherwise. Throws
+/// kindling::TimeoutError when no round comes. initialize() calls it first.
+bool wait_as_standby(std::chrono::milliseconds timeout);
+
 /// Makes `round` this process's place, as the launcher would have for a new process: a record
 /// of the runtime's (launch/entered_round.h) that the launcher's rules read from now on, never
 /// the environment, which other threads may read meanwhile (initialize() publishes RANK and

@@ -271,6 +271,7 @@ void initialize_model(const std::string& backend, const InitOptions& options) {
 
 void initialize(const std::string& backend, const InitOptions& options) {
   try {
+    detail::wait_as_standby(options.timeout());  // kindling-run --warm_join: the first round's layout
     detail::taking_newer_rounds([&] { initialize_model(backend, options); }, options.timeout());
   } catch (const std::exception& e) {
     // Under a launcher, the rank that could not start is the job's first failure (a port

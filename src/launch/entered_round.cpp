@@ -30,6 +30,8 @@ std::vector<std::pair<std::string, std::string>> entered_round_variables(const :
   variables.emplace_back("ROLE_WORLD_SIZE", std::to_string(round.world_size));
   variables.emplace_back("TORCHELASTIC_RESTART_COUNT", std::to_string(round.restarts));
   variables.emplace_back(::kindling::detail::kLiveRoundVariable, std::to_string(round.round));
+  // A worker started before its node joined (--warm_join) was given no instance.
+  if (!round.instance.empty()) variables.emplace_back("KINDLING_RUN_INSTANCE", round.instance);
   return variables;
 }
 

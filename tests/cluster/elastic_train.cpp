@@ -4,7 +4,8 @@
 // rendezvous round at another world size it goes on from the latest checkpoint.
 //
 //   elastic_train train DIR [--samples 600] [--batch 12] [--epochs 3] [--save-every 5] [--sleep-ms 40]
-//   elastic_train train-live DIR [...]  # under kindling-run --live_recovery: kh::LiveRecovery, no checkpoint
+//   elastic_train train-live DIR [...] [--sleep-before-init-ms 0]  # under kindling-run --live_recovery:
+//                                  # kh::LiveRecovery, no checkpoint; the sleep stands for set-up before initialize()
 //   elastic_train parallel-live DIR --endpoint E --nodes MIN:MAX --rdzv-id ID [--rdzv-backend c10d|etcd] [...]
 //                                  # train-live started by kd::Parallel (elastic, live_recovery) on this node
 //   elastic_train evaluate DIR     # one process, no launcher: the final checkpoint's metrics
@@ -71,7 +72,8 @@ struct Ledger {
 
 std::map<std::string, std::string> flags(int argc, char** argv) {
   std::map<std::string, std::string> f{
-      {"--samples", "600"}, {"--batch", "12"}, {"--epochs", "3"}, {"--save-every", "5"}, {"--sleep-ms", "40"}};
+      {"--samples", "600"}, {"--batch", "12"}, {"--epochs", "3"}, {"--save-every", "5"}, {"--sleep-ms", "40"},
+      {"--sleep-before-init-ms", "0"}};
   for (int i = 3; i + 1 < argc; i += 2) f[argv[i]] = argv[i + 1];
   return f;
 }
@@ -176,6 +178,8 @@ int train(const std::string& dir, const std::map<std::string, std::string>& f) {
 // the world in the same processes (kh::LiveRecovery). Each world prints "WORLD rank=R world=W
 // pid=P" on every rank.
 int train_live(const std::string& dir, const std::map<std::string, std::string>& f) {
+  // A program's own set-up before it initializes (a joiner under --warm_join loads meanwhile).
+  std::this_thread::sleep_for(std::chrono::milliseconds(std::stoll(f.at("--sleep-before-init-ms"))));
   kh::LiveRecovery live(kh::LiveRecoveryOptions().init_options(kd::InitOptions().timeout(std::chrono::seconds(60))));
   if (!kd::is_initialized()) kd::initialize("gloo", kd::InitOptions().timeout(std::chrono::seconds(60)));
   print_start();

@@ -53,6 +53,14 @@ no checkpoint on disk) as the job (tests/cluster/elastic_job.py).
                         within 15 s. Checked: host 0's worker in its first process, host 2's
                         started once, every sample once.
 
+  warm_join_live        3 hosts, --nnodes 2:3; host 2 killed mid-epoch and started again with
+                        --warm_join, its program spending 3 s on set-up before it initializes:
+                        hosts 0 and 1 train on at 2 ranks meanwhile, and stop only to make the
+                        3-rank world once host 2's worker waits in initialize(). Checked: 2-rank
+                        steps more than 2.5 s after host 2 started, a pause under 2.5 s between the
+                        last 2-rank step and the first 3-rank one, host 2 joined after its
+                        worker waited, no process started again, every sample once.
+
   soak                  (by hand, not in CTest) 3 hosts, --nnodes 2:3: for --soak-minutes (10),
                         every 20-30 s host 1 or 2 (in turn) is killed and started again 10 s
                         later; the job runs on until its epochs are done. Checked: every
@@ -225,13 +233,14 @@ def stopped_host_live(args):
 
 
 @contextlib.contextmanager
-def live_job(args, prefix, nnodes):
-    """Hosts 0-2 of a new cluster running the live job (train-live) with --nnodes `nnodes` in a new
-    folder; yields (cluster, folder, hosts) and kills the launchers left however the case ends."""
+def live_job(args, prefix, nnodes, extra=()):
+    """Hosts 0-2 of a new cluster running the live job (train-live, `extra` flags) with --nnodes
+    `nnodes` in a new folder; yields (cluster, folder, hosts) and kills the launchers left however
+    the case ends."""
     with workspace(prefix) as work:
         with cluster.Cluster(hosts=3) as c:
             hosts = [Host(c, k, launcher(args, "live", work, nnodes=nnodes, command="train-live",
-                                         flags=("--live_recovery",))) for k in range(3)]
+                                         flags=("--live_recovery",), extra=extra)) for k in range(3)]
             try:
                 yield c, work, hosts
             finally:
@@ -310,6 +319,32 @@ def lost_while_joining_live(args):
         check_kept(hosts[:1], seen, work, None, None, hosts[0])
         check_kept(hosts[2:], [2], work, None, None, hosts[0])  # the joiner, not started twice either
     print("host 1 lost while host 2 joined: hosts 0 and 2 trained %.1f s later" % took)
+
+@case
+def warm_join_live(args):
+    slow = ("--sleep-ms", "80")  # about 11 s of 2-rank training after the kill: the joiner's set-up fits
+    with live_job(args, "kindling-live-warm-", "2:3", slow) as (c, work, hosts):
+        _, k, _, _ = kill_mid_epoch(c, hosts[0])
+        hosts[2].finish(30)
+        hosts[2] = Host(c, 2, launcher(args, "live", work, command="train-live",
+                                       flags=("--live_recovery", "--warm_join"),
+                                       extra=slow + ("--sleep-before-init-ms", "3000")))
+        started_at = time.monotonic()
+        m = hosts[0].wait_line(r"PROGRESS world=3 ", 120, k)
+        two = [i for i in range(k, m) if "PROGRESS world=2 " in hosts[0].lines[i]]
+        expect(two and hosts[0].times[two[-1]] > started_at + 2.5, "hosts 0 and 1 stopped training before host 2's "
+               "worker was ready (last 2-rank step %.1f s after host 2 started):\n%s" % (
+                   hosts[0].times[two[-1]] - started_at if two else -1, hosts[0].text()))
+        pause = hosts[0].times[m] - hosts[0].times[two[-1]]
+        expect(pause < 2.5, "the 2 -> 3 change paused training %.1f s:\n%s" % (pause, hosts[0].text()))
+        waited = hosts[2].wait_line(r"waiting for the round", 10)
+        hosts[2].wait_line(r"rendezvous round \d+ \(restart \d+\): 3 nodes", 10, waited)
+        finish_all(hosts)
+        check_kept(hosts[:2], [3, 2, 3], work, None, None, hosts[0])
+        check_kept(hosts[2:], [3], work, None, None, hosts[0])
+    print("host 2 joined with --warm_join: the others trained on for %.1f s of its set-up; the change paused "
+          "training %.2f s" % (hosts[0].times[two[-1]] - started_at, pause))
+
 
 @case
 def soak(args):

@@ -65,7 +65,7 @@ def command(args, k, work, etcd, c):
     return env + [args.kindling_run, "--nnodes", "1:%d" % args.hosts, "--nproc_per_node", "1", *rdzv,
                   "--rdzv_id", "goodput", "--max_restarts", "1000", "--grace_period", "2",
                   "--rdzv_conf", "join_timeout=120,last_call_timeout=%s" % args.last_call,
-                  *(["--live_recovery"] if live else []), *job_args(args, work, live)]
+                  *(["--live_recovery", "--warm_join"] if live else []), *job_args(args, work, live)]
 
 
 def peer_paths(args):

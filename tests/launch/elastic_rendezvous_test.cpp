@@ -166,6 +166,39 @@ TEST(KindlingRunLive, AProgramWithoutLiveRecoveryIsToldOnceThatItDoesNotTakePart
   EXPECT_NE(node0.err.find("each lost node costs two restarts"), std::string::npos) << show(node0);
 }
 
+// kindling-run --warm_join: started before its node joined, the worker has no RANK; its
+// initialize() waits for the round, which the node joins only then.
+KINDLING_WORKER(warm_standby) {
+  WCHECK(std::getenv("RANK") == nullptr, "a standby worker was given RANK=", std::getenv("RANK"));
+  kindling::dist::initialize("gloo");
+  std::printf("WARM rank=%d world=%d\n", kindling::dist::get_rank(), kindling::dist::get_world_size());
+  std::fflush(stdout);
+  kindling::dist::barrier();
+  kindling::dist::finalize();
+}
+
+TEST(KindlingRunLive, WarmJoinStartsTheWorkersFirstAndNamesAProgramThatEndsBeforeItInitializes) {
+  const std::string endpoint = "127.0.0.1:" + std::to_string(kindling::testing::free_port());
+  const std::vector<std::string> warm{kRun,           "--nnodes",      "1:1", "--rdzv_endpoint", endpoint, "--rdzv_id",
+                                      "warm",         "--live_recovery", "--warm_join", "--nproc_per_node", "2"};
+  auto argv = warm;
+  argv.insert(argv.end(), {kindling::testing::self_path(), "--kindling-worker=warm_standby"});
+  const auto r = run_command(argv, {}, std::chrono::seconds(60));
+  EXPECT_EQ(r.exit_code, 0) << show(r) << r.out;
+  EXPECT_NE(r.out.find("WARM rank=0 world=2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("WARM rank=1 world=2"), std::string::npos) << r.out;
+  const auto waited = r.err.find("waiting for the round"), joined = r.err.find("rendezvous round 0");
+  EXPECT_NE(waited, std::string::npos) << show(r);
+  EXPECT_LT(waited, joined) << "the node joined before its workers waited\n" << show(r);
+
+  argv = warm;
+  argv.push_back("/bin/true");  // never initializes
+  const auto ended = run_command(argv, {}, std::chrono::seconds(60));
+  EXPECT_EQ(ended.exit_code, 1) << show(ended);
+  EXPECT_NE(ended.err.find("the workers ended before this node joined a round (--warm_join"), std::string::npos)
+      << show(ended);
+}
+
 // Every rank meets the same refusal (as a global batch that the new world size does not
 // divide), named with its rank as kindling's checks do; which rank fails first changes from one
 // attempt to the next (here it alternates: the other rank is stopped before it fails). The

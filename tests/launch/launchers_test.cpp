@@ -298,6 +298,8 @@ TEST(KindlingRun, BadFlagsAreRejectedWithExitCodeTwo) {
       {{"--rdzv_backend", "etcd-v2", kHello}, "give --rdzv_backend etcd (every node of the job runs kindling-run)"},
       {{"--rdzv_backend", "zookeeper", kHello}, "--rdzv_backend is c10d (elastic), etcd (elastic) or static"},
       {{"--live_recovery", kHello}, "--live_recovery needs the elastic rendezvous"},
+      {{"--warm_join", "--nnodes", "1:2", "--rdzv_endpoint", "localhost", "--rdzv_id", "j", kHello},
+       "--warm_join needs --live_recovery"},
       {{"--rdzv_endpoint", "h1:2379,", "--rdzv_backend", "etcd", "--rdzv_id", "j", kHello},
        "--rdzv_endpoint (etcd members) needs a host, got ''"},
       {{"./no-such-program"}, "cannot execute './no-such-program'"},

@@ -74,6 +74,7 @@ int run_elastic(const Options& o, const kindling::supervisor::SupervisorOptions&
   agent.endpoint_port = o.rdzv_port;
   agent.etcd_endpoints = o.etcd_endpoints;
   agent.live_recovery = o.live_recovery;
+  agent.warm_join = o.warm_join;
   agent.nproc_per_node = o.nproc_per_node;
   agent.rendezvous.min_nodes = o.min_nodes;
   agent.rendezvous.max_nodes = o.max_nodes;

@@ -49,6 +49,9 @@ const char* const kUsage =
     "  --live_recovery      elastic: when a node is lost or arrives, keep the workers running; they make\n"
     "                       the new world in the same processes (kindling::dist::rejoin, the Engine's\n"
     "                       LiveRecovery) instead of being restarted; see docs/fault-tolerance.md\n"
+    "  --warm_join          with --live_recovery: start this node's workers before it joins; it joins\n"
+    "                       once they wait in kindling::dist::initialize(), so the running nodes train\n"
+    "                       on while its programs load (for programs that initialize)\n"
     "  --no_prefix          relay output lines without the \"[rank<r>]: \" prefix\n"
     "  --no_python          accepted for torchrun compatibility (programs always run directly)\n"
     "  -h, --help           this text\n"
@@ -183,6 +186,9 @@ void set_option(Options& o, const std::string& arg, const std::string& name, con
   } else if (name == "--live_recovery") {
     flag_only();
     o.live_recovery = true;
+  } else if (name == "--warm_join") {
+    flag_only();
+    o.warm_join = true;
   } else if (name == "--no_prefix") {
     flag_only();
     o.prefix = false;
@@ -225,6 +231,10 @@ void check(const Options& o) {
   if (o.nproc_per_node > kMaxProcPerNode) {
     throw UsageError{"kindling-run: --nproc_per_node " + std::to_string(o.nproc_per_node) + " is more than " +
                      std::to_string(kMaxProcPerNode) + " processes on one node; use at most one per core or GPU"};
+  }
+  if (o.warm_join && !o.live_recovery) {
+    throw UsageError{"kindling-run: --warm_join needs --live_recovery (the running nodes keep training while this "
+                     "node's workers start, and take it in without a restart)"};
   }
   if (o.elastic) return check_elastic(o);
   if (o.live_recovery) {

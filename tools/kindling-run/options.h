@@ -37,6 +37,8 @@ struct Options {
   std::vector<std::string> etcd_endpoints;
   /// --live_recovery: rounds are joined with the workers running (elastic only).
   bool live_recovery = false;
+  /// --warm_join: the workers start before the node joins (live recovery only).
+  bool warm_join = false;
   /// --rdzv_conf's settings as given, checked (several --rdzv_conf join with commas; a later
   /// setting wins).
   std::string rdzv_conf;

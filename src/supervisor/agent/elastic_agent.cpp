@@ -8,6 +8,7 @@
 #include <optional>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "common/env.h"
 #include "common/host.h"
@@ -138,13 +139,16 @@ class ElasticAgent {
       return 1;
     }
     std::string reason = "new", detail;
+    bool warm = live_ && o_.warm_join;  // the first workers start before the node joins
     for (int attempt = 0;; ++attempt) {
-      if (!join(reason, detail)) return last_exit_ != 0 ? last_exit_ : 1;
-      std::vector<WorkerSpec> specs = make_workers_(layout_);
+      if (!warm && !join(reason, detail)) return last_exit_ != 0 ? last_exit_ : 1;
+      std::vector<WorkerSpec> specs = warm ? standby_workers() : make_workers_(layout_);
       if (live_) {
         for (auto& w : specs)
-          w.env.insert(w.env.end(),
-                       {{kLiveDirVariable, live_->folder()}, {kLiveRoundVariable, std::to_string(layout_.round)}});
+          w.env.insert(w.env.end(), {{kLiveDirVariable, live_->folder()},
+                                     warm ? std::make_pair(std::string(kLiveStandbyVariable), std::string("1"))
+                                          : std::make_pair(std::string(kLiveRoundVariable),
+                                                           std::to_string(layout_.round))});
       }
       const AttemptFiles files = prepare_attempt(specs, attempt, layout_.restarts, o_.rendezvous.max_restarts,
                                                  {o_.rendezvous.run_id, layout_.instance}, folder_);
@@ -156,7 +160,10 @@ class ElasticAgent {
       options.stop_check_every =
           live_ ? std::min(o_.rendezvous.keep_alive_interval, kLivePoll) : o_.rendezvous.keep_alive_interval;
       kept_through_round_ = false;
+      standby_ = std::exchange(warm, false);
+      standby_since_ = std::chrono::steady_clock::now();
       const SupervisorResult result = supervise(specs, options);
+      if (standby_) return ended_standing_by(result);
       say_if_not_taking_part(result);
       const std::string flight = result.exit_code != 0 ? flight_line(files) : std::string();
       remove_empty_flight_folders(files.flight_folder);
@@ -216,6 +223,7 @@ class ElasticAgent {
   // node's workers asking) is joined with the workers running, which make their new world from
   // its layout; they are stopped only when the rendezvous fails.
   bool stop_check() {
+    if (standby_) return !join_when_standing_by();
     if (!linked_) return false;
     // A worker asked this node to leave (its replica diverged): stop the workers before another
     // round is joined with them kept.
@@ -272,6 +280,44 @@ class ElasticAgent {
     return result.exit_code != 0 ? result.exit_code : 1;
   }
 
+  // --warm_join: this node's workers before it joins a round, without the round's variables
+  // (their first initialize() reads the round from the live channel).
+  std::vector<WorkerSpec> standby_workers() {
+    std::vector<WorkerSpec> specs = make_workers_(RoundLayout{});
+    std::vector<std::string> unknown{"ROLE_RANK", "ROLE_WORLD_SIZE"};
+    for (const auto& [name, value] : ::kindling::detail::round_variables(RoundLayout{}, 0, 1))
+      if (name != "LOCAL_RANK" && name != "LOCAL_WORLD_SIZE") unknown.push_back(name);
+    for (auto& w : specs) {
+      w.env.erase(std::remove_if(w.env.begin(), w.env.end(),
+                                 [&](const auto& kv) {
+                                   return std::find(unknown.begin(), unknown.end(), kv.first) != unknown.end();
+                                 }),
+                  w.env.end());
+    }
+    return specs;
+  }
+
+  // --warm_join: joins the first round once every worker of this node waits for it in
+  // initialize() (or after the join timeout: they enter it when they get there), and hands
+  // them its layout. False (the reason said) when the rendezvous failed.
+  bool join_when_standing_by() {
+    const bool waited_enough = std::chrono::steady_clock::now() - standby_since_ >= o_.rendezvous.join_timeout;
+    if (live_->standing_by(o_.nproc_per_node) < o_.nproc_per_node && !waited_enough) return true;
+    standby_ = false;
+    if (!join("new", "")) return false;
+    live_->publish(layout_);
+    return true;
+  }
+
+  // --warm_join: the workers ended before this node joined any round.
+  int ended_standing_by(const SupervisorResult& result) {
+    std::fputs(result.summary.c_str(), stderr);
+    say(name_, "the workers ended before this node joined a round (--warm_join starts them first: their first "
+               "kindling::dist::initialize() waits for the round); a program that ends or fails before it "
+               "initializes never joins. See its output above, or drop --warm_join");
+    return result.exit_code != 0 ? result.exit_code : 1;
+  }
+
   // Live recovery: announces the next round to the workers, joins it and hands them its layout.
   // False (the reason said) when the rendezvous failed.
   bool join_live(const std::string& reason, const std::string& detail) {
@@ -313,6 +359,8 @@ class ElasticAgent {
   bool linked_ = true;
   bool said_not_taking_part_ = false;
   bool kept_through_round_ = false;  // this attempt's workers were kept through a new round
+  bool standby_ = false;             // --warm_join: the workers run, the node has joined no round yet
+  std::chrono::steady_clock::time_point standby_since_;
   std::string why_stopped_;         // what the server said with its request to stop, if anything
   std::string rendezvous_failure_;  // why the rendezvous ended this node's part
 };

@@ -49,6 +49,13 @@ void LiveChannel::publish(const RoundLayout& r) { write(kLiveRoundFile, ::kindli
 
 bool LiveChannel::taken_part() const { return ::access((folder_ + "/" + kLiveTakingPartFile).c_str(), F_OK) == 0; }
 
+int LiveChannel::standing_by(int nproc) const {
+  int n = 0;
+  for (int local = 0; local < nproc; ++local)
+    n += ::access((folder_ + "/" + kLiveStandbyFile + "." + std::to_string(local)).c_str(), F_OK) == 0 ? 1 : 0;
+  return n;
+}
+
 namespace {
 
 // The first 512 bytes of a worker's file in the folder; unset when there is none.

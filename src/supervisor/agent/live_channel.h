@@ -22,6 +22,9 @@ using RoundLayout = ::kindling::detail::Round;
 /// world was made in.
 inline constexpr char kLiveDirVariable[] = "KINDLING_LIVE_DIR";
 using ::kindling::detail::kLiveRoundVariable;
+/// Set (to 1) for workers started before their node joined a round (kindling-run --warm_join):
+/// their first initialize() waits for the round file instead of reading RANK and the rest.
+inline constexpr char kLiveStandbyVariable[] = "KINDLING_LIVE_STANDBY";
 /// The files in that folder.
 inline constexpr char kLiveAnnounceFile[] = "announce";
 inline constexpr char kLiveRoundFile[] = "round";
@@ -34,6 +37,9 @@ inline constexpr char kLiveLeaveFile[] = "leave";
 /// kindling::handlers::LiveRecovery does at its checks, or when it rejoins): a program without
 /// it cannot make a new round's world in the workers kept through it (the agent says so once).
 inline constexpr char kLiveTakingPartFile[] = "taking_part";
+/// Made by a worker started under kLiveStandbyVariable once its initialize() waits for the
+/// first round: "standby.<LOCAL_RANK>". The agent joins when every worker of its node has one.
+inline constexpr char kLiveStandbyFile[] = "standby";
 
 class LiveChannel {
  public:
@@ -56,6 +62,9 @@ class LiveChannel {
   std::optional<std::string> take_request(int round);
   /// Whether a worker said it takes part (kLiveTakingPartFile). Never throws.
   bool taken_part() const;
+  /// How many of local ranks 0..nproc-1 wait for their first round (kLiveStandbyFile). Never
+  /// throws.
+  int standing_by(int nproc) const;
   /// Why a worker asked this node to leave the job (kLiveLeaveFile, kept); unset when none did.
   /// Never throws.
   std::optional<std::string> leave_request() const;

@@ -32,6 +32,11 @@ struct ElasticAgentOptions {
   /// workers running, and they make their new world from its layout in the same processes
   /// (live_channel.h; kindling/dist/live.h); they are stopped only when the rendezvous fails.
   bool live_recovery = false;
+  /// Live recovery (kindling-run --warm_join): the workers start before the node joins its first
+  /// round and wait in their first initialize() for its layout; the node joins once every one
+  /// of them waits there (or after the join timeout), so the running nodes train on while its
+  /// programs load, and stop only to make the new world.
+  bool warm_join = false;
   /// Nodes, restarts, job identity and timeouts (rendezvous_server.h).
   RendezvousSettings rendezvous;
   /// Workers of this node (its share of the world in every round).
