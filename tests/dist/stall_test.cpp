@@ -89,7 +89,8 @@ TEST_P(StoppedRank, IsNamedByEveryOtherRankWithinTheStallPeriod) {
   opts.world_size = 3;
   opts.deadline = std::chrono::seconds(60);
   opts.env["STALL_RANK"] = std::to_string(stalled);
-  const std::string marks = kindling::testing::make_temp_dir("stall");
+  const kindling::testing::TempDir marks_folder("stall");
+  const std::string marks = marks_folder.path();
   opts.env["MARK_DIR"] = marks;
   const auto start = std::chrono::steady_clock::now();
   auto results = run_workers("stopped_rank", opts);
@@ -171,7 +172,8 @@ TEST(StallTest, ARankThatFinishedIsNamedByTheRanksStillInACollective) {
     opts.world_size = world;
     opts.deadline = std::chrono::seconds(60);
     opts.env["FINISHER"] = std::to_string(finisher);
-    const std::string marks = kindling::testing::make_temp_dir("finished");
+    const kindling::testing::TempDir marks_folder("finished");
+    const std::string marks = marks_folder.path();
     opts.env["MARK_DIR"] = marks;
     auto results = run_workers("rank_that_finished", opts);
     std::filesystem::remove_all(marks);

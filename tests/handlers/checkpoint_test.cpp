@@ -43,7 +43,8 @@ torch::nn::Linear make_linear(int seed) {
 }
 
 TEST(CheckpointTest, KeepsTheBestWithIgnitesFileNames) {
-  const std::string dir = kindling::testing::make_temp_dir("ckpt");
+  const kindling::testing::TempDir dir_folder("ckpt");
+  const std::string dir = dir_folder.path();
   auto model = make_linear(1);
   Engine evaluator([](Engine&, const int& b) -> Value { return b; });
   const std::vector<double> scores{0.5, 0.9, 0.7, 0.95, 0.6};
@@ -97,7 +98,8 @@ TEST(CheckpointTest, DefaultScoreFunctionReadsTheMetricWithItsSign) {
 }
 
 TEST(CheckpointTest, TrainingCheckpointRoundTripsEveryObject) {
-  const std::string dir = kindling::testing::make_temp_dir("ckpt");
+  const kindling::testing::TempDir dir_folder("ckpt");
+  const std::string dir = dir_folder.path();
   auto model = make_linear(2);
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   Engine trainer([&](Engine&, const int&) -> Value {
@@ -149,7 +151,8 @@ TEST(CheckpointTest, TrainingCheckpointRoundTripsEveryObject) {
 // ignite numbers files (and ranks them when there is no score) by the engine's iteration,
 // whichever event saves and whatever another Checkpoint fired before (SAVED_CHECKPOINT).
 TEST(CheckpointTest, FilesAreNumberedByTheEnginesIterationOnAnyEvent) {
-  const std::string dir = kindling::testing::make_temp_dir("ckpt");
+  const kindling::testing::TempDir dir_folder("ckpt");
+  const std::string dir = dir_folder.path();
   auto model = make_linear(3);
   Engine engine([](Engine&, const int& b) -> Value { return b; });
   kh::Objects objects{{"model", kh::stateful(model)}};
@@ -174,7 +177,8 @@ void attach_latest_checkpoint(Engine& trainer, kh::Objects objects, const std::s
 }
 
 TEST(CheckpointTest, TheEngineKeepsAnAttachedCheckpointAlive) {
-  const std::string dir = kindling::testing::make_temp_dir("ckpt");
+  const kindling::testing::TempDir dir_folder("ckpt");
+  const std::string dir = dir_folder.path();
   auto model = make_linear(4);
   Engine trainer([](Engine&, const int& b) -> Value { return b; });
   attach_latest_checkpoint(trainer, {{"model", kh::stateful(model)}}, dir);
@@ -189,7 +193,8 @@ TEST(CheckpointTest, TheEngineKeepsAnAttachedCheckpointAlive) {
 }
 
 TEST(CheckpointTest, MismatchedOrBrokenCheckpointsNameTheProblemAndChangeNothing) {
-  const std::string dir = kindling::testing::make_temp_dir("ckpt");
+  const kindling::testing::TempDir dir_folder("ckpt");
+  const std::string dir = dir_folder.path();
   auto model = make_linear(5);
   Engine engine([](Engine&, const int& b) -> Value { return b; });
   kh::Checkpoint checkpoint({{"model", kh::stateful(model)}, {"trainer", kh::stateful(engine)}}, dir);
@@ -287,7 +292,8 @@ TEST(CheckpointTest, OptimizerStateIsCheckedBeforeUse) {
 }
 
 TEST(DiskSaverTest, RequireEmptyAndStaleTemporaryFiles) {
-  const std::string dir = kindling::testing::make_temp_dir("ckpt");
+  const kindling::testing::TempDir dir_folder("ckpt");
+  const std::string dir = dir_folder.path();
   std::ofstream(dir + "/old.pt") << "x";
   std::ofstream(dir + "/.kindling-partial-123-model_5.pt") << "half";
   const std::string e = error_of([&] { kh::DiskSaver saver(dir); });
@@ -304,7 +310,8 @@ TEST(DiskSaverTest, RequireEmptyAndStaleTemporaryFiles) {
 // A child saves checkpoints in a loop; the parent kills it at a random moment, 50 times.
 // Every file under a final name must load, and the latest complete checkpoint must be there.
 TEST(DiskSaverTest, KilledSavesNeverLeaveHalfFiles) {
-  const std::string dir = kindling::testing::make_temp_dir("ckpt");
+  const kindling::testing::TempDir dir_folder("ckpt");
+  const std::string dir = dir_folder.path();
   std::mt19937 rng(7);
   int64_t newest_seen = -1;
   for (int round = 0; round < 50; ++round) {
@@ -352,7 +359,8 @@ TEST(DiskSaverTest, KilledSavesNeverLeaveHalfFiles) {
 // torch.load in Python reads a training checkpoint as nested dicts, and a kindling ResNet-18's
 // file loads into torchvision's resnet18 with strict load_state_dict.
 TEST(CheckpointTest, PythonAndTorchvisionReadTheFiles) {
-  const std::string dir = kindling::testing::make_temp_dir("ckpt");
+  const kindling::testing::TempDir dir_folder("ckpt");
+  const std::string dir = dir_folder.path();
   auto resnet = kindling::models::resnet18(kindling::models::ResNetOptions().num_classes(10));
   torch::optim::SGD optimizer(resnet->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   optimizer.zero_grad();

@@ -39,7 +39,8 @@ std::string read(const fs::path& path) {
 }  // namespace
 
 TEST(HtmlReportTest, HoldsWhatTheJsonLoggerGotFromTheSameHandlers) {
-  const fs::path dir = kindling::testing::make_temp_dir("report");
+  const kindling::testing::TempDir dir_folder("report");
+  const fs::path dir = dir_folder.path();
   kh::HtmlReport report((dir / "sub" / "report.html").string(), "net <on> \"data\" & more");
   report.set_config({{"learning_rate", "0.1"}, {"note", "</script><b>"}});
   kh::JsonLogger json((dir / "scalars.jsonl").string());
@@ -89,7 +90,8 @@ TEST(HtmlReportTest, HoldsWhatTheJsonLoggerGotFromTheSameHandlers) {
 }
 
 TEST(HtmlReportTest, OnlyRankZeroWrites) {
-  const fs::path dir = kindling::testing::make_temp_dir("report");
+  const kindling::testing::TempDir dir_folder("report");
+  const fs::path dir = dir_folder.path();
   // Rank 1 of 2 by the launcher's variables (RANK alone is an incomplete environment, refused).
   ::setenv("RANK", "1", 1);
   ::setenv("WORLD_SIZE", "2", 1);

@@ -130,7 +130,8 @@ const char* const kStrictJsonCheck =
     "print(count)\n";
 
 TEST(JsonLoggerTest, LinesParseBackWithEveryField) {
-  const std::string dir = kindling::testing::make_temp_dir("json"),
+  const kindling::testing::TempDir folder("json");
+  const std::string dir = folder.path(),
                     path = dir + "/logs/scalars.jsonl";  // logs/ is made
   const double before = kindling::testing::unix_now();
   const std::string weird = "line\nbreak \\ \"quoted\"\ttab \x01 \x1f caf\xC3\xA9 bad\xFF";

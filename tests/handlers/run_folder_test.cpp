@@ -61,7 +61,8 @@ TEST(RunFolderTest, EveryCallGetsItsOwnMarkedFolder) {
   for (const char* name : {"RANK", "WORLD_SIZE", "KINDLING_RUN", "KINDLING_RUN_ID", "TORCHELASTIC_RESTART_COUNT",
                            "TORCHELASTIC_RUN_ID", "KINDLING_PARALLEL_CHILD"})
     env.set(name, std::nullopt);
-  const std::string out = kindling::testing::make_temp_dir("run-folder") + "/nested/out";
+  const kindling::testing::TempDir folder("run-folder");
+  const std::string out = folder.path() + "/nested/out";
   std::set<std::string> paths;
   for (int i = 0; i < 5; ++i) {  // within one or two seconds: names are taken, suffixes follow
     const kh::RunFolder run = kh::open_run_folder(out, "resnet18_backend-none-1");
@@ -96,7 +97,8 @@ TEST(RunFolderTest, ARestartContinuesInItsOwnJobsFolderOnly) {
   ScopedEnv env;
   env.set("TORCHELASTIC_RUN_ID", std::nullopt);
   env.set("KINDLING_PARALLEL_CHILD", std::nullopt);
-  const std::string out = kindling::testing::make_temp_dir("run-folder");
+  const kindling::testing::TempDir out_folder("run-folder");
+  const std::string out = out_folder.path();
   as_kindling_run_worker(env, "job-a", 0);
   EXPECT_EQ(kd::run_id(), std::optional<std::string>("job-a"));
   EXPECT_EQ(kd::restart_count(), 0);
@@ -152,7 +154,8 @@ TEST(RunFolderTest, ARestartNeverContinuesAnotherStartOfItsId) {
   ScopedEnv env;
   env.set("TORCHELASTIC_RUN_ID", std::nullopt);
   env.set("KINDLING_PARALLEL_CHILD", std::nullopt);
-  const std::string out = kindling::testing::make_temp_dir("run-folder");
+  const kindling::testing::TempDir out_folder("run-folder");
+  const std::string out = out_folder.path();
   as_kindling_run_worker(env, "job7", 0, "start-1");
   EXPECT_EQ(kd::run_instance(), std::optional<std::string>("start-1"));
   const kh::RunFolder first = kh::open_run_folder(out, "m");

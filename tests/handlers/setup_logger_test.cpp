@@ -76,7 +76,8 @@ TEST(SetupLoggerTest, LevelFiltersLinesInIgnitesDefaultFormat) {
 }
 
 TEST(SetupLoggerTest, TheFileGetsTheSameLinesAtOnceAndIsAppendedTo) {
-  const std::string dir = kindling::testing::make_temp_dir("logger"), path = dir + "/logs/run.log";  // logs/ is made
+  const kindling::testing::TempDir folder("logger");
+  const std::string dir = folder.path(), path = dir + "/logs/run.log";  // logs/ is made
   {
     auto logger = kh::setup_logger("file_test", LogLevel::kInfo, "%(levelname)-8s|%(name)s|%(message)s", path);
     ::testing::internal::CaptureStderr();
@@ -151,7 +152,8 @@ KINDLING_WORKER(setup_logger_ranks) {
 
 TEST(SetupLoggerTest, RankTagAndOnlyRankZeroWrites) {
   for (bool prefixed : {false, true}) {
-    const std::string dir = kindling::testing::make_temp_dir("logger");
+    const kindling::testing::TempDir dir_folder("logger");
+    const std::string dir = dir_folder.path();
     kindling::testing::LaunchOptions opts;
     opts.world_size = 2;
     opts.env["KINDLING_TEST_DIR"] = dir;

@@ -102,7 +102,8 @@ EventFile read_with_python(const std::string& path) {
 }
 
 TEST(TensorboardLoggerTest, EveryScalarReadsBackInPythonWithItsTagAndStep) {
-  const std::string dir = kindling::testing::make_temp_dir("tb"),
+  const kindling::testing::TempDir folder("tb");
+  const std::string dir = folder.path(),
                     log_dir = dir + "/runs/exp1";  // runs/exp1 does not exist yet
   const double before = kindling::testing::unix_now();
   std::string file_path;
@@ -243,7 +244,8 @@ TEST(TensorboardLoggerTest, EveryScalarReadsBackInPythonWithItsTagAndStep) {
 }
 
 TEST(TensorboardLoggerTest, ErrorsSayWhatToDo) {
-  const std::string dir = kindling::testing::make_temp_dir("tb");
+  const kindling::testing::TempDir dir_folder("tb");
+  const std::string dir = dir_folder.path();
   EXPECT_NE(error_of([] { kh::TensorboardLogger tb(""); }).find("log_dir is an empty string"), std::string::npos);
   std::ofstream(dir + "/plain") << "a file";
   EXPECT_NE(error_of([&] { kh::TensorboardLogger tb(dir + "/plain/sub"); }).find("exists and is not a directory"),
@@ -349,7 +351,8 @@ KINDLING_WORKER(tensorboard_rank0_writes) {
 }
 
 TEST(TensorboardLoggerTest, OnlyRankZeroCreatesAndWritesFiles) {
-  const std::string dir = kindling::testing::make_temp_dir("tb");
+  const kindling::testing::TempDir dir_folder("tb");
+  const std::string dir = dir_folder.path();
   kindling::testing::LaunchOptions opts;
   opts.world_size = 2;
   opts.env["KINDLING_TEST_DIR"] = dir;

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "support/errors.h"
@@ -146,7 +147,9 @@ KINDLING_WORKER(powersgd_resumes_exactly) {
   auto model = kd::auto_model(hook_test_net(), kn::DdpOptions().comm_hook(hook));
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   for (int step = 0; step < 3; ++step) hook_test_step(model, opt, step);
-  const std::string dir = kd::all_gather(kd::get_rank() == 0 ? kindling::testing::make_temp_dir("psgd") : "")[0];
+  std::optional<kindling::testing::TempDir> folder;  // rank 0's, removed when its worker ends
+  if (kd::get_rank() == 0) folder.emplace("psgd");
+  const std::string dir = kd::all_gather(folder ? folder->path() : std::string())[0];
   auto checkpoint = std::make_shared<kh::Checkpoint>(
       kh::Objects{{"model", kh::stateful(model)}, {"optimizer", kh::stateful(opt)}, {"hook", kh::stateful(hook)}}, dir);
   ke::Engine engine([](ke::Engine&, const int& b) -> ke::Value { return b; });
@@ -252,7 +255,8 @@ KINDLING_WORKER(powersgd_refuses_two_models) {
 class CommHookTest : public kindling::testing::BackendWorldTest {};
 
 TEST_P(CommHookTest, PowerSgdGivesTorchsGradients) {
-  const std::string dir = kindling::testing::make_temp_dir("powersgd");
+  const kindling::testing::TempDir dir_folder("powersgd");
+  const std::string dir = dir_folder.path();
   const std::string reference = dir + "/torch.txt";
   LaunchOptions python;
   python.world_size = std::get<1>(GetParam());

@@ -224,7 +224,8 @@ KINDLING_WORKER(join_cases_for_python) {
 }
 
 TEST(JoinPeer, TorchsOwnJoinInPythonTrainsTheSameModel) {
-  const std::string file = kindling::testing::make_temp_dir("join") + "/cases.pt";
+  const kindling::testing::TempDir folder("join");
+  const std::string file = folder.path() + "/cases.pt";
   kindling::testing::LaunchOptions opts;
   opts.world_size = 3;
   opts.env = {{"JOIN_CASES_FILE", file}};

@@ -379,7 +379,8 @@ KINDLING_WORKER(zero_saves_or_resumes) {
 }
 
 TEST(Zero, ResumesAtAnotherWorldSize) {
-  const std::string dir = kindling::testing::make_temp_dir("zero");
+  const kindling::testing::TempDir dir_folder("zero");
+  const std::string dir = dir_folder.path();
   LaunchOptions opts;
   opts.env = {{"ZERO_TEST_FILE", dir + "/state.pt"}, {"ZERO_TEST_SAVE", "1"}};
   auto saved = run_workers("zero_saves_or_resumes", opts);
