@@ -181,7 +181,10 @@ class EtcdAccess : public RendezvousAccess {
                 "); another takes over when its lease of " + std::to_string(o_.etcd_lease_seconds) + " s expires";
       return s;
     }
-    return greeted(s, host + ":" + std::to_string(port), 0, problem) ? std::move(s) : LineSocket();
+    if (!greeted(s, host + ":" + std::to_string(port), 0, problem)) return LineSocket();
+    served_by_ = host;
+    replaced_address_.clear();  // said only to the server elected right after the refusal
+    return s;
   }
 
   // The serving agent's port refused the connection: its host answers and nothing listens
@@ -291,7 +294,13 @@ class EtcdAccess : public RendezvousAccess {
     }
     const auto saved = client_.get(state_key_);
     RendezvousState state = saved ? state_from(saved->value) : RendezvousState{};
-    state.replaced_address = replaced_address_;
+    // The server replaced: the one whose port refused this agent, else the last one it was
+    // served by (its key is gone: removed after such a refusal, or expired with its lease, so
+    // its agent serves no more). Its node is then not waited for (RendezvousState).
+    const std::string own_address = own_value_.substr(0, own_value_.rfind(' '));
+    state.replaced_address = !replaced_address_.empty() ? replaced_address_
+                             : served_by_ != own_address ? served_by_
+                                                         : std::string();
     if (state_lease_ == 0) state_lease_ = client_.grant(kStateLeaseSeconds);
     auto writer = std::make_shared<std::unique_ptr<EtcdClient>>();
     auto save = [this, writer, lease = state_lease_.load()](const RendezvousState& s) {
@@ -322,6 +331,7 @@ class EtcdAccess : public RendezvousAccess {
   std::atomic<int64_t> state_lease_{0};
   std::string own_value_;  // "address port" of this agent's server
   std::string replaced_address_;  // of the last serving agent whose port refused this one (take_over_from)
+  std::string served_by_;         // the address of the last serving agent this one was connected to
   bool finished_ = false;
   bool names_checked_ = false;
   bool etcd_seen_ = false;                        // a member answered GET /version as etcd

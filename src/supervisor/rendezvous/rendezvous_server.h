@@ -55,8 +55,8 @@ struct RendezvousSettings {
   /// Live recovery: a round closes as soon as it has MIN nodes and every member of the last
   /// round has joined it or is gone (its connection ended, or its agent, which asks every
   /// `keep_alive_interval` while its workers run, has been silent for silent_after()), instead
-  /// of waiting the last call: a node that arrives later joins at the next step boundary
-  /// without stopping anyone, so waiting for it only delays the survivors. Off: the last call,
+  /// of waiting the last call: a node that arrives later is taken in by the next round, so
+  /// waiting for it only delays the survivors. Off: the last call,
   /// as torchrun, since a node that misses a round under restarts costs every worker a restart.
   bool close_when_members_known = false;
   /// How often an agent asks the rendezvous while its workers run (--rdzv_conf
@@ -82,9 +82,10 @@ struct RendezvousState {
   std::string last_refusal;
   /// Not empty once the job has failed for good: why.
   std::string failure;
-  /// Not kept between servers: the address of the server this one replaces, whose port
-  /// refused connections (its process is gone). Its node's member, if one of the last round is
-  /// at that address, is not waited for once every other member is back (see rejoin_grace).
+  /// Not kept between servers: the address of the server this one replaces, which serves no
+  /// more (its port refused connections, or its key in etcd is gone: removed after such a
+  /// refusal or expired with its lease). Its node's member, if one of the last round is at that
+  /// address, is not waited for once every other member is back (see rejoin_grace).
   std::string replaced_address;
 };
 
