@@ -22,6 +22,7 @@
 #include "kindling/error.h"
 #include "kindling/handlers/checkpointing/live_recovery.h"
 #include "kindling/handlers/replica_check.h"
+#include "support/files.h"
 #include "support/multiprocess.h"
 #include "support/silent_port.h"
 #include "support/terminal.h"
@@ -148,6 +149,8 @@ TEST(KindlingRunLive, AProgramWithoutLiveRecoveryIsToldOnceThatItDoesNotTakePart
   o.set_dist_env = false;
   o.deadline = std::chrono::seconds(60);
   o.rank_env[1] = {{"KINDLING_TEST_KILL_AGENT", "1"}};
+  const kindling::testing::TempDir tmp("nolive");  // what the killed agent leaves goes with it
+  o.env["TMPDIR"] = tmp.path();
   for (int node = 0; node < 2; ++node) {
     const std::string run = std::string(node == 1 ? "sleep 1; " : "") + "exec " + kRun +
                             " --nnodes 1:2 --rdzv_endpoint " + endpoint +

@@ -27,7 +27,8 @@ std::string with_etcd(const std::string& body) {
   const std::string client = "127.0.0.1:" + std::to_string(kindling::testing::free_port());
   const std::string peer = "http://127.0.0.1:" + std::to_string(kindling::testing::free_port());
   const std::string py = KINDLING_PYTHON;
-  return "set -u; d=$(mktemp -d); ETCD=" + client +
+  // TMPDIR: what a killed agent leaves (its error and live folders) goes with $d.
+  return "set -u; d=$(mktemp -d); export TMPDIR=$d; ETCD=" + client +
          "; etcd --data-dir $d/data --listen-client-urls http://$ETCD --advertise-client-urls http://$ETCD "
          "--listen-peer-urls " +
          peer + " --initial-advertise-peer-urls " + peer + " --initial-cluster default=" + peer +
