@@ -62,8 +62,9 @@ struct Making {
 };
 
 // How long after a failure of the world being made a newer round's announcement still
-// explains it: the agents poll the rendezvous every second (elastic_agent.cpp), so the
-// announcements of one round reach the nodes up to about a second apart.
+// explains it: under live recovery the agents poll the rendezvous every 0.2 s (elastic_agent.cpp's
+// kLivePoll, or keep_alive_interval if shorter), so the announcements of one round reach the
+// nodes up to about that apart, more on a loaded host or after an agent's own rendezvous wait.
 constexpr std::chrono::milliseconds kAnnouncementSpread{3000};
 
 WorldGivenUp given_up(const BackendTraits& traits, int round, int announced) {
