@@ -3,7 +3,6 @@
 #include "kindling/dist/live.h"
 
 #include <fstream>
-#include <mutex>
 
 #include "common/env.h"
 #include "common/files.h"
@@ -23,12 +22,6 @@ constexpr char kWho[] = "kindling::dist::rejoin";
 
 std::string live_folder() { return ::kindling::detail::get_env(supervisor::kLiveDirVariable).value_or(""); }
 
-// Tells the agent, once per process, that this program takes part (live_channel.h).
-void say_taking_part(const std::string& folder) {
-  static std::once_flag once;
-  std::call_once(once, [&] { std::ofstream(::kindling::detail::join_path(folder, supervisor::kLiveTakingPartFile)); });
-}
-
 // Asks the agent for a new round: the request file, written whole.
 void request_round(const std::string& folder, const std::string& why) {
   const std::string path = ::kindling::detail::join_path(folder, supervisor::kLiveRequestFile);
@@ -41,7 +34,7 @@ void request_round(const std::string& folder, const std::string& why) {
 
 bool live_recovery_enabled() {
   const std::string folder = live_folder();
-  if (!folder.empty()) say_taking_part(folder);
+  if (!folder.empty()) detail::say_taking_part(folder);
   return !folder.empty();
 }
 
@@ -70,7 +63,7 @@ LiveWorld rejoin(const std::string& backend, const InitOptions& options, const s
   KINDLING_CHECK(!folder.empty(), kWho,
                  ": this process was not started by `kindling-run --live_recovery` (KINDLING_LIVE_DIR is not set); "
                  "start the job with --live_recovery, or let it fail and restart");
-  say_taking_part(folder);
+  detail::say_taking_part(folder);
   if (!new_round_announced() && is_initialized()) request_round(folder, why.empty() ? "asked for a new round" : why);
   const ::kindling::detail::Round round = detail::wait_for_round(detail::live_round(), timeout, kWho);
   if (is_initialized()) finalize();

@@ -94,11 +94,16 @@ Round wait_for_round(int after, std::chrono::milliseconds timeout, const char* w
   }
 }
 
+void say_taking_part(const std::string& folder) {
+  static std::once_flag once;
+  std::call_once(once, [&] { std::ofstream(join_path(folder, supervisor::kLiveTakingPartFile)); });
+}
+
 bool wait_as_standby(std::chrono::milliseconds timeout) {
   const std::string folder = get_env(supervisor::kLiveDirVariable).value_or("");
   if (folder.empty() || !get_env(supervisor::kLiveStandbyVariable) || entered_round()) return false;
   const int local_rank = ::kindling::detail::get_env_int("LOCAL_RANK").value_or(0);
-  std::ofstream(join_path(folder, supervisor::kLiveTakingPartFile));
+  say_taking_part(folder);
   std::ofstream(join_path(folder, std::string(supervisor::kLiveStandbyFile) + "." + std::to_string(local_rank)));
   log(LogLevel::kInfo, "live recovery: started before its node joined (--warm_join); waiting for the round");
   enter_round(wait_for_round(-1, timeout, "kindling::dist::initialize"));

@@ -39,6 +39,10 @@ int live_round();
 /// a field. Only under live recovery.
 ::kindling::detail::Round wait_for_round(int after, std::chrono::milliseconds timeout, const char* who);
 
+/// Tells the agent, once per process, that this program takes part in live recovery (the live
+/// channel's taking_part file in `folder`). Never throws.
+void say_taking_part(const std::string& folder);
+
 /// A worker its agent started before the node joined a round (kindling-run --warm_join:
 /// KINDLING_LIVE_STANDBY set, no round entered yet): says it waits (the live channel's standby
 /// file, which lets the agent join) and waits up to `timeout` for the first round its node
