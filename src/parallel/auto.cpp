@@ -23,6 +23,15 @@ std::shared_ptr<nn::GradientReducer> prepare_model(torch::nn::Module& module, co
   return std::make_shared<nn::GradientReducer>(module, options);
 }
 
+std::shared_ptr<nn::ShardedModel> prepare_sharded(torch::nn::Module& module, const nn::ShardingOptions& options,
+                                                  bool children_are_units) {
+  module.to(device());
+  if (!is_initialized()) return nullptr;
+  const auto& group = options.group();
+  if (group.size() <= 1 || group.rank() < 0) return nullptr;
+  return std::make_shared<nn::ShardedModel>(module, options, children_are_units);
+}
+
 }  // namespace detail
 
 data::DataLoader auto_dataloader(std::shared_ptr<const data::Dataset> dataset, data::DataLoaderOptions options) {

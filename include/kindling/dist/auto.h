@@ -11,10 +11,12 @@
 ///   auto loader = kindling::dist::auto_dataloader(dataset, kindling::data::DataLoaderOptions().batch_size(256));
 /// \endcode
 #include <memory>
+#include <type_traits>
 
 #include "kindling/data/loader.h"
 #include "kindling/export.h"
 #include "kindling/nn/ddp.h"
+#include "kindling/nn/sharding.h"
 
 namespace kindling {
 namespace dist {
@@ -24,6 +26,11 @@ namespace detail {
 /// group, returns its reducer (else null).
 KINDLING_API std::shared_ptr<nn::GradientReducer> prepare_model(torch::nn::Module& module,
                                                                 const nn::DdpOptions& options);
+/// Moves `module` to device() and, in a distributed model with more than one rank in the
+/// group, returns its sharding engine (else null).
+KINDLING_API std::shared_ptr<nn::ShardedModel> prepare_sharded(torch::nn::Module& module,
+                                                               const nn::ShardingOptions& options,
+                                                               bool children_are_units);
 }  // namespace detail
 
 /// idist.auto_model: places the module on device() and, when distributed, wraps it in
@@ -40,6 +47,25 @@ nn::DistributedDataParallel<M> auto_model(std::shared_ptr<M> module, const nn::D
 template <class M>
 nn::DistributedDataParallel<M> auto_model(const torch::nn::ModuleHolder<M>& holder,
                                           const nn::DdpOptions& options = nn::DdpOptions()) {
+  return auto_model(holder.ptr(), options);
+}
+
+/// auto_model with sharding (kindling/nn/sharding.h): places the module on device() and, when
+/// distributed, splits its parameters, gradients and optimizer state across the group's ranks
+/// (ZeRO-3, or ZeRO-2 without reshard_after_forward). Build the optimizer on the result's
+/// parameters(). A torch::nn::Sequential without Units is sharded child by child. Every rank of
+/// the group calls it, in the same order (collective). Throws what ShardedModel's constructor
+/// throws.
+template <class M>
+nn::FullyShardedDataParallel<M> auto_model(std::shared_ptr<M> module, const nn::ShardingOptions& options) {
+  constexpr bool sequential = std::is_base_of<torch::nn::SequentialImpl, M>::value;
+  auto sharded = detail::prepare_sharded(*module, options, sequential);
+  return nn::FullyShardedDataParallel<M>(std::move(module), std::move(sharded));
+}
+/// The same for a module holder.
+template <class M>
+nn::FullyShardedDataParallel<M> auto_model(const torch::nn::ModuleHolder<M>& holder,
+                                           const nn::ShardingOptions& options) {
   return auto_model(holder.ptr(), options);
 }
 

@@ -29,6 +29,7 @@
 #include "kindling/dist/dist.h"
 #include "kindling/nn/comm_hook.h"
 #include "kindling/nn/ddp.h"
+#include "nn/broadcast_coalesced.h"
 #include "nn/ddp/ddp_autotune.h"
 #include "nn/ddp/ddp_bucket_set.h"
 #include "nn/ddp/ddp_join_state.h"
@@ -37,12 +38,6 @@
 
 namespace kindling {
 namespace nn {
-namespace detail {
-// Broadcasts `tensors` from global rank `src` over `group`, packed into one buffer per dtype
-// (src/nn/ddp/ddp.cpp). A collective over the group.
-void broadcast_coalesced(const std::vector<at::Tensor>& tensors, int src, const dist::Group& group);
-}  // namespace detail
-
 struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::State> {
  public:
   // --- Construction (src/nn/ddp/ddp.cpp): the user's thread, every rank of options.group().

@@ -1,0 +1,225 @@
+#pragma once
+/// \file
+/// Sharded data-parallel training (ZeRO-2 and ZeRO-3, as torch's fully_shard): each rank of the
+/// group holds 1/N of the parameters, of their gradients and of the optimizer's state.
+///
+/// \code
+///   auto model = kindling::dist::auto_model(Net(), kindling::nn::ShardingOptions());
+///   torch::optim::Adam optimizer(model.parameters(), 1e-3);   // this rank's shards
+///   for (auto& batch : loader) {
+///     optimizer.zero_grad();
+///     torch::nll_loss(model(batch.data), batch.target).backward();
+///     optimizer.step();
+///   }
+/// \endcode
+///
+/// Units: the model's parameters are split into units, each gathered as one. A unit is a
+/// kindling::nn::Unit in the model (kindling/nn/unit.h), or, where the model is a
+/// torch::nn::Sequential without Units, each of its children. Parameters in no unit form the root
+/// unit, gathered when forward starts and kept until backward ends.
+///
+/// How it works: a unit's parameters (in registration order) lie end to end in one flat buffer,
+/// padded to N equal chunks; rank r keeps chunk r (its shard) and the module's parameters are
+/// views of the whole buffer while it is gathered. Before a unit computes, kindling::dist::
+/// all_gather_into fills the buffer, the next unit's gather already in flight (the order learnt
+/// from the previous forward); with reshard_after_forward (ZeRO-3) the buffer's memory is freed
+/// after the unit's forward and gathered again when backward reaches the unit's outputs (the
+/// gather of the unit backward meets next already started). As backward accumulates a unit's
+/// last gradient, the unit's gradients start one kindling::dist::reduce_scatter_async (each
+/// rank's gradients scaled by 1/N as they are copied in, as DDP does) and their full copies are
+/// freed; at the end of backward each rank's shard of the average is added to its shards'
+/// `.grad()`. Without reshard_after_forward (ZeRO-2) the parameters stay whole between
+/// forward and backward, and a forward gathers again the units whose shards changed (the
+/// optimizer stepped them). The optimizer, any LibTorch optimizer, is built on parameters():
+/// for each of the module's parameters, the part of it in this rank's chunk (1-D, possibly
+/// empty), so parameter groups and their options work as on the module. Since the optimizers'
+/// arithmetic is elementwise (SGD, Adam, AdamW, RMSprop, Adagrad), the training equals DDP's
+/// (bit for bit on 2 ranks; on more, the gradients' sum runs in rank order).
+///
+/// Rules: every rank of the group builds the same model with the same units and calls them in
+/// the same order (checked once: kindling::UsageError naming both ranks). A unit's parameters
+/// take part in its forward once: a parameter that gets its gradient twice in one backward
+/// (a unit called twice) is refused (kindling::UsageError out of backward()). The module's
+/// parameters are views kindling manages: changing them in place outside kindling is refused
+/// at the next forward; build the optimizer on parameters(), not on the module's parameters
+/// (whose gradients stay empty). Under ZeRO-3 the module's parameters are empty tensors
+/// between steps; read the weights with full_state_dict().
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/sequential.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "kindling/dist/group.h"
+#include "kindling/export.h"
+#include "kindling/nn/unit.h"
+#include "kindling/options.h"
+
+namespace kindling {
+namespace nn {
+
+/// Options of a sharded model (auto_model's second argument chooses sharding).
+struct KINDLING_API ShardingOptions {
+  /// Free each unit's gathered parameters after its forward and gather them again for its
+  /// backward (ZeRO-3, torch's reshard_after_forward=True): the least memory, 1.5x DDP's bytes
+  /// on the wire. false: ZeRO-2, the parameters stay whole, DDP's bytes. Default true.
+  KINDLING_ARG(bool, reshard_after_forward) = true;
+  /// Start the next unit's gather while this one computes (forward and backward). Default true.
+  KINDLING_ARG(bool, prefetch) = true;
+  /// Broadcast buffers (BatchNorm statistics...) from the group's first rank before each forward
+  /// with gradients enabled, as DDP does. Default true.
+  KINDLING_ARG(bool, broadcast_buffers) = true;
+  /// The group whose ranks share the model (default: the world).
+  KINDLING_ARG(dist::Group, group);
+};
+
+/// The engine of a sharded model: the units, their shards, the gathers and reductions. Built by
+/// auto_model (or directly), used through FullyShardedDataParallel.
+class KINDLING_API ShardedModel {
+ public:
+  /// Shards `module`'s parameters that require a gradient over options.group(). Its units are
+  /// the Units in it, else, with `children_are_units`, its children (a Sequential's). A collective
+  /// over the group: it checks that every rank has the same units, parameters and options,
+  /// broadcasts parameters and buffers from the group's first rank, keeps this rank's shard.
+  /// Throws kindling::UsageError for no parameter, a Unit inside another, a parameter registered in
+  /// two units, ranks that differ (naming both); TimeoutError / CommunicationError from the
+  /// collectives.
+  ShardedModel(torch::nn::Module& module, ShardingOptions options, bool children_are_units);
+  ~ShardedModel();
+  ShardedModel(const ShardedModel&) = delete;
+  ShardedModel& operator=(const ShardedModel&) = delete;
+
+  /// Before the module's forward: refuses parameters changed outside kindling (kindling::
+  /// UsageError), broadcasts the buffers (when gradients are enabled), gathers the root unit and
+  /// the units a ZeRO-2 forward needs again. A collective over the group.
+  void before_forward();
+  /// After the module's forward returned: ends the gathers it started for units it did not
+  /// reach (a collective's wait). Throws TimeoutError / CommunicationError.
+  void after_forward();
+  /// After the module's forward threw. Local; does not throw.
+  void forward_failed() noexcept;
+  /// Sequential children as units (children_are_units): around child `index`'s forward.
+  /// Collectives as UnitCalls' enter / leave.
+  void enter_unit(std::size_t index);
+  void leave_unit(std::size_t index, const std::vector<at::Tensor>& outputs);
+
+  /// This rank's shards, one per parameter of the module (in its order): what the optimizer
+  /// steps. Local; does not throw.
+  std::vector<at::Tensor> parameters() const;
+  /// The same with the module's parameter names.
+  std::vector<std::pair<std::string, at::Tensor>> named_parameters() const;
+  /// Every parameter whole (copies, in the module's order, with its names), gathered from the
+  /// shards: a collective over the group (every rank calls it, every rank gets the whole).
+  /// Throws TimeoutError / CommunicationError.
+  std::vector<std::pair<std::string, at::Tensor>> full_parameters() const;
+  /// The units' names ("" for the root unit), in the order of their shards. Local.
+  std::vector<std::string> units() const;
+  /// Elements of the parameters this rank keeps between steps: its shards (padding included),
+  /// plus what stays gathered (the root unit under ZeRO-3, every unit under ZeRO-2). Local.
+  int64_t resident_parameter_numel() const;
+  /// Gradient accumulation: while false, backward keeps the full gradients locally (no
+  /// communication); the next synchronised backward reduces what they summed. Local.
+  void set_sync(bool enabled);
+  /// Whether backward synchronises now. Local; does not throw.
+  bool sync_enabled() const;
+
+  struct State;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+/// RAII: no synchronisation for its lifetime (ShardedModel::set_sync(false)). Local.
+class KINDLING_API ShardingNoSync {
+ public:
+  /// A null `model` (the serial model) makes a guard that does nothing.
+  explicit ShardingNoSync(ShardedModel* model);
+  ~ShardingNoSync();
+  ShardingNoSync(ShardingNoSync&& other) noexcept : model_(other.model_), previous_(other.previous_) {
+    other.model_ = nullptr;
+  }
+  ShardingNoSync(const ShardingNoSync&) = delete;
+  ShardingNoSync& operator=(const ShardingNoSync&) = delete;
+
+ private:
+  ShardedModel* model_;
+  bool previous_ = true;
+};
+
+/// A module of type M trained sharded (the file comment). In the serial model it holds no
+/// engine and is a pass-through whose parameters() are the module's.
+template <class M>
+class FullyShardedDataParallel {
+ public:
+  /// Wraps `module` and its engine (null: serial). Local; build both with auto_model.
+  FullyShardedDataParallel(std::shared_ptr<M> module, std::shared_ptr<ShardedModel> sharded)
+      : module_(std::move(module)), sharded_(std::move(sharded)) {}
+
+  /// The module (train(), eval(), its submodules). Its parameters are views kindling manages:
+  /// optimise parameters() instead.
+  const std::shared_ptr<M>& module() const { return module_; }
+  /// The engine; null in the serial model.
+  ShardedModel* sharded() const { return sharded_.get(); }
+  /// What the optimizer steps: this rank's shards (the module's parameters in the serial model).
+  std::vector<at::Tensor> parameters() const { return sharded_ ? sharded_->parameters() : module_->parameters(); }
+  /// The same with the module's parameter names.
+  std::vector<std::pair<std::string, at::Tensor>> named_parameters() const {
+    if (sharded_) return sharded_->named_parameters();
+    std::vector<std::pair<std::string, at::Tensor>> all;
+    for (const auto& p : module_->named_parameters()) all.emplace_back(p.key(), p.value());
+    return all;
+  }
+
+  /// The module's forward with the units' parameters gathered around them: collectives over
+  /// the group (every rank, in the same order). Throws what those and the module throw.
+  template <class... Args>
+  decltype(auto) forward(Args&&... args) {
+    if (!sharded_) return module_->forward(std::forward<Args>(args)...);
+    sharded_->before_forward();
+    struct Failed {
+      ShardedModel* model;
+      ~Failed() {
+        if (model) model->forward_failed();
+      }
+    } failed{sharded_.get()};
+    decltype(auto) result = run(std::forward<Args>(args)...);
+    failed.model = nullptr;
+    sharded_->after_forward();
+    return result;
+  }
+  template <class... Args>
+  decltype(auto) operator()(Args&&... args) {
+    return forward(std::forward<Args>(args)...);
+  }
+  /// Gradient accumulation without communication: `{ auto guard = model.no_sync(); loss.backward(); }`.
+  ShardingNoSync no_sync() { return ShardingNoSync(sharded_.get()); }
+
+ private:
+  template <class... Args>
+  decltype(auto) run(Args&&... args) {
+    if constexpr (std::is_base_of<torch::nn::SequentialImpl, M>::value) {
+      // A Sequential's children are its units: the loop is Sequential::forward's, with them around.
+      at::Tensor x(std::forward<Args>(args)...);
+      std::size_t i = 0;
+      for (auto& child : *module_) {
+        sharded_->enter_unit(i);
+        x = child.template forward<at::Tensor>(x);
+        sharded_->leave_unit(i++, {x});
+      }
+      return x;
+    } else {
+      return module_->forward(std::forward<Args>(args)...);
+    }
+  }
+
+  std::shared_ptr<M> module_;
+  std::shared_ptr<ShardedModel> sharded_;
+};
+
+}  // namespace nn
+}  // namespace kindling

@@ -1,0 +1,116 @@
+// A sharded model's backward (kindling/nn/sharding.h): a unit gathered back when backward reaches
+// its outputs (ZeRO-3), its gradients reduce-scattered as soon as the last one accumulated, and
+// at the end of backward each rank's share of the average added to its shards' gradients.
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function_hook.h>
+
+#include <sstream>
+
+#include "kindling/error.h"
+#include "nn/sharding/sharding_state.h"
+
+namespace kindling {
+namespace nn {
+
+namespace {
+
+class ShardReadyHook : public torch::autograd::FunctionPostHook {
+ public:
+  ShardReadyHook(std::weak_ptr<ShardedModel::State> state, std::size_t u, std::size_t i)
+      : state_(std::move(state)), u_(u), i_(i) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list& /*inputs*/) override {
+    if (auto s = state_.lock()) s->mark_ready(u_, i_);
+    return outputs;
+  }
+
+ private:
+  std::weak_ptr<ShardedModel::State> state_;
+  std::size_t u_, i_;
+};
+
+}  // namespace
+
+std::unique_ptr<torch::autograd::FunctionPostHook> ShardedModel::State::ready_hook(std::weak_ptr<State> state,
+                                                                                   std::size_t u, std::size_t i) {
+  return std::make_unique<ShardReadyHook>(std::move(state), u, i);
+}
+
+void ShardedModel::State::queue_finish() {
+  if (callback_queued) return;
+  std::weak_ptr<State> weak = shared_from_this();
+  torch::autograd::Engine::get_default_engine().queue_callback([weak] {
+    if (auto s = weak.lock()) s->finish_backward();
+  });
+  callback_queued = true;
+}
+
+void ShardedModel::State::unit_backward(std::size_t u) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (units[u].backward_entered) return;
+  units[u].backward_entered = true;
+  queue_finish();
+  start_gather(u);
+  if (options.prefetch()) {
+    const std::size_t before = neighbour(u, /*next=*/false);
+    if (before != kNone) start_gather(before);
+  }
+  finish_gather(u);
+}
+
+void ShardedModel::State::mark_ready(std::size_t u, std::size_t i) {
+  std::lock_guard<std::mutex> lock(mu);
+  queue_finish();
+  if (!sync) return;  // the gradients stay in .grad() and add up there until a synchronised backward
+  auto& unit = units[u];
+  KINDLING_CHECK(!unit.ready[i], detail::kShardingWho, ": parameter '", unit.names()[i], "' got its gradient twice in one backward "
+                 "(its unit '", unit.name(), "' computed twice in one forward, or the parameter is used outside it); "
+                 "each unit's parameters may take part in a forward once: split the unit or call it once");
+  unit.ready[i] = true;
+  unit.take_gradient(i, scale);
+  if (++unit.ready_count < unit.params().size()) return;
+  unit.grad_shard = at::empty({unit.chunk()}, unit.full().options());
+  unit.reduce_work = dist::reduce_scatter_async(unit.grad_shard, unit.grad_full, dist::ReduceOp::kSum, options.group());
+  if (options.reshard_after_forward() && u != unit_at.front()) unit.free();
+}
+
+void ShardedModel::State::refuse_missing() {
+  std::ostringstream list;
+  std::size_t missing = 0;
+  for (const auto& unit : units)
+    for (std::size_t i = 0; i < unit.params().size(); ++i)
+      if (!unit.ready[i] && missing++ < 10) list << (missing > 1 ? ", " : "") << unit.names()[i];
+  if (missing > 10) list << ", ... (" << missing << " in all)";
+  // Finish what was started so that this rank's engine is left in a clean state.
+  for (auto& unit : units) {
+    if (unit.reduce_work.valid()) unit.reduce_work.wait();
+    unit.reduce_work = dist::Work();
+    unit.reset_iteration();
+  }
+  KINDLING_CHECK(false, detail::kShardingWho, ": ", missing, " parameter(s) got no gradient in this backward: ", list.str(),
+                 ". Every parameter must take part in the loss on every rank (the sharded model has no "
+                 "find_unused_parameters)");
+}
+
+void ShardedModel::State::finish_backward() {
+  std::lock_guard<std::mutex> lock(mu);
+  callback_queued = false;
+  bool complete = true;
+  for (const auto& unit : units) complete = complete && unit.ready_count == unit.params().size();
+  if (sync && !complete) refuse_missing();
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    auto& unit = units[u];
+    if (unit.reduce_work.valid()) {
+      unit.reduce_work.wait();
+      unit.reduce_work = dist::Work();
+      unit.add_to_shard_grads();
+      unit.stepped_since_gather = true;
+    }
+    if (unit.gather_work.valid()) finish_gather(u);  // a prefetch backward did not need
+    if (options.reshard_after_forward()) unit.free();
+    unit.reset_iteration();
+  }
+}
+
+}  // namespace nn
+}  // namespace kindling

@@ -1,0 +1,91 @@
+#pragma once
+// The state of a sharded model (kindling/nn/sharding.h): its units, and what each forward and
+// backward does with them. Construction in sharding.cpp; forward (gathers, frees, prefetches) in
+// sharding_forward.cpp; backward (the accumulators' hooks, the reductions, the end) in
+// sharding_backward.cpp.
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kindling/nn/sharding.h"
+#include "kindling/nn/unit.h"
+#include "nn/sharding/shard_unit.h"
+
+namespace kindling {
+namespace nn {
+namespace detail {
+// Who a sharded model's errors name.
+constexpr const char* kShardingWho = "kindling::nn::FullyShardedDataParallel";
+}  // namespace detail
+
+struct ShardedModel::State : detail::UnitCalls, std::enable_shared_from_this<ShardedModel::State> {
+  // --- Construction (sharding.cpp): the user's thread, collectives over the group.
+  State(torch::nn::Module& module, ShardingOptions options, bool children_are_units);
+  // Binds the Units and hooks the accumulators (needs shared_from_this()). Local.
+  void attach();
+  ~State() override;
+
+  // --- Forward (sharding_forward.cpp): the user's thread, collectives over the group.
+  void before_forward();
+  // After a forward that returned: waits the gathers it started for units it did not enter.
+  void after_forward();
+  // After a forward that threw. Local.
+  void forward_failed() noexcept;
+  void enter(std::size_t index) override;
+  void leave(std::size_t index, const std::vector<at::Tensor>& outputs) override;
+  // Whether unit u's buffer misses its shards' latest values (freed, or stepped since).
+  bool stale(std::size_t u) const;
+  // Starts unit u's gather (gives its buffer memory first) unless it is gathered or in flight.
+  void start_gather(std::size_t u);
+  // Ends unit u's gather (starting it first when needed): its parameters are whole views after.
+  void finish_gather(std::size_t u);
+  // The unit the last forward entered after `u` (next = true) or before it; npos when none.
+  std::size_t neighbour(std::size_t u, bool next) const;
+
+  // --- Backward (sharding_backward.cpp): autograd's thread.
+  // Queues finish_backward() at the end of this backward, once.
+  void queue_finish();
+  // Unit u's outputs got their gradient: under ZeRO-3 gather it back, prefetch the one before.
+  void unit_backward(std::size_t u);
+  // Parameter `i` of unit `u` accumulated its gradient.
+  void mark_ready(std::size_t u, std::size_t i);
+  // At the end of backward: every reduction waited on, the shards' gradients added.
+  void finish_backward();
+  // The "parameter(s) got no gradient" refusal; ends what was started first.
+  void refuse_missing();
+
+  // The accumulator's hook of parameter i of unit u: calls mark_ready(u, i).
+  static std::unique_ptr<torch::autograd::FunctionPostHook> ready_hook(std::weak_ptr<State> state, std::size_t u,
+                                                                       std::size_t i);
+
+  static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+  ShardingOptions options;
+  int world = 1;
+  int src = 0;
+  std::vector<detail::ShardUnit> units;  // the units with parameters (the root first, if it has any)
+  // unit_at[k]: the unit of the module's k-th unit (k = 0: the root; kNone: no parameters).
+  std::vector<std::size_t> unit_at;
+  bool children_are_units = false;
+  std::vector<std::pair<UnitBase*, std::size_t>> bound;  // the Units and their unit
+  // The module's parameters in its order: (unit, index in the unit).
+  std::vector<std::pair<std::size_t, std::size_t>> order_of_params;
+  std::vector<at::Tensor> buffers;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+  at::Tensor scale;  // 1 / world, a wrapped double (DDP's)
+
+  // The order the last forward entered its units (prefetch's guide), and this forward's.
+  std::vector<std::size_t> order, entering;
+  std::mutex mu;  // backward's hooks against each other
+  bool sync = true;
+  bool callback_queued = false;
+  bool in_forward = false;
+};
+
+}  // namespace nn
+}  // namespace kindling
