@@ -9,12 +9,12 @@
 #include <kindling/nn/ddp.h>
 #include <kindling/nn/optimizer_state.h>
 #include <kindling/nn/sharding.h>
-#include <kindling/nn/unit.h>
 #include <torch/nn/functional/loss.h>
-#include <torch/nn/modules/activation.h>
-#include <torch/nn/modules/container/sequential.h>
-#include <torch/nn/modules/linear.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/sgd.h>
 
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <string>
@@ -22,42 +22,16 @@
 #include "support/backend_world_test.h"
 #include "support/multiprocess.h"
 #include "support/optimizers.h"
+#include "support/sharded_models.h"
 
 namespace kd = kindling::dist;
 namespace kn = kindling::nn;
 
 namespace sharding_test {
 
-struct BlockImpl : torch::nn::Module {
-  BlockImpl(int64_t in, int64_t out) { fc = register_module("fc", torch::nn::Linear(in, out)); }
-  torch::Tensor forward(torch::Tensor x) { return torch::tanh(fc(x)); }
-  torch::nn::Linear fc{nullptr};
-};
-TORCH_MODULE(Block);
+using kindling::testing::UnitNet;
 
-// Two Units and a head in no unit (the root unit).
-struct UnitNetImpl : torch::nn::Module {
-  UnitNetImpl() {
-    b1 = register_module("b1", kn::Unit<BlockImpl>(Block(12, 32)));
-    b2 = register_module("b2", kn::Unit<BlockImpl>(Block(32, 31)));
-    head = register_module("head", torch::nn::Linear(31, 4));
-  }
-  torch::Tensor forward(torch::Tensor x) { return head(b2(b1(x))); }
-  kn::Unit<BlockImpl> b1{nullptr}, b2{nullptr};
-  torch::nn::Linear head{nullptr};
-};
-TORCH_MODULE(UnitNet);
-
-torch::nn::Sequential sequential() {
-  return torch::nn::Sequential(torch::nn::Linear(12, 32), torch::nn::Tanh(), torch::nn::Linear(32, 33),
-                               torch::nn::Tanh(), torch::nn::Linear(33, 4));
-}
-
-// One step's data on this rank.
-std::pair<torch::Tensor, torch::Tensor> batch(int step) {
-  torch::manual_seed(1000 + 10 * step + kd::get_rank());
-  return {torch::randn({6, 12}), torch::randn({6, 4})};
-}
+torch::nn::Sequential sequential() { return kindling::testing::sequential_mlp({12, 32, 33, 4}); }
 
 // Weights at half the rate of the biases: groups made by name, as a user would on either model.
 std::vector<torch::optim::OptimizerParamGroup> groups_of(const std::vector<std::pair<std::string, torch::Tensor>>& named,
@@ -79,7 +53,7 @@ template <class Model>
 void train(Model& model, torch::optim::Optimizer& optimizer, int steps) {
   for (int step = 0; step < steps; ++step) {
     optimizer.zero_grad();
-    auto [x, y] = batch(step);
+    auto [x, y] = kindling::testing::sharding_batch(step);
     torch::mse_loss(model(x), y).backward();
     optimizer.step();
   }
@@ -154,8 +128,89 @@ KINDLING_WORKER(sharding_trains_as_ddp) {
   kd::finalize();
 }
 
+int64_t module_numel(const torch::nn::Module& m) {
+  int64_t n = 0;
+  for (const auto& p : m.parameters()) n += p.numel();
+  return n;
+}
+
+// What a rank holds: 1/n of the weights between steps (ZeRO-3), at most two units gathered at
+// once in forward and backward (the one computing and the next, prefetched).
+KINDLING_WORKER(sharding_keeps_its_share) {
+  initialize();
+  const int n = kd::get_world_size();
+  const int64_t unit = 64 * 64 + 64, total = 4 * unit;
+  const int64_t chunk = (unit + n - 1) / n;  // a unit's buffer: n chunks, padded
+  for (bool reshard : {true, false}) {
+    const std::string what = reshard ? "ZeRO-3" : "ZeRO-2";
+    auto net = kindling::testing::sequential_mlp({64, 64, 64, 64, 64});
+    auto model = kd::auto_model(net, kn::ShardingOptions().reshard_after_forward(reshard));
+    torch::optim::Adam optimizer(model.parameters(), torch::optim::AdamOptions(1e-3));
+    auto* sharded = model.sharded();
+    const int64_t resident = sharded->resident_parameter_numel();
+    WCHECK(resident == 4 * chunk + (reshard ? 0 : 4 * chunk * n), << what << ": resident " << resident << ", chunk " << chunk);
+    WCHECK(module_numel(*net) == (reshard ? 0 : total), << what << ": the module holds " << module_numel(*net));
+    for (int step = 0; step < 3; ++step) {
+      if (step == 2) sharded->reset_peak_gathered_numel();
+      optimizer.zero_grad();
+      auto x = torch::randn({8, 64});
+      model(x).pow(2).mean().backward();
+      optimizer.step();
+      WCHECK(sharded->resident_parameter_numel() == resident, << what << " step " << step << ": resident "
+                                                              << sharded->resident_parameter_numel());
+    }
+    const int64_t peak = sharded->peak_gathered_numel();
+    WCHECK(peak == (reshard ? 2 : 4) * chunk * n, << what << ": peak gathered " << peak << ", unit " << chunk * n);
+    WCHECK(state_numel(optimizer) <= 2 * 4 * chunk, << what << ": state " << state_numel(optimizer));
+  }
+  kd::finalize();
+}
+
+// no_sync for one micro-batch in two, and clipping by the global norm, as DDP with LibTorch's
+// clip_grad_norm_; then the same through create_supervised_trainer's gradient accumulation.
+KINDLING_WORKER(sharding_accumulates_and_clips) {
+  initialize();
+  const torch::optim::SGDOptions options = torch::optim::SGDOptions(0.1).momentum(0.9);
+  torch::manual_seed(5);
+  UnitNet plain_net;
+  auto plain = kd::auto_model(plain_net);
+  torch::optim::SGD plain_optimizer(plain_net->parameters(), options);
+  torch::manual_seed(5);
+  UnitNet net;
+  auto model = kd::auto_model(net, kn::ShardingOptions());
+  torch::optim::SGD optimizer(model.parameters(), options);
+  for (int step = 0; step < 6; ++step) {
+    auto [x, y] = kindling::testing::sharding_batch(step);
+    if (step % 2 == 0) {
+      auto a = plain.no_sync();
+      torch::mse_loss(plain(x), y).backward();
+      auto b = model.no_sync();
+      torch::mse_loss(model(x), y).backward();
+      continue;
+    }
+    torch::mse_loss(plain(x), y).backward();
+    torch::mse_loss(model(x), y).backward();
+    const double plain_norm = torch::nn::utils::clip_grad_norm_(plain_net->parameters(), 0.05);
+    const double norm = model.clip_grad_norm(0.05);
+    WCHECK(std::abs(norm - plain_norm) <= 1e-6 * plain_norm, << "step " << step << ": norm " << norm << ", DDP's " << plain_norm);
+    WCHECK(norm > 0.05, << "step " << step << ": the norm " << norm << " did not need clipping");
+    plain_optimizer.step();
+    optimizer.step();
+    plain_optimizer.zero_grad();
+    optimizer.zero_grad();
+  }
+  const auto whole = model.sharded()->full_parameters();
+  const auto reference = named(*plain_net);
+  for (std::size_t i = 0; i < whole.size(); ++i)
+    WCHECK(torch::allclose(whole[i].second, reference[i].second.detach(), 1e-5, 1e-7),
+           << whole[i].first << ": max difference " << (whole[i].second - reference[i].second).abs().max().item<double>());
+  kd::finalize();
+}
+
 class ShardingTest : public kindling::testing::BackendWorldTest {};
 TEST_P(ShardingTest, TrainsAsDdpWithItsShareOfWeightsAndState) { expect_ok("sharding_trains_as_ddp"); }
+TEST_P(ShardingTest, KeepsItsShareAndAtMostTwoUnitsGathered) { expect_ok("sharding_keeps_its_share"); }
+TEST_P(ShardingTest, AccumulatesWithoutSyncAndClipsByTheGlobalNorm) { expect_ok("sharding_accumulates_and_clips"); }
 INSTANTIATE_TEST_SUITE_P(Backends, ShardingTest, ::testing::ValuesIn(kindling::testing::cpu_backend_world_sizes({2, 3, 4})),
                          [](const auto& info) { return kindling::testing::backend_world_size_name(info.param); });
 

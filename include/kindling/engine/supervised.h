@@ -15,7 +15,8 @@
 /// \endcode
 ///
 /// `model` is a LibTorch module holder (MyNet), a std::shared_ptr to a module, or a
-/// kindling::nn::DistributedDataParallel; it is called as model.forward(x) when it has a
+/// kindling::nn::DistributedDataParallel or FullyShardedDataParallel (whose optimizer must hold its
+/// parameters(): checked, kindling::UsageError); it is called as model.forward(x) when it has a
 /// forward of its own (DDP), else model->forward(x). Ranks: the engines communicate only through the model (DDP's
 /// gradient all-reduce, buffer broadcast) and the metrics (at EPOCH_COMPLETED), so every
 /// rank runs them over its own shard.
@@ -133,6 +134,13 @@ struct HasNoSync : std::false_type {};
 template <typename M>
 struct HasNoSync<M, std::void_t<decltype(std::declval<M&>().no_sync())>> : std::true_type {};
 
+/// A model that can tell whether an optimizer steps what it trains (a sharded model's shards).
+template <typename M, typename = void>
+struct ChecksOptimizer : std::false_type {};
+template <typename M>
+struct ChecksOptimizer<M, std::void_t<decltype(std::declval<const M&>().check_optimizer(
+                              std::declval<const torch::optim::Optimizer&>()))>> : std::true_type {};
+
 template <typename Model>
 at::Tensor call_model(Model& model, const at::Tensor& x) {
   if constexpr (HasOwnForward<Model>::value) {
@@ -184,6 +192,7 @@ Engine create_supervised_trainer(Model model, torch::optim::Optimizer& optimizer
                                  SupervisedTrainerOptions options = SupervisedTrainerOptions()) {
   detail::check_trainer_options(options);
   KINDLING_CHECK(static_cast<bool>(loss_fn), "kindling::engine::create_supervised_trainer: loss_fn is empty");
+  if constexpr (detail::ChecksOptimizer<Model>::value) model.check_optimizer(optimizer);
   Engine trainer([model, &optimizer, loss_fn = std::move(loss_fn), o = std::move(options)](
                      Engine& engine, const data::Example& batch) mutable -> Value {
     const int64_t steps = o.gradient_accumulation_steps();

@@ -47,6 +47,7 @@
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/sequential.h>
+#include <torch/optim/optimizer.h>
 
 #include <cstdint>
 #include <memory>
@@ -122,11 +123,30 @@ class KINDLING_API ShardedModel {
   /// Elements of the parameters this rank keeps between steps: its shards (padding included),
   /// plus what stays gathered (the root unit under ZeRO-3, every unit under ZeRO-2). Local.
   int64_t resident_parameter_numel() const;
+  /// Refuses (kindling::UsageError, naming the first one) an optimizer that holds a parameter of
+  /// the module rather than its shard: built on module()->parameters() instead of parameters(),
+  /// it would step nothing. Local. create_supervised_trainer calls it.
+  void check_optimizer(const torch::optim::Optimizer& optimizer) const;
+  /// Scales the shards' gradients so that the norm of all the gradients together (over every
+  /// rank's shards: one all_reduce) is at most `max_norm` (torch's clip_grad_norm_ on a sharded
+  /// model); returns that norm before clipping. `norm_type` > 0 (2 by default; infinity: the
+  /// largest magnitude). A collective over the group. Throws kindling::UsageError for
+  /// max_norm < 0 or norm_type <= 0; TimeoutError / CommunicationError.
+  double clip_grad_norm(double max_norm, double norm_type = 2.0);
+  /// The largest number of elements that were gathered at once (the units' whole buffers held
+  /// at the same moment), since construction or the last reset: with reshard_after_forward, the
+  /// root unit plus at most two units (one computing, the next prefetched). Local.
+  int64_t peak_gathered_numel() const;
+  void reset_peak_gathered_numel();
   /// Gradient accumulation: while false, backward keeps the full gradients locally (no
   /// communication); the next synchronised backward reduces what they summed. Local.
   void set_sync(bool enabled);
   /// Whether backward synchronises now. Local; does not throw.
   bool sync_enabled() const;
+
+  /// clip_grad_norm's arithmetic on `params`' gradients of this process alone (the serial
+  /// model's). Local; throws kindling::UsageError as clip_grad_norm does.
+  static double clip_local_grad_norm(const std::vector<at::Tensor>& params, double max_norm, double norm_type);
 
   struct State;
 
@@ -163,6 +183,8 @@ class FullyShardedDataParallel {
   /// The module (train(), eval(), its submodules). Its parameters are views kindling manages:
   /// optimise parameters() instead.
   const std::shared_ptr<M>& module() const { return module_; }
+  M* operator->() const { return module_.get(); }
+  M& operator*() const { return *module_; }
   /// The engine; null in the serial model.
   ShardedModel* sharded() const { return sharded_.get(); }
   /// What the optimizer steps: this rank's shards (the module's parameters in the serial model).
@@ -195,6 +217,16 @@ class FullyShardedDataParallel {
   template <class... Args>
   decltype(auto) operator()(Args&&... args) {
     return forward(std::forward<Args>(args)...);
+  }
+  /// ShardedModel::check_optimizer (nothing in the serial model).
+  void check_optimizer(const torch::optim::Optimizer& optimizer) const {
+    if (sharded_) sharded_->check_optimizer(optimizer);
+  }
+  /// ShardedModel::clip_grad_norm; in the serial model torch::nn::utils::clip_grad_norm_'s
+  /// arithmetic on the module's gradients (kindling's, so that both read alike).
+  double clip_grad_norm(double max_norm, double norm_type = 2.0) {
+    return sharded_ ? sharded_->clip_grad_norm(max_norm, norm_type)
+                    : ShardedModel::clip_local_grad_norm(module_->parameters(), max_norm, norm_type);
   }
   /// Gradient accumulation without communication: `{ auto guard = model.no_sync(); loss.backward(); }`.
   ShardingNoSync no_sync() { return ShardingNoSync(sharded_.get()); }

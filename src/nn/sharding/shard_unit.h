@@ -40,6 +40,8 @@ class ShardUnit {
 
   // --- The whole buffer's memory.
   bool gathered() const { return gathered_; }
+  // Whether the whole buffer holds memory (gathered, or its gather in flight).
+  bool allocated() const { return full_.storage().nbytes() > 0; }
   // Gives the buffer its memory back (left undefined until the gather fills it). Local.
   void allocate();
   // Frees the buffer's memory; the parameters become empty tensors. Local.

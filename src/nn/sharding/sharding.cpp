@@ -156,6 +156,11 @@ void ShardedModel::State::attach() {
       accumulators.push_back(std::move(acc));
     }
   }
+  // Under ZeRO-3 a rank keeps only its shards between steps, from the start. (After the
+  // accumulators: each records its parameter's shape when made, and a freed one has none.)
+  if (options.reshard_after_forward())
+    for (auto& unit : units) unit.free();
+  peak_gathered = gathered_numel();
 }
 
 ShardedModel::State::~State() {
@@ -212,6 +217,25 @@ std::vector<std::pair<std::string, at::Tensor>> ShardedModel::full_parameters() 
   }
   return all;
 }
+
+void ShardedModel::check_optimizer(const torch::optim::Optimizer& optimizer) const {
+  std::unordered_map<const void*, std::string> originals;
+  for (const auto& unit : state_->units)
+    for (std::size_t i = 0; i < unit.params().size(); ++i)
+      originals.emplace(unit.params()[i].unsafeGetTensorImpl(), unit.names()[i]);
+  for (const auto& group : optimizer.param_groups())
+    for (const auto& p : group.params()) {
+      auto it = originals.find(p.unsafeGetTensorImpl());
+      KINDLING_CHECK(it == originals.end(), detail::kShardingWho, ": the optimizer holds the module's parameter '",
+                     it->second, "' itself, which a sharded model never gives a gradient, so the optimizer would "
+                     "step nothing: build it on model.parameters() (this rank's shards), not on "
+                     "module()->parameters()");
+    }
+}
+
+int64_t ShardedModel::peak_gathered_numel() const { return state_->peak_gathered; }
+
+void ShardedModel::reset_peak_gathered_numel() { state_->peak_gathered = state_->gathered_numel(); }
 
 std::vector<std::string> ShardedModel::units() const {
   std::vector<std::string> names;

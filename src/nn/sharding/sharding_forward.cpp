@@ -23,7 +23,15 @@ void ShardedModel::State::start_gather(std::size_t u) {
   auto& unit = units[u];
   if (unit.gather_work.valid() || !stale(u)) return;
   unit.allocate();
+  peak_gathered = std::max(peak_gathered, gathered_numel());
   unit.gather_work = dist::all_gather_into_async(unit.full(), unit.shard(), options.group());
+}
+
+int64_t ShardedModel::State::gathered_numel() const {
+  int64_t n = 0;
+  for (const auto& unit : units)
+    if (unit.allocated()) n += unit.full().numel();
+  return n;
 }
 
 void ShardedModel::State::finish_gather(std::size_t u) {

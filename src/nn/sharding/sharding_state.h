@@ -43,6 +43,8 @@ struct ShardedModel::State : detail::UnitCalls, std::enable_shared_from_this<Sha
   bool stale(std::size_t u) const;
   // Starts unit u's gather (gives its buffer memory first) unless it is gathered or in flight.
   void start_gather(std::size_t u);
+  // Elements of the units' whole buffers that hold memory now.
+  int64_t gathered_numel() const;
   // Ends unit u's gather (starting it first when needed): its parameters are whole views after.
   void finish_gather(std::size_t u);
   // The unit the last forward entered after `u` (next = true) or before it; npos when none.
@@ -84,7 +86,7 @@ struct ShardedModel::State : detail::UnitCalls, std::enable_shared_from_this<Sha
   std::mutex mu;  // backward's hooks against each other
   bool sync = true;
   bool callback_queued = false;
-  bool in_forward = false;
+  int64_t peak_gathered = 0;  // the most gathered_numel() has been
 };
 
 }  // namespace nn
