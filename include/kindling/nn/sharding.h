@@ -37,9 +37,10 @@
 /// (bit for bit on 2 ranks; on more, the gradients' sum runs in rank order).
 ///
 /// Rules: every rank of the group builds the same model with the same units and calls them in
-/// the same order (checked once: kindling::UsageError naming both ranks). A unit's parameters
-/// take part in its forward once: a parameter that gets its gradient twice in one backward
-/// (a unit called twice) is refused (kindling::UsageError out of backward()). The module's
+/// the same order (checked once: kindling::UsageError naming both ranks). A unit may compute
+/// more than once in a forward (it is gathered for each call; autograd adds the calls' gradients
+/// before they accumulate), but every parameter must get a gradient in every synchronised
+/// backward (kindling::UsageError out of backward() naming those that did not). The module's
 /// parameters are views kindling manages: changing them in place outside kindling is refused
 /// at the next forward; build the optimizer on parameters(), not on the module's parameters
 /// (whose gradients stay empty). Under ZeRO-3 the module's parameters are empty tensors

@@ -63,9 +63,13 @@ void ShardedModel::State::mark_ready(std::size_t u, std::size_t i) {
   queue_finish();
   if (!sync) return;  // the gradients stay in .grad() and add up there until a synchronised backward
   auto& unit = units[u];
-  KINDLING_CHECK(!unit.ready[i], detail::kShardingWho, ": parameter '", unit.names()[i], "' got its gradient twice in one backward "
-                 "(its unit '", unit.name(), "' computed twice in one forward, or the parameter is used outside it); "
-                 "each unit's parameters may take part in a forward once: split the unit or call it once");
+  // Autograd adds a parameter's gradients before it accumulates them once per backward; a second
+  // accumulation means a backward inside this one (a reentrant one), whose reduction would be
+  // launched twice.
+  KINDLING_CHECK(!unit.ready[i], detail::kShardingWho, ": parameter '", unit.names()[i], "' of unit '", unit.name(),
+                 "' accumulated a gradient twice in one backward (a backward run inside another, as activation "
+                 "checkpointing's reentrant one does); the sharded model needs one accumulation per parameter per "
+                 "backward: use a non-reentrant checkpoint, or none");
   unit.ready[i] = true;
   unit.take_gradient(i, scale);
   if (++unit.ready_count < unit.params().size()) return;

@@ -1,0 +1,199 @@
+// A sharded model's rules (kindling/nn/sharding.h): every misuse is refused with the fix, on every
+// rank, without a hang: weights changed outside the model, an optimizer on the module's
+// parameters, ranks whose models differ, nested units, tied weights, a unit left out of the loss;
+// a unit called twice trains as DDP. Real processes; the serial model is a pass-through.
+#include <gtest/gtest.h>
+#include <kindling/dist/auto.h>
+#include <kindling/dist/dist.h>
+#include <kindling/engine/supervised.h>
+#include <kindling/error.h>
+#include <kindling/nn/sharding.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/optim/sgd.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "support/backend_world_test.h"
+#include "support/multiprocess.h"
+#include "support/sharded_models.h"
+
+namespace kd = kindling::dist;
+namespace kn = kindling::nn;
+using kindling::testing::Block;
+using kindling::testing::BlockImpl;
+using kindling::testing::UnitNet;
+
+namespace sharding_rules_test {
+
+void initialize() {
+  kd::initialize(kindling::testing::test_backend(), kd::InitOptions().timeout(std::chrono::seconds(60)));
+}
+
+// `body` must throw kindling::UsageError whose message holds every one of `parts`.
+void expect_refused(const std::string& what, const std::function<void()>& body, const std::vector<std::string>& parts) {
+  std::string message;
+  try {
+    body();
+  } catch (const kindling::UsageError& e) {
+    message = e.what();
+  }
+  WCHECK(!message.empty(), << what << ": not refused");
+  for (const auto& part : parts) WCHECK(message.find(part) != std::string::npos, << what << ": " << message);
+}
+
+// A unit that computes twice in one forward.
+struct TwiceImpl : torch::nn::Module {
+  TwiceImpl() { b = register_module("b", kn::Unit<BlockImpl>(Block(12, 12))); }
+  torch::Tensor forward(torch::Tensor x) { return b(b(x)); }
+  kn::Unit<BlockImpl> b{nullptr};
+};
+TORCH_MODULE(Twice);
+
+// A Unit inside a Unit.
+struct NestedImpl : torch::nn::Module {
+  NestedImpl() {
+    inner = register_module("inner", kn::Unit<BlockImpl>(Block(12, 12)));
+    fc = register_module("fc", torch::nn::Linear(12, 12));
+  }
+  torch::Tensor forward(torch::Tensor x) { return fc(inner(x)); }
+  kn::Unit<BlockImpl> inner{nullptr};
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(Nested);
+
+struct OuterImpl : torch::nn::Module {
+  OuterImpl() { outer = register_module("outer", kn::Unit<NestedImpl>(Nested())); }
+  torch::Tensor forward(torch::Tensor x) { return outer(x); }
+  kn::Unit<NestedImpl> outer{nullptr};
+};
+TORCH_MODULE(Outer);
+
+// One weight under two names: "w" and "c.w".
+struct HoldsImpl : torch::nn::Module {
+  explicit HoldsImpl(torch::Tensor t) { w = register_parameter("w", t); }
+  torch::Tensor w;
+};
+TORCH_MODULE(Holds);
+
+struct TiedImpl : torch::nn::Module {
+  TiedImpl() {
+    w = register_parameter("w", torch::randn({12, 12}));
+    c = register_module("c", Holds(w));
+  }
+  torch::Tensor forward(torch::Tensor x) { return x.mm(w).mm(c->w); }
+  torch::Tensor w;
+  Holds c{nullptr};
+};
+TORCH_MODULE(Tied);
+
+// A unit whose output the loss does not use.
+struct UnusedImpl : torch::nn::Module {
+  UnusedImpl() {
+    used = register_module("used", kn::Unit<BlockImpl>(Block(12, 4)));
+    unused = register_module("unused", kn::Unit<BlockImpl>(Block(12, 4)));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    unused(x);
+    return used(x);
+  }
+  kn::Unit<BlockImpl> used{nullptr}, unused{nullptr};
+};
+TORCH_MODULE(Unused);
+
+// A unit called twice in one forward is gathered again for its second call, and autograd adds
+// the two calls' gradients before accumulating them: it trains as DDP (bit for bit on 2 ranks).
+void twice_trains_as_ddp(const kn::ShardingOptions& options, const std::string& mode) {
+  torch::manual_seed(3);
+  Twice plain_net;
+  auto plain = kd::auto_model(plain_net);
+  torch::optim::SGD plain_optimizer(plain_net->parameters(), 0.1);
+  torch::manual_seed(3);
+  Twice net;
+  auto model = kd::auto_model(net, options);
+  torch::optim::SGD optimizer(model.parameters(), 0.1);
+  for (int step = 0; step < 3; ++step) {
+    auto x = kindling::testing::sharding_batch(step).first;
+    plain_optimizer.zero_grad();
+    optimizer.zero_grad();
+    torch::mse_loss(plain(x), x).backward();
+    torch::mse_loss(model(x), x).backward();
+    plain_optimizer.step();
+    optimizer.step();
+  }
+  const auto whole = model.sharded()->full_parameters();
+  const auto reference = plain_net->parameters();
+  for (std::size_t i = 0; i < whole.size(); ++i)
+    WCHECK(torch::equal(whole[i].second, reference[i].detach()), << mode << "a unit called twice: " << whole[i].first
+                                                                 << " differs from DDP's");
+}
+
+KINDLING_WORKER(sharding_refuses_misuse) {
+  initialize();
+  auto [x, y] = kindling::testing::sharding_batch(0);
+  for (bool reshard : {true, false}) {
+    const std::string mode = reshard ? "ZeRO-3: " : "ZeRO-2: ";
+    const auto options = kn::ShardingOptions().reshard_after_forward(reshard);
+    twice_trains_as_ddp(options, mode);
+    auto unused = kd::auto_model(Unused(), options);
+    expect_refused(mode + "a unit out of the loss", [&] { torch::mse_loss(unused(x), y).backward(); },
+                   {"got no gradient", "unused.fc.weight", "unused.fc.bias"});
+    UnitNet net;
+    auto model = kd::auto_model(net, options);
+    torch::optim::SGD on_the_module(net->parameters(), 0.1);
+    expect_refused(mode + "an optimizer on the module's parameters", [&] { model.check_optimizer(on_the_module); },
+                   {"b1.fc.weight", "model.parameters()"});
+    auto loss = [](const at::Tensor& p, const at::Tensor& t) { return torch::mse_loss(p, t); };
+    expect_refused(mode + "the trainer's optimizer on the module's parameters",
+                   [&] { kindling::engine::create_supervised_trainer(model, on_the_module, loss); },
+                   {"model.parameters()"});
+    torch::optim::SGD optimizer(model.parameters(), 0.1);
+    kindling::engine::create_supervised_trainer(model, optimizer, loss);  // the right one is taken
+    torch::mse_loss(model(x), y).backward();
+    optimizer.step();
+    model(x);  // the weights are whole now in both modes
+    {
+      torch::NoGradGuard no_grad;
+      net->head->weight.mul_(2);
+    }
+    expect_refused(mode + "weights changed outside", [&] { model(x); }, {"'head.weight'", "changed in place outside"});
+  }
+  expect_refused("nested units", [] { kd::auto_model(Outer(), kn::ShardingOptions()); },
+                 {"Unit 'outer.inner' lies inside Unit 'outer'"});
+  expect_refused("tied weights", [] { kd::auto_model(Tied(), kn::ShardingOptions()); },
+                 {"registered as 'w' and as 'c.w'", "untie"});
+  kd::finalize();
+}
+
+// Ranks that build different models are told so on every rank, naming both.
+KINDLING_WORKER(sharding_refuses_ranks_that_differ) {
+  initialize();
+  auto net = kd::get_rank() == 0 ? kindling::testing::sequential_mlp({12, 8, 4}) : kindling::testing::sequential_mlp({12, 9, 4});
+  expect_refused("different models", [&] { kd::auto_model(net, kn::ShardingOptions()); },
+                 {"units and parameters", "rank 1", "rank 0"});
+  kd::finalize();
+}
+
+class ShardingRulesTest : public kindling::testing::BackendWorldTest {};
+TEST_P(ShardingRulesTest, RefusesMisuseWithTheFix) { expect_ok("sharding_refuses_misuse"); }
+TEST_P(ShardingRulesTest, RefusesRanksWhoseModelsDiffer) { expect_ok("sharding_refuses_ranks_that_differ"); }
+INSTANTIATE_TEST_SUITE_P(Backends, ShardingRulesTest, ::testing::ValuesIn(kindling::testing::cpu_backend_world_sizes({2})),
+                         [](const auto& info) { return kindling::testing::backend_world_size_name(info.param); });
+
+// Not distributed: no engine, the module's own parameters, units that only call their module.
+TEST(Sharding, SerialIsAPassThrough) {
+  UnitNet net;
+  auto model = kindling::dist::auto_model(net, kn::ShardingOptions());
+  EXPECT_EQ(model.sharded(), nullptr);
+  EXPECT_EQ(model.parameters().size(), net->parameters().size());
+  EXPECT_TRUE(model.parameters().front().is_same(net->parameters().front()));
+  const auto x = torch::randn({3, 12});
+  EXPECT_TRUE(torch::equal(model(x), net->forward(x)));
+  std::vector<std::string> names;
+  for (const auto& p : net->named_parameters()) names.push_back(p.key());
+  EXPECT_EQ(names, (std::vector<std::string>{"b1.fc.weight", "b1.fc.bias", "b2.fc.weight", "b2.fc.bias", "head.weight",
+                                             "head.bias"}));
+}
+
+}  // namespace sharding_rules_test
