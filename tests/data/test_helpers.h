@@ -3,11 +3,12 @@
 // the error messages of throwing calls.
 #include <gtest/gtest.h>
 #include <kindling/error.h>
-#include <ftw.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+
+#include "support/files.h"
 
 #include <cstdint>
 #include <fstream>
@@ -46,29 +47,7 @@ inline void make_directories(const std::string& dir) {
   }
 }
 
-inline void remove_tree(const std::string& dir) {
-  ::nftw(
-      dir.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16,
-      FTW_DEPTH | FTW_PHYS);
-}
-
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/kindling-datasets-XXXXXX";
-    const char* made = ::mkdtemp(tmpl);
-    if (made == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = made;
-  }
-  ~TempDir() { remove_tree(path_); }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-  std::string str() const { return path_; }
-
- private:
-  std::string path_;
-};
+// TempDir: support/files.h's (one definition in every test executable).
 
 inline void write_file(const std::string& path, const Bytes& bytes) {
   make_directories(parent_of(path));

@@ -1,11 +1,12 @@
 #pragma once
 // Small file and clock helpers the tests share.
 #include <dirent.h>
+#include <ftw.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -23,13 +24,20 @@ inline std::string make_temp_dir(const std::string& tag) {
 class TempDir {
  public:
   explicit TempDir(const std::string& tag = "test") : path_(make_temp_dir(tag)) {}
+  // Through POSIX calls, not std::filesystem: pip's LibTorch 2.x exports its own copy of
+  // libstdc++'s std::filesystem functions, and a test binary's calls bind to it (remove_all
+  // crashed there).
   ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
+    ::nftw(
+        path_.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16,
+        FTW_DEPTH | FTW_PHYS);
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
   const std::string& path() const { return path_; }
+  /// The path of `name` inside it; str(): its own.
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+  const std::string& str() const { return path_; }
 
  private:
   std::string path_;

@@ -58,6 +58,7 @@
 #include <vector>
 
 #include "kindling/dist/group.h"
+#include "kindling/engine/state_dict.h"
 #include "kindling/export.h"
 #include "kindling/nn/unit.h"
 #include "kindling/options.h"
@@ -119,6 +120,21 @@ class KINDLING_API ShardedModel {
   /// shards: a collective over the group (every rank calls it, every rank gets the whole).
   /// Throws TimeoutError / CommunicationError.
   std::vector<std::pair<std::string, at::Tensor>> full_parameters() const;
+  /// Sets the parameters from whole tensors by the module's names (full_parameters()' layout: every
+  /// parameter, its shape): this rank keeps its part, and the next forward gathers the new values.
+  /// Local: every rank passes the same values. Throws kindling::UsageError naming a missing
+  /// parameter or a wrong shape, before changing anything.
+  void load_full_parameters(const std::vector<std::pair<std::string, at::Tensor>>& whole);
+  /// The state of `optimizer` (built on parameters(); SGD, Adam or AdamW) in torch's layout with
+  /// each per-parameter tensor whole in its parameter's shape: what the same optimizer over DDP's
+  /// module saves, and what Python's torch.optim loads. A collective over the group (every rank
+  /// gets the whole). Throws kindling::UsageError for an optimizer not built on parameters() or
+  /// ranks whose states differ in entries; TimeoutError / CommunicationError.
+  StateDict full_optimizer_state_dict(const torch::optim::Optimizer& optimizer) const;
+  /// Restores a full_optimizer_state_dict() (or an ordinary optimizer's state in torch's layout),
+  /// saved at any world size: this rank keeps its parts. Local. Throws kindling::UsageError as
+  /// kindling::nn::load_optimizer_state_dict does, before changing anything.
+  void load_full_optimizer_state_dict(torch::optim::Optimizer& optimizer, const StateDict& state);
   /// The units' names ("" for the root unit), in the order of their shards. Local.
   std::vector<std::string> units() const;
   /// Elements of the parameters this rank keeps between steps: its shards (padding included),
@@ -154,6 +170,12 @@ class KINDLING_API ShardedModel {
  private:
   std::shared_ptr<State> state_;
 };
+
+namespace detail {
+/// 1 for a parameter of a module a live sharded model manages, 2 for one of its shards, else 0
+/// (checkpoints' stateful() refuses to save those as a plain module or optimizer). Local.
+KINDLING_API int sharded_role(const at::Tensor& tensor);
+}  // namespace detail
 
 /// RAII: no synchronisation for its lifetime (ShardedModel::set_sync(false)). Local.
 class KINDLING_API ShardingNoSync {

@@ -33,6 +33,10 @@ class ModuleState : public Stateful {
  public:
   explicit ModuleState(std::shared_ptr<torch::nn::Module> m) : module_(std::move(m)) {
     KINDLING_CHECK(module_ != nullptr, "kindling::handlers::stateful: the module is null");
+    for (const auto& p : module_->parameters())
+      KINDLING_CHECK(nn::detail::sharded_role(p) == 0, "kindling::handlers::stateful: this module's parameters are "
+                     "managed by a sharded model (FullyShardedDataParallel), whose module holds no whole weights "
+                     "between steps: save the model itself, stateful(model)");
   }
   StateDict state_dict() const override {
     StateDict sd = new_state_dict();
@@ -234,6 +238,11 @@ std::shared_ptr<Stateful> stateful(std::shared_ptr<torch::nn::Module> module) {
   return std::make_shared<ModuleState>(std::move(module));
 }
 std::shared_ptr<Stateful> stateful(torch::optim::Optimizer& optimizer) {
+  for (const auto& group : optimizer.param_groups())
+    for (const auto& p : group.params())
+      KINDLING_CHECK(nn::detail::sharded_role(p) == 0, "kindling::handlers::stateful: this optimizer steps a sharded "
+                     "model's shards; alone it would save this rank's parts only: save it with "
+                     "stateful(optimizer, model)");
   if (auto* own = dynamic_cast<nn::SelfStatedOptimizer*>(&optimizer))
     return std::make_shared<SelfStatedOptimizerState>(*own);
   return std::make_shared<OptimizerState>(optimizer);

@@ -32,6 +32,11 @@ class ShardUnit {
   int64_t chunk() const { return chunk_; }
   // Where parameter i starts in the whole buffer.
   int64_t offset(std::size_t i) const { return offsets_[i]; }
+  // Where shards()[i] starts in the shard, and in its parameter (flat).
+  int64_t shard_begin(std::size_t i) const { return shard_begin_[i]; }
+  int64_t piece_offset(std::size_t i) const {
+    return shards_[i].numel() == 0 ? 0 : rank_begin_ + shard_begin_[i] - offsets_[i];  // an empty one: anywhere
+  }
   // Parameter i's shape and size (also while it is freed).
   at::IntArrayRef shape(std::size_t i) const { return shapes_[i]; }
   int64_t size(std::size_t i) const { return sizes_[i]; }

@@ -161,9 +161,11 @@ void ShardedModel::State::attach() {
   if (options.reshard_after_forward())
     for (auto& unit : units) unit.free();
   peak_gathered = gathered_numel();
+  enroll(true);
 }
 
 ShardedModel::State::~State() {
+  enroll(false);
   for (const auto& b : bound) b.first->bind({}, 0);
 }
 

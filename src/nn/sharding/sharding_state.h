@@ -30,6 +30,9 @@ struct ShardedModel::State : detail::UnitCalls, std::enable_shared_from_this<Sha
   // Binds the Units and hooks the accumulators (needs shared_from_this()). Local.
   void attach();
   ~State() override;
+  // Adds (or removes) the module's parameters and the shards to the registry detail::sharded_role
+  // reads (sharding_state_dict.cpp). Local.
+  void enroll(bool add);
 
   // --- Forward (sharding_forward.cpp): the user's thread, collectives over the group.
   void before_forward();

@@ -30,6 +30,7 @@
 #include "kindling/error.h"
 #include "kindling/export.h"
 #include "kindling/nn/ddp.h"
+#include "kindling/nn/sharding.h"
 
 namespace kindling {
 namespace metrics {
@@ -52,7 +53,8 @@ using Objects = std::vector<std::pair<std::string, std::shared_ptr<Stateful>>>;
 
 /// A module's parameters and buffers by their dotted names (as torch's state_dict, so a
 /// kindling ResNet's file loads into torchvision's). Loading checks every key and shape
-/// before copying anything.
+/// before copying anything. The module of a sharded model is refused (kindling::UsageError):
+/// save the model, stateful(model).
 KINDLING_API std::shared_ptr<Stateful> stateful(std::shared_ptr<torch::nn::Module> module);
 template <typename M>
 std::shared_ptr<Stateful> stateful(const torch::nn::ModuleHolder<M>& holder) {
@@ -63,11 +65,30 @@ template <typename M>
 std::shared_ptr<Stateful> stateful(const nn::DistributedDataParallel<M>& ddp) {
   return stateful(std::static_pointer_cast<torch::nn::Module>(ddp.module()));
 }
+/// A sharded model (kindling/nn/sharding.h) as its module's state_dict: every parameter whole,
+/// then the buffers; saving gathers the shards (a collective: called on every rank, as the
+/// checkpoint does), loading keeps this rank's part at any world size. In the serial model, the
+/// module's. Keeps the module alive.
+KINDLING_API std::shared_ptr<Stateful> stateful_sharded(std::shared_ptr<torch::nn::Module> module,
+                                                        nn::ShardedModel* sharded);
+template <typename M>
+std::shared_ptr<Stateful> stateful(const nn::FullyShardedDataParallel<M>& model) {
+  return stateful_sharded(std::static_pointer_cast<torch::nn::Module>(model.module()), model.sharded());
+}
+/// The optimizer of a sharded model (built on its parameters()) as the same optimizer over the
+/// whole module saves itself (torch's layout, per-parameter state whole): saving gathers (a
+/// collective), loading keeps this rank's parts at any world size. The model must outlive it.
+KINDLING_API std::shared_ptr<Stateful> stateful_sharded(torch::optim::Optimizer& optimizer, nn::ShardedModel* sharded);
+template <typename M>
+std::shared_ptr<Stateful> stateful(torch::optim::Optimizer& optimizer, const nn::FullyShardedDataParallel<M>& model) {
+  return stateful_sharded(optimizer, model.sharded());
+}
 /// An optimizer as torch's optimizer.state_dict(): {"state": {index: {...}}, "param_groups":
 /// [{options..., "params": [indices]}]} for SGD, Adam and AdamW; other optimizers are saved
 /// as LibTorch's own archive bytes under "torch_archive" (a uint8 tensor). An optimizer that
 /// keeps its state itself (kindling::nn::SelfStatedOptimizer: ZeroRedundancyOptimizer, whose
-/// state_dict is a collective, and OptimizerInBackward) gives the same layout.
+/// state_dict is a collective, and OptimizerInBackward) gives the same layout. An optimizer of a
+/// sharded model's shards is refused (kindling::UsageError): save it with stateful(optimizer, model).
 KINDLING_API std::shared_ptr<Stateful> stateful(torch::optim::Optimizer& optimizer);
 /// A DDP communication hook's state (PowerSgdHook: its error feedback, warm start and random
 /// state; saving gathers every rank's, so it is called on every rank). Keeps the hook alive.
