@@ -183,10 +183,10 @@ void ResNetImpl::reset() {
     return basic ? make_layer<BasicBlock>(inplanes, planes, blocks, stride)
                  : make_layer<Bottleneck>(inplanes, planes, blocks, stride);
   };
-  layer1 = register_module("layer1", make(64, layers[0], 1));
-  layer2 = register_module("layer2", make(128, layers[1], 2));
-  layer3 = register_module("layer3", make(256, layers[2], 2));
-  layer4 = register_module("layer4", make(512, layers[3], 2));
+  layer1 = register_module("layer1", kindling::nn::Unit<torch::nn::SequentialImpl>(make(64, layers[0], 1)));
+  layer2 = register_module("layer2", kindling::nn::Unit<torch::nn::SequentialImpl>(make(128, layers[1], 2)));
+  layer3 = register_module("layer3", kindling::nn::Unit<torch::nn::SequentialImpl>(make(256, layers[2], 2)));
+  layer4 = register_module("layer4", kindling::nn::Unit<torch::nn::SequentialImpl>(make(512, layers[3], 2)));
 
   // Head.
   avgpool = register_module("avgpool", torch::nn::AdaptiveAvgPool2d(torch::nn::AdaptiveAvgPool2dOptions({1, 1})));

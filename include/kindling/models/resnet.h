@@ -33,6 +33,7 @@
 #include "kindling/export.h"
 #include "kindling/options.h"
 #include "kindling/nn/batchnorm.h"
+#include "kindling/nn/unit.h"
 
 namespace kindling {
 namespace models {
@@ -64,7 +65,7 @@ struct KINDLING_API ResNetOptions {
 enum class ResNetBlock { kBasic, kBottleneck };
 
 /// torchvision's ResNet: conv1, bn1, relu, maxpool, layer1..layer4 (torch::nn::Sequential
-/// of residual blocks, named "0", "1", ...), adaptive average pooling to 1x1, flatten, fc.
+/// of residual blocks, named "0", "1", ..., each in a kindling::nn::Unit, which keeps the names), adaptive average pooling to 1x1, flatten, fc.
 /// A block whose stride is not 1 or whose input channels differ from its output channels
 /// has a "downsample" shortcut: Sequential(1x1 convolution without bias, BatchNorm2d).
 class KINDLING_API ResNetImpl : public torch::nn::Cloneable<ResNetImpl> {
@@ -97,7 +98,8 @@ class KINDLING_API ResNetImpl : public torch::nn::Cloneable<ResNetImpl> {
   kindling::nn::BatchNorm2d bn1{nullptr};
   /// Null with cifar_stem.
   torch::nn::MaxPool2d maxpool{nullptr};
-  torch::nn::Sequential layer1{nullptr}, layer2{nullptr}, layer3{nullptr}, layer4{nullptr};
+  /// The four layers, each a unit of sharding (kindling/nn/unit.h: a pass-through elsewhere).
+  kindling::nn::Unit<torch::nn::SequentialImpl> layer1{nullptr}, layer2{nullptr}, layer3{nullptr}, layer4{nullptr};
   torch::nn::AdaptiveAvgPool2d avgpool{nullptr};
   torch::nn::Linear fc{nullptr};
 };

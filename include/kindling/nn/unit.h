@@ -21,6 +21,7 @@
 /// and checkpoints load in a model built without units. Outside a sharded model (serial, DDP)
 /// a Unit only calls the module's forward.
 
+#include <torch/nn/cloneable.h>
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
@@ -83,17 +84,19 @@ class KINDLING_API UnitBase {
 
 /// The unit module around a module of type M (see the file comment).
 template <class M>
-class UnitImpl : public torch::nn::Module, public UnitBase {
+class UnitImpl : public torch::nn::Cloneable<UnitImpl<M>>, public UnitBase {
  public:
   /// Wraps `module`: its parameters, buffers and children become this module's, under their own
   /// names. Local; does not throw.
   explicit UnitImpl(const torch::nn::ModuleHolder<M>& module) : UnitImpl(module.ptr()) {}
   /// The same for a module pointer.
-  explicit UnitImpl(std::shared_ptr<M> module) : module_(std::move(module)) {
-    for (const auto& p : module_->named_parameters(/*recurse=*/false))
-      register_parameter(p.key(), p.value(), p.value().requires_grad());
-    for (const auto& b : module_->named_buffers(/*recurse=*/false)) register_buffer(b.key(), b.value());
-    for (const auto& c : module_->named_children()) register_module(c.key(), c.value());
+  explicit UnitImpl(std::shared_ptr<M> module) : module_(std::move(module)) { adopt(); }
+  /// Cloneable's rebuild (clone()): a clone of the wrapped module (M must be cloneable, as
+  /// LibTorch's own modules are), adopted as the constructor does, bound to no sharded model.
+  void reset() override {
+    bind({}, 0);
+    module_ = std::dynamic_pointer_cast<M>(module_->clone());
+    adopt();
   }
   /// The wrapped module.
   const std::shared_ptr<M>& module() const { return module_; }
@@ -118,6 +121,13 @@ class UnitImpl : public torch::nn::Module, public UnitBase {
   }
 
  private:
+  void adopt() {
+    for (const auto& p : module_->named_parameters(/*recurse=*/false))
+      this->register_parameter(p.key(), p.value(), p.value().requires_grad());
+    for (const auto& b : module_->named_buffers(/*recurse=*/false)) this->register_buffer(b.key(), b.value());
+    for (const auto& c : module_->named_children()) this->register_module(c.key(), c.value());
+  }
+
   std::shared_ptr<M> module_;
 };
 
