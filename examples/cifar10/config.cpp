@@ -68,11 +68,19 @@ int parse_command_line(int argc, char** argv, Config& c) {
       ->check(CLI::Range(1, 1024));
   app.add_option("--stop_iteration", c.stop_iteration, "End the run after this iteration, as a crash would")
       ->check(count(1));
-  app.add_flag("--with_amp", c.with_amp, "Automatic mixed precision (float16 on CUDA, bfloat16 on CPU)");
-  app.add_option("--comm_hook", c.comm_hook,
+  auto* amp = app.add_flag("--with_amp", c.with_amp, "Automatic mixed precision (float16 on CUDA, bfloat16 on CPU)");
+  auto* hook = app.add_option("--comm_hook", c.comm_hook,
                  "How DDP averages gradients: none (float32 all-reduce), fp16, bf16 or powersgd")
       ->check(CLI::IsMember({"none", "fp16", "bf16", "powersgd"}))
       ->capture_default_str();
+  app.add_option("--sharding", c.sharding,
+                 "Split weights, gradients and SGD's state across the ranks: none (DDP), zero2 (weights whole in "
+                 "forward and backward) or zero3 (each ResNet layer gathered only while it computes); not with "
+                 "--comm_hook (DDP's) nor --with_amp (GradScaler does not yet decide over every rank's shards)")
+      ->check(CLI::IsMember({"none", "zero2", "zero3"}))
+      ->capture_default_str()
+      ->excludes(hook)
+      ->excludes(amp);
   app.add_option("--powersgd_rank", c.powersgd_rank, "PowerSGD's matrix approximation rank")
       ->check(count(1))
       ->capture_default_str();
@@ -146,6 +154,7 @@ std::vector<std::pair<std::string, std::string>> describe(const Config& c) {
           {"stop_iteration", optional(c.stop_iteration)},
           {"with_amp", c.with_amp ? "True" : "False"},
           {"comm_hook", c.comm_hook},
+          {"sharding", c.sharding},
           {"powersgd_rank", text(c.powersgd_rank)},
           {"powersgd_start_iter", text(c.powersgd_start_iter)},
           {"train_subset", text(c.train_subset)},

@@ -33,6 +33,7 @@ struct Config {
   std::optional<int64_t> stop_iteration;  // end the run after this iteration (simulates a crash)
   bool with_amp = false;
   std::string comm_hook = "none";  // DDP communication hook: none, fp16, bf16 or powersgd
+  std::string sharding = "none";   // none (DDP), zero2 or zero3 (kindling/nn/sharding.h)
   int64_t powersgd_rank = 1;        // PowerSGD's matrix_approximation_rank
   int64_t powersgd_start_iter = 1000;
   // Beyond the tutorial: small runs for tests and benchmarks.

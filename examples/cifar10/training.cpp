@@ -104,13 +104,11 @@ std::shared_ptr<kindling::nn::CommHook> get_comm_hook(const Config& config) {
   return nullptr;
 }
 
-kindling::nn::DistributedDataParallel<kindling::models::ResNetImpl> get_model(
-    const Config& config, int64_t channels, const std::shared_ptr<kindling::nn::CommHook>& hook) {
+kindling::models::ResNet get_resnet(const Config& config, int64_t channels) {
   const auto options = kindling::models::ResNetOptions().num_classes(10).in_channels(channels);
-  const auto ddp = kindling::nn::DdpOptions().comm_hook(hook);
-  if (config.model == "resnet34") return kd::auto_model(kindling::models::resnet34(options), ddp);
-  if (config.model == "resnet50") return kd::auto_model(kindling::models::resnet50(options), ddp);
-  return kd::auto_model(kindling::models::resnet18(options), ddp);
+  if (config.model == "resnet34") return kindling::models::resnet34(options);
+  if (config.model == "resnet50") return kindling::models::resnet50(options);
+  return kindling::models::resnet18(options);
 }
 
 std::shared_ptr<kh::PiecewiseLinear> get_lr_scheduler(const Config& config, torch::optim::Optimizer& optimizer,
@@ -144,6 +142,7 @@ int share_the_cores() {
 }
 
 using Model = kindling::nn::DistributedDataParallel<kindling::models::ResNetImpl>;
+using ShardedModel = kindling::nn::FullyShardedDataParallel<kindling::models::ResNetImpl>;
 
 // Everything one run holds, built by the phases below in the tutorial's order. It is never
 // moved: the handlers attached to its engines refer to its members.
@@ -158,7 +157,8 @@ struct Job {
   int64_t resumed_at = 0;  // the trainer's iteration after loading resume_state
   std::optional<Dataflow> flow;
   std::shared_ptr<kindling::nn::CommHook> comm_hook;  // --comm_hook (its state is checkpointed)
-  std::optional<Model> model;
+  std::optional<Model> model;           // DDP, or with --sharding:
+  std::optional<ShardedModel> sharded;  // the sharded model
   std::unique_ptr<torch::optim::SGD> optimizer;
   std::shared_ptr<IterationSplit> split;  // --profile, rank 0
   kindling::engine::LossFunction criterion;
@@ -191,6 +191,26 @@ void prepare(Job& job, int threads) {
   job.run = make_run_folder(job.logger, config);
 }
 
+// The model under DDP, or sharded (--sharding); returns the parameters its optimizer steps.
+std::vector<at::Tensor> make_model(Job& job) {
+  auto net = get_resnet(job.config, job.data->channels);
+  if (job.config.sharding != "none") {
+    const bool zero3 = job.config.sharding == "zero3";
+    job.sharded.emplace(kd::auto_model(net, kindling::nn::ShardingOptions().reshard_after_forward(zero3)));
+    return job.sharded->parameters();
+  }
+  job.model.emplace(kd::auto_model(net, kindling::nn::DdpOptions().comm_hook(job.comm_hook)));
+  return (*job.model)->parameters();
+}
+
+// The model and its optimizer for a checkpoint: a sharded model's are saved whole.
+std::shared_ptr<kh::Stateful> model_state(Job& job) {
+  return job.sharded ? kh::stateful(*job.sharded) : kh::stateful(*job.model);
+}
+std::shared_ptr<kh::Stateful> optimizer_state(Job& job) {
+  return job.sharded ? kh::stateful(*job.optimizer, *job.sharded) : kh::stateful(*job.optimizer);
+}
+
 // The loaders, the model, SGD with Nesterov, the criterion, the schedule, and the trainer
 // with the tutorial's output {"batch loss": loss.item()}.
 void make_trainer(Job& job) {
@@ -200,23 +220,21 @@ void make_trainer(Job& job) {
   KINDLING_CHECK(iters_per_epoch > 0, "cifar10: the training split gives no batch of ", config.batch_size,
                  " samples over ", kd::get_world_size(), " rank(s) (drop_last); use a smaller --batch_size");
   job.comm_hook = get_comm_hook(config);
-  job.model = get_model(config, job.data->channels, job.comm_hook);
-  auto& model = *job.model;
+  const std::vector<at::Tensor> parameters = make_model(job);
   const auto sgd_options = torch::optim::SGDOptions(*config.learning_rate)
                                .momentum(config.momentum)
                                .weight_decay(config.weight_decay)
                                .nesterov(true);
   // --profile: an SGD that marks its step, a criterion that marks the forward's end.
   job.split = config.profile && kd::get_rank() == 0 ? std::make_shared<IterationSplit>() : nullptr;
-  job.optimizer = job.split ? std::make_unique<TimedSGD>(model->parameters(), sgd_options, job.split)
-                            : std::make_unique<torch::optim::SGD>(model->parameters(), sgd_options);
+  job.optimizer = job.split ? std::make_unique<TimedSGD>(parameters, sgd_options, job.split)
+                            : std::make_unique<torch::optim::SGD>(parameters, sgd_options);
   kd::auto_optim(*job.optimizer);
   job.criterion = [](const at::Tensor& y_pred, const at::Tensor& y) { return at::cross_entropy_loss(y_pred, y); };
   if (job.split) job.criterion = job.split->timed(job.criterion);
   job.lr_scheduler = get_lr_scheduler(config, *job.optimizer, iters_per_epoch);
   job.scaler = config.with_amp ? std::make_shared<kindling::engine::GradScaler>() : nullptr;
-  job.trainer.emplace(kindling::engine::create_supervised_trainer(
-      model, *job.optimizer, job.criterion,
+  const auto options =
       kindling::engine::SupervisedTrainerOptions()
           .device(kd::device())
           .non_blocking(true)
@@ -224,10 +242,14 @@ void make_trainer(Job& job) {
           .scaler(job.scaler)
           .output_transform([](const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor& loss) {
             return Value(loss.item<double>());  // named "batch loss" by the common handlers
-          })));
+          });
+  auto make = [&](auto& model) {
+    return kindling::engine::create_supervised_trainer(model, *job.optimizer, job.criterion, options);
+  };
+  job.trainer.emplace(job.sharded ? make(*job.sharded) : make(*job.model));
   job.trainer->name = "trainer";
   job.trainer->logger = job.logger;  // as the tutorial: the engine's lines ("Epoch[1] Complete. ...") through it
-  if (job.split) job.split->attach(*job.trainer, model.reducer());
+  if (job.split) job.split->attach(*job.trainer, job.model ? job.model->reducer() : nullptr);
 }
 
 // The common training handlers (checkpoints of to_save, the schedule, the progress bar);
@@ -237,8 +259,8 @@ void make_trainer(Job& job) {
 void attach_common_and_resume(Job& job) {
   const Config& config = job.config;
   job.to_save = {{"trainer", kh::stateful(*job.trainer)},
-                 {"model", kh::stateful(*job.model)},
-                 {"optimizer", kh::stateful(*job.optimizer)},
+                 {"model", model_state(job)},
+                 {"optimizer", optimizer_state(job)},
                  {"lr_scheduler", kh::stateful(*job.lr_scheduler)}};
   if (job.scaler) job.to_save.push_back({"scaler", kh::stateful(*job.scaler)});
   if (job.comm_hook) job.to_save.push_back({"comm_hook", kh::stateful(job.comm_hook)});
@@ -272,10 +294,12 @@ void attach_common_and_resume(Job& job) {
 void attach_evaluators_and_logs(Job& job) {
   const Config& config = job.config;
   auto make_evaluator = [&](const std::string& name) {
-    Engine e = kindling::engine::create_supervised_evaluator(
-        *job.model,
-        {{"Accuracy", std::make_shared<km::Accuracy>()}, {"Loss", std::make_shared<km::Loss>(job.criterion)}},
-        kindling::engine::SupervisedEvaluatorOptions().device(kd::device()).non_blocking(true).amp(config.with_amp));
+    auto make = [&](auto& model) {
+      return kindling::engine::create_supervised_evaluator(
+          model, {{"Accuracy", std::make_shared<km::Accuracy>()}, {"Loss", std::make_shared<km::Loss>(job.criterion)}},
+          kindling::engine::SupervisedEvaluatorOptions().device(kd::device()).non_blocking(true).amp(config.with_amp));
+    };
+    Engine e = job.sharded ? make(*job.sharded) : make(*job.model);
     e.name = name;
     // The tutorial's evaluators keep ignite's default logger, silent below WARNING; the
     // evaluation time is logged by the trainer's handler below.
@@ -377,7 +401,7 @@ void attach_timing(Job& job) {
 // The two best models by test accuracy; --stop_iteration.
 void attach_best_models_and_stop(Job& job) {
   std::make_shared<kh::Checkpoint>(
-      kh::Objects{{"model", kh::stateful(*job.model)}},
+      kh::Objects{{"model", model_state(job)}},
       std::make_shared<kh::DiskSaver>(job.run.path, kh::DiskSaverOptions().require_empty(false)),
       kh::CheckpointOptions()
           .filename_prefix("best")
