@@ -31,6 +31,7 @@
 #include <kindling/nn/optimizer_in_backward.h>
 #include <kindling/nn/optimizer_state.h>
 #include <kindling/nn/powersgd.h>
+#include <kindling/nn/sharding.h>
 #include <kindling/nn/zero.h>
 #include <kindling/timeline.h>
 
@@ -74,6 +75,7 @@ struct Options {
   bool in_backward = false;
   std::vector<double> autotune_mb;
   int replica_check_every = 0;
+  std::string sharding = "none";  // none (DDP), zero2 or zero3: kindling/nn/sharding.h
 };
 
 // What a timed run measured on this rank.
@@ -84,6 +86,8 @@ struct Measured {
   int64_t state_elements = 0;                   // the optimizer's state on this rank, after the run
   double bucket_cap_mb = 0;                     // the buckets' size in the timed steps
   int64_t timeline_events = 0;                  // --timeline: the events the timed steps recorded
+  int64_t param_elements = 0;                   // the parameters this rank keeps between steps
+  int64_t peak_gathered = 0;                    // --sharding: the most elements gathered at once (timed steps)
   std::vector<double> step_seconds, check_seconds;  // --replica-check-every: each timed step, each check
 };
 
@@ -149,6 +153,9 @@ void describe_options(CLI::App& app, Options& o) {
                  "Compare the replicas (kindling::dist::check_replicas) after every N-th timed step, timed apart")
       ->check(CLI::Range(0, 1 << 30))
       ->capture_default_str();
+  app.add_option("--sharding", o.sharding, "none (DDP), zero2 or zero3: the model sharded (SGD over its shards)")
+      ->check(CLI::IsMember({"none", "zero2", "zero3"}))
+      ->capture_default_str();
   app.add_option("--workers", o.workers, "loader: worker threads")->check(CLI::Range(0, 1024))->capture_default_str();
   app.add_option("--epochs", o.epochs, "loader: epochs")->check(CLI::Range(1, 100000))->capture_default_str();
   app.callback([&o] { refuse_conflicts(o); });
@@ -212,30 +219,12 @@ double median_over_ranks(std::vector<double> values) {
   return kd::all_reduce(values[values.size() / 2], kd::ReduceOp::kMax);
 }
 
-template <class Module>
-Measured train(Module net, const Options& o, const std::pair<at::Tensor, at::Tensor>& data) {
-  const auto sgd = torch::optim::SGDOptions(0.01).momentum(0.9);
-  std::unique_ptr<torch::optim::Optimizer> optimizer;
-  if (o.zero || o.zero_overlap)
-    optimizer = std::make_unique<kindling::nn::ZeroRedundancyOptimizer>(
-        net->parameters(), sgd, kindling::nn::ZeroOptions().overlap_with_ddp(o.zero_overlap));
-  if (o.in_backward) optimizer = std::make_unique<kindling::nn::OptimizerInBackward>(net->parameters(), sgd);
-  auto* zero = dynamic_cast<kindling::nn::ZeroRedundancyOptimizer*>(optimizer.get());
-  auto* in_backward = dynamic_cast<kindling::nn::OptimizerInBackward*>(optimizer.get());
-  std::shared_ptr<kindling::nn::CommHook> hook = comm_hook(o);
-  if (zero) hook = zero->comm_hook();
-  if (in_backward) hook = in_backward->comm_hook(hook);
-  auto model = kd::auto_model(net, kindling::nn::DdpOptions()
-                                       .bucket_cap_mb(o.bucket_cap_mb)
-                                       .comm_hook(hook)
-                                       .hierarchical_allreduce(!o.flat)
-                                       .gradient_as_bucket_view(!o.copy_gradients)
-                                       .autotune_bucket_cap_mb(o.autotune_mb)
-                                       .autotune_steps(3));
-  Measured m;
-  if (!optimizer) optimizer = std::make_unique<torch::optim::SGD>(model->parameters(), sgd);
-  torch::optim::Optimizer& opt = *optimizer;
+// The timed steps of `model` (DDP or sharded) with `opt`; `net` is the module inside.
+template <class Model, class Net>
+void run_steps(Measured& m, Model& model, Net& net, torch::optim::Optimizer& opt, const Options& o,
+               const std::pair<at::Tensor, at::Tensor>& data) {
   const int rank = kd::get_rank(), world = kd::get_world_size();
+  constexpr bool ddp = std::is_same<Model, kindling::nn::DistributedDataParallel<typename Net::ContainedType>>::value;
   // The parts marked as the supervised trainer marks them (kindling/timeline.h): one atomic load
   // each while no timeline records; recorded in the timed steps with --timeline.
   using kindling::timeline::Lane;
@@ -267,25 +256,68 @@ Measured train(Module net, const Options& o, const std::pair<at::Tensor, at::Ten
   kd::barrier();
   // Where the timed steps begin: bench/cluster reads the links' byte counters here.
   if (kd::get_rank() == 0) std::cout << "TIMING_STARTS" << std::endl;
+  if constexpr (!ddp) model.sharded()->reset_peak_gathered_numel();
   if (o.timeline) kindling::timeline::start_recording();
   const auto t0 = std::chrono::steady_clock::now();
   for (int s = 0; s < o.steps; ++s) {
-    if (o.replica_check_every > 0)
-      time_step_and_check(m, o, s, [&] { step(o.warmup + s); }, [&] { kd::check_replicas(*net); });
-    else
+    if constexpr (ddp) {
+      if (o.replica_check_every > 0)
+        time_step_and_check(m, o, s, [&] { step(o.warmup + s); }, [&] { kd::check_replicas(*net); });
+      else
+        step(o.warmup + s);
+      if (auto* r = model.reducer()) {
+        m.backward += r->last_step_times().backward;
+        m.communication_wait += r->last_step_times().communication_wait;
+      }
+    } else {
       step(o.warmup + s);
-    if (auto* r = model.reducer()) {
-      m.backward += r->last_step_times().backward;
-      m.communication_wait += r->last_step_times().communication_wait;
     }
   }
   m.seconds = seconds_since(t0);
   if (o.timeline) m.timeline_events = kindling::timeline::stop_recording().size();
-  if (auto* r = model.reducer()) {
-    m.hook = r->comm_hook_name();
-    m.bucket_cap_mb = r->bucket_cap_mb();
+  if constexpr (ddp) {
+    if (auto* r = model.reducer()) {
+      m.hook = r->comm_hook_name();
+      m.bucket_cap_mb = r->bucket_cap_mb();
+    }
+    for (const auto& p : net->parameters()) m.param_elements += p.numel();
+  } else {
+    m.hook = o.sharding;
+    m.param_elements = model.sharded()->resident_parameter_numel();
+    m.peak_gathered = model.sharded()->peak_gathered_numel();
   }
   m.state_elements = state_elements(opt);
+}
+
+template <class Module>
+Measured train(Module net, const Options& o, const std::pair<at::Tensor, at::Tensor>& data) {
+  const auto sgd = torch::optim::SGDOptions(0.01).momentum(0.9);
+  Measured m;
+  if (o.sharding != "none") {
+    auto model = kd::auto_model(net, kindling::nn::ShardingOptions().reshard_after_forward(o.sharding == "zero3"));
+    torch::optim::SGD opt(model.parameters(), sgd);
+    run_steps(m, model, net, opt, o, data);
+    return m;
+  }
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  if (o.zero || o.zero_overlap)
+    optimizer = std::make_unique<kindling::nn::ZeroRedundancyOptimizer>(
+        net->parameters(), sgd, kindling::nn::ZeroOptions().overlap_with_ddp(o.zero_overlap));
+  if (o.in_backward) optimizer = std::make_unique<kindling::nn::OptimizerInBackward>(net->parameters(), sgd);
+  auto* zero = dynamic_cast<kindling::nn::ZeroRedundancyOptimizer*>(optimizer.get());
+  auto* in_backward = dynamic_cast<kindling::nn::OptimizerInBackward*>(optimizer.get());
+  std::shared_ptr<kindling::nn::CommHook> hook = comm_hook(o);
+  if (zero) hook = zero->comm_hook();
+  if (in_backward) hook = in_backward->comm_hook(hook);
+  auto model = kd::auto_model(net, kindling::nn::DdpOptions()
+                                       .bucket_cap_mb(o.bucket_cap_mb)
+                                       .comm_hook(hook)
+                                       .hierarchical_allreduce(!o.flat)
+                                       .gradient_as_bucket_view(!o.copy_gradients)
+                                       .autotune_bucket_cap_mb(o.autotune_mb)
+                                       .autotune_steps(3));
+  if (!optimizer) optimizer = std::make_unique<torch::optim::SGD>(model->parameters(), sgd);
+  run_steps(m, model, net, *optimizer, o, data);
   return m;
 }
 
@@ -331,15 +363,17 @@ int main(int argc, char** argv) {
     bench::with_model(o.model, [&](auto net) { m = train(net, o, data); });
     const double secs = kd::all_reduce(m.seconds, kd::ReduceOp::kMax);
     const int64_t state = kd::all_reduce(m.state_elements, kd::ReduceOp::kMax);
+    const int64_t params = kd::all_reduce(m.param_elements, kd::ReduceOp::kMax);
+    const int64_t peak = kd::all_reduce(m.peak_gathered, kd::ReduceOp::kMax);
     if (kd::get_rank() == 0) {
       const double samples = static_cast<double>(o.steps) * o.batch * world;
       std::printf(
           "RESULT impl=kindling mode=step model=%s ranks=%d batch=%lld threads=%d steps=%d hook=%s views=%d seconds=%.4f "
           "samples_per_s=%.1f backward_ms=%.1f comm_wait_ms=%.1f state_elements=%lld bucket_mb=%g "
-          "timeline_events=%lld\n",
+          "timeline_events=%lld param_elements=%lld peak_gathered=%lld\n",
           o.model.c_str(), world, static_cast<long long>(o.batch), o.threads, o.steps, m.hook.c_str(), o.copy_gradients ? 0 : 1, secs,
           samples / secs, 1e3 * m.backward / o.steps, 1e3 * m.communication_wait / o.steps, static_cast<long long>(state), m.bucket_cap_mb,
-          static_cast<long long>(m.timeline_events));
+          static_cast<long long>(m.timeline_events), static_cast<long long>(params), static_cast<long long>(peak));
     }
     if (o.replica_check_every > 0) {
       const double step_s = median_over_ranks(m.step_seconds), check_s = median_over_ranks(m.check_seconds);

@@ -206,6 +206,8 @@ CASES = [
     ("data", "fashion-mnist folder empty", ["dist_tutorial", "train", "--backend", "serial", "--data-dir", "{tmp}"], {},
      "{tmp}"),
     ("data", "epochs zero", ["cifar10", "--num_epochs", "0"], {}, "--num_epochs"),
+    ("data", "sharding with a comm hook", ["cifar10", "--sharding", "zero3", "--comm_hook", "fp16"], {},
+     "--comm_hook excludes --sharding"),
     ("data", "processes without backend", ["cifar10", "--nproc_per_node", "2", "--backend", "none"], {},
      "--nproc_per_node 2 starts several processes, which need a backend"),
     ("data", "negative stall timeout", ["cifar10", "--stall_timeout", "-5"], {},
