@@ -66,6 +66,9 @@ def main():
     p.add_argument("--static-graph", action="store_true", help="DDP(static_graph=True)")
     p.add_argument("--zero", action="store_true",
                    help="torch.distributed.optim.ZeroRedundancyOptimizer around the same SGD (ZeRO-1)")
+    p.add_argument("--fsdp", choices=["none", "zero2", "zero3"], default="none",
+                   help="torch's fully_shard (FSDP2, torch >= 2.6) on each ResNet layer and the root instead of DDP: "
+                        "zero3 reshards after forward, zero2 does not (bench_ddp's --sharding)")
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
@@ -123,7 +126,7 @@ def main():
     if rank == 0:
         samples = a.steps * a.batch * world
         print(f"RESULT impl=python mode=step model={a.model} ranks={world} batch={a.batch} threads={a.threads} "
-              f"steps={a.steps} hook={a.comm_hook} seconds={secs:.4f} samples_per_s={samples / secs:.1f}", flush=True)
+              f"steps={a.steps} hook={a.comm_hook if a.fsdp == 'none' else a.fsdp} seconds={secs:.4f} samples_per_s={samples / secs:.1f}", flush=True)
     finish(world)
 
 
@@ -133,6 +136,8 @@ def model_and_optimizer(a, world):
     net = models.MLP() if a.model == "mlp" else models.resnet18(num_classes=10, in_channels=1)
     if world == 1:
         return net, torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    if a.fsdp != "none":
+        return fully_sharded(net, a, world)
     model = torch.nn.parallel.DistributedDataParallel(
         net, bucket_cap_mb=a.bucket_cap_mb, gradient_as_bucket_view=a.gradient_as_bucket_view,
         static_graph=a.static_graph)
@@ -143,6 +148,21 @@ def model_and_optimizer(a, world):
         return model, ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.SGD, lr=0.01,
                                               momentum=0.9)
     return model, torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+
+def fully_sharded(net, a, world):
+    """torch's fully_shard as its docs apply it: each block of layers a unit (kindling's ResNet
+    units: its four layers; the MLP's Linear layers), then the root; SGD over the sharded parameters."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    mesh = init_device_mesh("cpu", (world,))
+    reshard = a.fsdp == "zero3"
+    units = [net.layer1, net.layer2, net.layer3, net.layer4] if hasattr(net, "layer1") else \
+        [m for m in net.modules() if isinstance(m, torch.nn.Linear)]
+    for unit in units:
+        fully_shard(unit, mesh=mesh, reshard_after_forward=reshard)
+    fully_shard(net, mesh=mesh, reshard_after_forward=reshard)
+    return net, torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
 
 
 def register_hook(model, a):

@@ -41,6 +41,7 @@
 #include <thread>
 
 #include "dataflow.h"
+#include "model.h"
 #include "profile.h"
 #include "resume.h"
 #include "timeline.h"
@@ -92,25 +93,6 @@ kh::RunFolder make_run_folder(const kh::Logger& logger, const Config& config) {
   return run;
 }
 
-// --comm_hook's hook (null for none).
-std::shared_ptr<kindling::nn::CommHook> get_comm_hook(const Config& config) {
-  if (config.comm_hook == "fp16") return kindling::nn::fp16_compress_hook();
-  if (config.comm_hook == "bf16") return kindling::nn::bf16_compress_hook();
-  if (config.comm_hook == "powersgd") {
-    return kindling::nn::powerSGD_hook(kindling::nn::PowerSgdOptions()
-                                           .matrix_approximation_rank(config.powersgd_rank)
-                                           .start_powerSGD_iter(config.powersgd_start_iter));
-  }
-  return nullptr;
-}
-
-kindling::models::ResNet get_resnet(const Config& config, int64_t channels) {
-  const auto options = kindling::models::ResNetOptions().num_classes(10).in_channels(channels);
-  if (config.model == "resnet34") return kindling::models::resnet34(options);
-  if (config.model == "resnet50") return kindling::models::resnet50(options);
-  return kindling::models::resnet18(options);
-}
-
 std::shared_ptr<kh::PiecewiseLinear> get_lr_scheduler(const Config& config, torch::optim::Optimizer& optimizer,
                                                       int64_t iters_per_epoch) {
   const double lr = *config.learning_rate;
@@ -141,8 +123,6 @@ int share_the_cores() {
   return at::get_num_threads();
 }
 
-using Model = kindling::nn::DistributedDataParallel<kindling::models::ResNetImpl>;
-using ShardedModel = kindling::nn::FullyShardedDataParallel<kindling::models::ResNetImpl>;
 
 // Everything one run holds, built by the phases below in the tutorial's order. It is never
 // moved: the handlers attached to its engines refer to its members.
@@ -156,9 +136,7 @@ struct Job {
   std::string resume_from;
   int64_t resumed_at = 0;  // the trainer's iteration after loading resume_state
   std::optional<Dataflow> flow;
-  std::shared_ptr<kindling::nn::CommHook> comm_hook;  // --comm_hook (its state is checkpointed)
-  std::optional<Model> model;           // DDP, or with --sharding:
-  std::optional<ShardedModel> sharded;  // the sharded model
+  TrainedModel model;  // DDP, or sharded with --sharding
   std::unique_ptr<torch::optim::SGD> optimizer;
   std::shared_ptr<IterationSplit> split;  // --profile, rank 0
   kindling::engine::LossFunction criterion;
@@ -191,26 +169,6 @@ void prepare(Job& job, int threads) {
   job.run = make_run_folder(job.logger, config);
 }
 
-// The model under DDP, or sharded (--sharding); returns the parameters its optimizer steps.
-std::vector<at::Tensor> make_model(Job& job) {
-  auto net = get_resnet(job.config, job.data->channels);
-  if (job.config.sharding != "none") {
-    const bool zero3 = job.config.sharding == "zero3";
-    job.sharded.emplace(kd::auto_model(net, kindling::nn::ShardingOptions().reshard_after_forward(zero3)));
-    return job.sharded->parameters();
-  }
-  job.model.emplace(kd::auto_model(net, kindling::nn::DdpOptions().comm_hook(job.comm_hook)));
-  return (*job.model)->parameters();
-}
-
-// The model and its optimizer for a checkpoint: a sharded model's are saved whole.
-std::shared_ptr<kh::Stateful> model_state(Job& job) {
-  return job.sharded ? kh::stateful(*job.sharded) : kh::stateful(*job.model);
-}
-std::shared_ptr<kh::Stateful> optimizer_state(Job& job) {
-  return job.sharded ? kh::stateful(*job.optimizer, *job.sharded) : kh::stateful(*job.optimizer);
-}
-
 // The loaders, the model, SGD with Nesterov, the criterion, the schedule, and the trainer
 // with the tutorial's output {"batch loss": loss.item()}.
 void make_trainer(Job& job) {
@@ -219,8 +177,7 @@ void make_trainer(Job& job) {
   const int64_t iters_per_epoch = job.flow->train.size();
   KINDLING_CHECK(iters_per_epoch > 0, "cifar10: the training split gives no batch of ", config.batch_size,
                  " samples over ", kd::get_world_size(), " rank(s) (drop_last); use a smaller --batch_size");
-  job.comm_hook = get_comm_hook(config);
-  const std::vector<at::Tensor> parameters = make_model(job);
+  const std::vector<at::Tensor> parameters = job.model.make(config, job.data->channels);
   const auto sgd_options = torch::optim::SGDOptions(*config.learning_rate)
                                .momentum(config.momentum)
                                .weight_decay(config.weight_decay)
@@ -246,10 +203,10 @@ void make_trainer(Job& job) {
   auto make = [&](auto& model) {
     return kindling::engine::create_supervised_trainer(model, *job.optimizer, job.criterion, options);
   };
-  job.trainer.emplace(job.sharded ? make(*job.sharded) : make(*job.model));
+  job.trainer.emplace(job.model.visit(make));
   job.trainer->name = "trainer";
   job.trainer->logger = job.logger;  // as the tutorial: the engine's lines ("Epoch[1] Complete. ...") through it
-  if (job.split) job.split->attach(*job.trainer, job.model ? job.model->reducer() : nullptr);
+  if (job.split) job.split->attach(*job.trainer, job.model.reducer());
 }
 
 // The common training handlers (checkpoints of to_save, the schedule, the progress bar);
@@ -259,11 +216,11 @@ void make_trainer(Job& job) {
 void attach_common_and_resume(Job& job) {
   const Config& config = job.config;
   job.to_save = {{"trainer", kh::stateful(*job.trainer)},
-                 {"model", model_state(job)},
-                 {"optimizer", optimizer_state(job)},
+                 {"model", job.model.state()},
+                 {"optimizer", job.model.optimizer_state(*job.optimizer)},
                  {"lr_scheduler", kh::stateful(*job.lr_scheduler)}};
   if (job.scaler) job.to_save.push_back({"scaler", kh::stateful(*job.scaler)});
-  if (job.comm_hook) job.to_save.push_back({"comm_hook", kh::stateful(job.comm_hook)});
+  if (job.model.comm_hook()) job.to_save.push_back({"comm_hook", kh::stateful(job.model.comm_hook())});
   job.common = kh::setup_common_training_handlers(
       *job.trainer, kh::CommonTrainingOptions()
                         .to_save(job.to_save)
@@ -299,7 +256,7 @@ void attach_evaluators_and_logs(Job& job) {
           model, {{"Accuracy", std::make_shared<km::Accuracy>()}, {"Loss", std::make_shared<km::Loss>(job.criterion)}},
           kindling::engine::SupervisedEvaluatorOptions().device(kd::device()).non_blocking(true).amp(config.with_amp));
     };
-    Engine e = job.sharded ? make(*job.sharded) : make(*job.model);
+    Engine e = job.model.visit(make);
     e.name = name;
     // The tutorial's evaluators keep ignite's default logger, silent below WARNING; the
     // evaluation time is logged by the trainer's handler below.
@@ -401,7 +358,7 @@ void attach_timing(Job& job) {
 // The two best models by test accuracy; --stop_iteration.
 void attach_best_models_and_stop(Job& job) {
   std::make_shared<kh::Checkpoint>(
-      kh::Objects{{"model", model_state(job)}},
+      kh::Objects{{"model", job.model.state()}},
       std::make_shared<kh::DiskSaver>(job.run.path, kh::DiskSaverOptions().require_empty(false)),
       kh::CheckpointOptions()
           .filename_prefix("best")

@@ -1,0 +1,51 @@
+// The tutorial's model under DDP or sharded (model.h).
+#include "model.h"
+
+#include <kindling/dist/auto.h>
+#include <kindling/nn/powersgd.h>
+
+namespace kd = kindling::dist;
+namespace kh = kindling::handlers;
+
+namespace {
+
+// --comm_hook's hook (null for none).
+std::shared_ptr<kindling::nn::CommHook> get_comm_hook(const Config& config) {
+  if (config.comm_hook == "fp16") return kindling::nn::fp16_compress_hook();
+  if (config.comm_hook == "bf16") return kindling::nn::bf16_compress_hook();
+  if (config.comm_hook == "powersgd") {
+    return kindling::nn::powerSGD_hook(kindling::nn::PowerSgdOptions()
+                                           .matrix_approximation_rank(config.powersgd_rank)
+                                           .start_powerSGD_iter(config.powersgd_start_iter));
+  }
+  return nullptr;
+}
+
+kindling::models::ResNet get_resnet(const Config& config, int64_t channels) {
+  const auto options = kindling::models::ResNetOptions().num_classes(10).in_channels(channels);
+  if (config.model == "resnet34") return kindling::models::resnet34(options);
+  if (config.model == "resnet50") return kindling::models::resnet50(options);
+  return kindling::models::resnet18(options);
+}
+
+}  // namespace
+
+std::vector<at::Tensor> TrainedModel::make(const Config& config, int64_t channels) {
+  auto net = get_resnet(config, channels);
+  if (config.sharding != "none") {
+    const bool zero3 = config.sharding == "zero3";
+    sharded_.emplace(kd::auto_model(net, kindling::nn::ShardingOptions().reshard_after_forward(zero3)));
+    return sharded_->parameters();
+  }
+  hook_ = get_comm_hook(config);
+  ddp_.emplace(kd::auto_model(net, kindling::nn::DdpOptions().comm_hook(hook_)));
+  return (*ddp_)->parameters();
+}
+
+std::shared_ptr<kh::Stateful> TrainedModel::state() const {
+  return sharded_ ? kh::stateful(*sharded_) : kh::stateful(*ddp_);
+}
+
+std::shared_ptr<kh::Stateful> TrainedModel::optimizer_state(torch::optim::Optimizer& optimizer) const {
+  return sharded_ ? kh::stateful(optimizer, *sharded_) : kh::stateful(optimizer);
+}
