@@ -5,6 +5,7 @@
 // sharding_backward.cpp.
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include <cstddef>
 #include <memory>
@@ -81,7 +82,9 @@ struct ShardedModel::State : detail::UnitCalls, std::enable_shared_from_this<Sha
   // The module's parameters in its order: (unit, index in the unit).
   std::vector<std::pair<std::size_t, std::size_t>> order_of_params;
   std::vector<at::Tensor> buffers;
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+  // The gradient accumulators (a shared_ptr on LibTorch 1.13, an intrusive_ptr on 2.x), kept so
+  // that their hooks stay.
+  std::vector<decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()))> accumulators;
   at::Tensor scale;  // 1 / world, a wrapped double (DDP's)
 
   // The order the last forward entered its units (prefetch's guide), and this forward's.
