@@ -4,6 +4,8 @@
 #include <kindling/dist/auto.h>
 #include <kindling/nn/powersgd.h>
 
+namespace cifar10 {
+
 namespace kd = kindling::dist;
 namespace kh = kindling::handlers;
 
@@ -49,3 +51,5 @@ std::shared_ptr<kh::Stateful> TrainedModel::state() const {
 std::shared_ptr<kh::Stateful> TrainedModel::optimizer_state(torch::optim::Optimizer& optimizer) const {
   return sharded_ ? kh::stateful(optimizer, *sharded_) : kh::stateful(optimizer);
 }
+
+}  // namespace cifar10

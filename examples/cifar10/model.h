@@ -14,6 +14,8 @@
 
 #include "config.h"
 
+namespace cifar10 {
+
 class TrainedModel {
  public:
   using Ddp = kindling::nn::DistributedDataParallel<kindling::models::ResNetImpl>;
@@ -40,3 +42,5 @@ class TrainedModel {
   std::optional<Ddp> ddp_;
   std::optional<Sharded> sharded_;
 };
+
+}  // namespace cifar10

@@ -46,12 +46,14 @@
 /// (whose gradients stay empty). Under ZeRO-3 the module's parameters are empty tensors
 /// between steps; read the weights with full_state_dict().
 
+#include <c10/core/ScalarType.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/optim/optimizer.h>
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -79,6 +81,14 @@ struct KINDLING_API ShardingOptions {
   KINDLING_ARG(bool, broadcast_buffers) = true;
   /// The group whose ranks share the model (default: the world).
   KINDLING_ARG(dist::Group, group);
+  /// Mixed precision: the dtype the gathered parameters compute in (e.g. at::kBFloat16), the
+  /// shards and the optimizer staying in the parameters' own dtype (float32). Floating-point
+  /// tensor arguments of forward are cast to it, a tensor result back to the shards' dtype.
+  /// Unset (default): the parameters' dtype.
+  KINDLING_ARG(std::optional<at::ScalarType>, param_dtype);
+  /// The dtype the gradients are reduce-scattered in (unset, default: the shards' dtype; e.g.
+  /// at::kBFloat16 halves the bytes of the reduction).
+  KINDLING_ARG(std::optional<at::ScalarType>, reduce_dtype);
 };
 
 /// The engine of a sharded model: the units, their shards, the gathers and reductions. Built by
@@ -106,6 +116,11 @@ class KINDLING_API ShardedModel {
   void after_forward();
   /// After the module's forward threw. Local; does not throw.
   void forward_failed() noexcept;
+  /// A forward argument as the model computes it: a floating-point tensor in param_dtype when
+  /// one is set; else itself. Local.
+  at::Tensor cast_input(const at::Tensor& input) const;
+  /// A forward result as the caller gets it: in the shards' dtype when param_dtype is set. Local.
+  at::Tensor cast_output(const at::Tensor& output) const;
   /// Sequential children as units (children_are_units): around child `index`'s forward.
   /// Collectives as UnitCalls' enter / leave.
   void enter_unit(std::size_t index);
@@ -232,10 +247,14 @@ class FullyShardedDataParallel {
         if (model) model->forward_failed();
       }
     } failed{sharded_.get()};
-    decltype(auto) result = run(std::forward<Args>(args)...);
+    decltype(auto) result = run(cast_in(std::forward<Args>(args))...);
     failed.model = nullptr;
     sharded_->after_forward();
-    return result;
+    if constexpr (std::is_same<std::decay_t<decltype(result)>, at::Tensor>::value) {
+      return sharded_->cast_output(result);
+    } else {
+      return result;
+    }
   }
   template <class... Args>
   decltype(auto) operator()(Args&&... args) {
@@ -255,6 +274,14 @@ class FullyShardedDataParallel {
   ShardingNoSync no_sync() { return ShardingNoSync(sharded_.get()); }
 
  private:
+  template <class T>
+  decltype(auto) cast_in(T&& arg) {
+    if constexpr (std::is_same<std::decay_t<T>, at::Tensor>::value) {
+      return sharded_->cast_input(arg);
+    } else {
+      return std::forward<T>(arg);
+    }
+  }
   template <class... Args>
   decltype(auto) run(Args&&... args) {
     if constexpr (std::is_base_of<torch::nn::SequentialImpl, M>::value) {

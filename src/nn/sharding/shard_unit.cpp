@@ -22,7 +22,7 @@ at::Tensor alias(const at::Tensor& buffer, int64_t from, int64_t n) {
 }  // namespace
 
 ShardUnit::ShardUnit(std::string name, std::vector<at::Tensor> params, std::vector<std::string> names, int world,
-                     int rank)
+                     int rank, std::optional<at::ScalarType> compute, std::optional<at::ScalarType> reduce)
     : name_(std::move(name)), params_(std::move(params)), names_(std::move(names)) {
   for (const auto& p : params_) {
     offsets_.push_back(numel_);
@@ -34,10 +34,12 @@ ShardUnit::ShardUnit(std::string name, std::vector<at::Tensor> params, std::vect
   rank_begin_ = chunk_ * rank;
   at::NoGradGuard no_grad;
   const auto options = params_.front().options().requires_grad(false);
-  full_ = at::zeros({chunk_ * world}, options);
+  at::Tensor whole = at::zeros({chunk_ * world}, options);
   for (std::size_t i = 0; i < params_.size(); ++i)
-    full_.narrow(0, offsets_[i], sizes_[i]).copy_(params_[i].reshape({-1}));
-  shard_ = full_.narrow(0, rank_begin_, chunk_).clone();
+    whole.narrow(0, offsets_[i], sizes_[i]).copy_(params_[i].reshape({-1}));
+  shard_ = whole.narrow(0, rank_begin_, chunk_).clone();
+  full_ = compute && *compute != whole.scalar_type() ? whole.to(*compute) : whole;
+  reduce_dtype_ = reduce.value_or(shard_.scalar_type());
   for (std::size_t i = 0; i < params_.size(); ++i) {
     // This rank's part of parameter i: [offset, offset + numel) within [begin, begin + chunk).
     const int64_t from = std::min(std::max(offsets_[i], rank_begin_), rank_begin_ + chunk_);
@@ -81,6 +83,12 @@ int64_t ShardUnit::shard_version() const {
   return v;
 }
 
+const at::Tensor& ShardUnit::gather_input() {
+  if (shard_.scalar_type() == full_.scalar_type()) return shard_;
+  send_ = shard_.to(full_.scalar_type());
+  return send_;
+}
+
 void ShardUnit::remember_versions() {
   param_versions.clear();
   for (const auto& p : params_) param_versions.push_back(p._version());
@@ -97,7 +105,7 @@ void ShardUnit::take_gradient(std::size_t i, const at::Tensor& scale) {
   KINDLING_CHECK(grad.defined() && !grad.is_sparse(), "kindling::nn::FullyShardedDataParallel: parameter '", names_[i],
                  "' has ", grad.defined() ? "a sparse" : "no", " gradient after its accumulation; only dense gradients are "
                  "supported");
-  if (!grad_full.defined()) grad_full = at::zeros({full_.numel()}, full_.options());
+  if (!grad_full.defined()) grad_full = at::zeros({full_.numel()}, full_.options().dtype(reduce_dtype_));
   // Scaled while copied (as DDP does), so that the reduction's sum is the average.
   at::Tensor into = grad_full.narrow(0, offsets_[i], sizes_[i]);
   at::mul_out(into, grad.reshape({-1}), scale);
@@ -109,6 +117,7 @@ void ShardUnit::add_to_shard_grads() {
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const at::Tensor& s = shards_[i];
     at::Tensor mine = alias(grad_shard, shard_begin_[i], s.numel());
+    if (mine.scalar_type() != s.scalar_type()) mine = mine.to(s.scalar_type());
     at::Tensor& g = s.mutable_grad();
     if (g.defined()) {
       g.add_(mine);
@@ -124,6 +133,7 @@ void ShardUnit::reset_iteration() {
   ready_count = 0;
   grad_full = at::Tensor();
   grad_shard = at::Tensor();
+  send_ = at::Tensor();
 }
 
 }  // namespace detail

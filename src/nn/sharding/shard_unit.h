@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,10 @@ class ShardUnit {
   // `params` (the module's tensors, whole), `names` theirs; `world` ranks, this one `rank`.
   // Copies the parameters' values into this rank's shard and makes each parameter a view of the
   // whole buffer (left gathered). Local; does not throw.
-  ShardUnit(std::string name, std::vector<at::Tensor> params, std::vector<std::string> names, int world, int rank);
+  // `compute`: the dtype of the whole buffer, which the parameters view (unset: theirs);
+  // `reduce`: that of the gradients' reduction (unset: the shard's, the parameters' own).
+  ShardUnit(std::string name, std::vector<at::Tensor> params, std::vector<std::string> names, int world, int rank,
+            std::optional<at::ScalarType> compute = std::nullopt, std::optional<at::ScalarType> reduce = std::nullopt);
 
   const std::string& name() const { return name_; }
   const std::vector<at::Tensor>& params() const { return params_; }
@@ -63,6 +67,10 @@ class ShardUnit {
   // The first parameter changed outside kindling since remember_versions(), or -1.
   int changed_param() const;
 
+  // What a gather sends: the shard, or its copy in the whole buffer's dtype (kept until the
+  // gather ends). Local.
+  const at::Tensor& gather_input();
+
   // --- One iteration.
   dist::Work gather_work;  // valid while a gather is in flight
   bool backward_entered = false;  // its outputs' gradient reached (ZeRO-3 gathers it back then)
@@ -84,7 +92,8 @@ class ShardUnit {
   std::vector<int64_t> offsets_, sizes_;
   std::vector<std::vector<int64_t>> shapes_;
   int64_t numel_ = 0, chunk_ = 0, rank_begin_ = 0;
-  at::Tensor full_, shard_;
+  at::Tensor full_, shard_, send_;
+  at::ScalarType reduce_dtype_;
   std::vector<at::Tensor> shards_;
   std::vector<int64_t> shard_begin_;  // where each of shards_ starts in the shard
   bool gathered_ = true;

@@ -107,6 +107,8 @@ ShardedModel::State::State(torch::nn::Module& module, ShardingOptions o, bool ch
                               {{"reshard_after_forward", flag(options.reshard_after_forward())},
                                {"prefetch", flag(options.prefetch())},
                                {"broadcast_buffers", flag(options.broadcast_buffers())},
+                               {"param_dtype", options.param_dtype() ? c10::toString(*options.param_dtype()) : "unset"},
+                               {"reduce_dtype", options.reduce_dtype() ? c10::toString(*options.reduce_dtype()) : "unset"},
                                {"units and parameters", signature(split, found)}},
                               group);
   for (const auto& b : module.buffers()) buffers.push_back(b);
@@ -129,7 +131,7 @@ ShardedModel::State::State(torch::nn::Module& module, ShardingOptions o, bool ch
       params.push_back(p.second);
     }
     units.emplace_back(k == 0 ? std::string() : found[k - 1].name, std::move(params), std::move(names), world,
-                       group.rank());
+                       group.rank(), options.param_dtype(), options.reduce_dtype());
   }
   for (std::size_t k = 1; k < split.size(); ++k)
     if (found[k - 1].unit) bound.emplace_back(found[k - 1].unit, unit_at[k]);

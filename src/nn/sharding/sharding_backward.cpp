@@ -73,7 +73,7 @@ void ShardedModel::State::mark_ready(std::size_t u, std::size_t i) {
   unit.ready[i] = true;
   unit.take_gradient(i, scale);
   if (++unit.ready_count < unit.params().size()) return;
-  unit.grad_shard = at::empty({unit.chunk()}, unit.full().options());
+  unit.grad_shard = at::empty({unit.chunk()}, unit.grad_full.options());
   unit.reduce_work = dist::reduce_scatter_async(unit.grad_shard, unit.grad_full, dist::ReduceOp::kSum, options.group());
   if (options.reshard_after_forward() && u != unit_at.front()) unit.free();
 }

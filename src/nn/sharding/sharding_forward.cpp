@@ -24,7 +24,7 @@ void ShardedModel::State::start_gather(std::size_t u) {
   if (unit.gather_work.valid() || !stale(u)) return;
   unit.allocate();
   peak_gathered = std::max(peak_gathered, gathered_numel());
-  unit.gather_work = dist::all_gather_into_async(unit.full(), unit.shard(), options.group());
+  unit.gather_work = dist::all_gather_into_async(unit.full(), unit.gather_input(), options.group());
 }
 
 int64_t ShardedModel::State::gathered_numel() const {
@@ -110,6 +110,17 @@ void ShardedModel::State::after_forward() {
 }
 
 void ShardedModel::State::forward_failed() noexcept { entering.clear(); }
+
+at::Tensor ShardedModel::cast_input(const at::Tensor& input) const {
+  const auto& dtype = state_->options.param_dtype();
+  if (!dtype || !input.defined() || !input.is_floating_point()) return input;
+  return input.to(*dtype);
+}
+
+at::Tensor ShardedModel::cast_output(const at::Tensor& output) const {
+  if (!state_->options.param_dtype() || !output.defined() || !output.is_floating_point()) return output;
+  return output.to(state_->units.front().shard().scalar_type());
+}
 
 }  // namespace nn
 }  // namespace kindling
