@@ -210,6 +210,32 @@ DDP_OPTION_WORKERS = ["ddp_bucket_view_trains_as_copies", "ddp_rebuilds_buckets_
                       "ddp_autotune_tries_each_size", "optimizer_in_backward_trains_as_ddp", "zero_trains_as_ddp"]
 
 
+# nn_test's workers of sharded data-parallel (issue 65): each checks itself against DDP in the same
+# process (tests/nn/sharding_test.cpp: bitwise on 2 ranks, 1e-6 on more, mixed precision 5%).
+SHARDING_WORKERS = ["sharding_trains_as_ddp", "sharding_resnet_trains_as_ddp", "sharding_keeps_its_share",
+                    "sharding_mixed_precision"]
+
+
+@case
+def sharding_two_hosts(args):
+    """Sharded data-parallel (ZeRO-2 and ZeRO-3) across hosts: nn_test's sharding workers on 2 hosts
+    x 2 ranks (4 ranks, the gathers and reduce-scatters cross the 1gbit link, gloo) under
+    kindling-run; each checks its weights against DDP's in the same run, its memory against its
+    bound, and must exit 0 on both hosts."""
+    with cluster.Cluster(hosts=2, rate="1gbit") as c:
+        for worker in SHARDING_WORKERS:
+            commands = [["env", "KINDLING_TEST_BACKEND=gloo", args.kindling_run, "--nnodes", "2", "--node_rank", str(k),
+                         "--master_addr", "node0", "--master_port", "29500", "--nproc_per_node", "2", args.nn_test,
+                         "--kindling-worker=" + worker] for k in range(2)]
+            before = [c.bytes_sent(k) for k in range(2)]
+            outputs = run_hosts(c, commands, timeout=240)
+            sent = [c.bytes_sent(k) - b for k, b in enumerate(before)]
+            expect(all(code == 0 for code, _ in outputs),
+                   "%s failed across 2 hosts:\n%s" % (worker, "\n".join(t[-2000:] for _, t in outputs)))
+            expect(min(sent) > 20000, "%s: the hosts' links sent only %s bytes" % (worker, sent))
+            print("%s: passed on 2 hosts x 2 ranks, %s bytes sent by the hosts" % (worker, sent))
+
+
 @case
 def ddp_options_two_hosts(args):
     """DDP's options across hosts: nn_test's workers for gradients as bucket views, buckets rebuilt
