@@ -43,6 +43,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -219,6 +220,17 @@ double median_over_ranks(std::vector<double> values) {
   return kd::all_reduce(values[values.size() / 2], kd::ReduceOp::kMax);
 }
 
+// --timeline: rank 0 prints each span's milliseconds per timed step (the step's parts and the
+// collectives the timeline records), what makes one variant slower than another.
+void print_breakdown(const std::vector<kindling::timeline::TimelineEvent>& events, int steps) {
+  std::map<std::string, double> ms;
+  for (const auto& e : events) ms[e.name] += (e.end_ns - e.start_ns) / 1e6 / steps;
+  if (kd::get_rank() != 0) return;
+  std::printf("BREAKDOWN");
+  for (const auto& [name, per_step] : ms) std::printf(" %s=%.1f", name.c_str(), per_step);
+  std::printf("\n");
+}
+
 // The timed steps of `model` (DDP or sharded) with `opt`; `net` is the module inside.
 template <class Model, class Net>
 void run_steps(Measured& m, Model& model, Net& net, torch::optim::Optimizer& opt, const Options& o,
@@ -274,7 +286,11 @@ void run_steps(Measured& m, Model& model, Net& net, torch::optim::Optimizer& opt
     }
   }
   m.seconds = seconds_since(t0);
-  if (o.timeline) m.timeline_events = kindling::timeline::stop_recording().size();
+  if (o.timeline) {
+    const auto events = kindling::timeline::stop_recording();
+    m.timeline_events = static_cast<int64_t>(events.size());
+    print_breakdown(events, o.steps);
+  }
   if constexpr (ddp) {
     if (auto* r = model.reducer()) {
       m.hook = r->comm_hook_name();
