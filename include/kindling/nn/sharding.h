@@ -44,7 +44,10 @@
 /// parameters are views kindling manages: changing them in place outside kindling is refused
 /// at the next forward; build the optimizer on parameters(), not on the module's parameters
 /// (whose gradients stay empty). Under ZeRO-3 the module's parameters are empty tensors
-/// between steps; read the weights with full_state_dict().
+/// between steps; read the weights with full_parameters() or save the model (kindling::
+/// handlers::stateful(model)). Destroying the sharded model leaves the module's parameters as
+/// they are then (under ZeRO-3 empty: a destructor cannot gather, which is a collective): keep
+/// the model while the module is used, or load a saved state into a new module.
 
 #include <c10/core/ScalarType.h>
 #include <torch/nn/module.h>
