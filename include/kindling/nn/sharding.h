@@ -29,15 +29,18 @@
 /// rank's gradients scaled by 1/N as they are copied in, as DDP does) and their full copies are
 /// freed; at the end of backward each rank's shard of the average is added to its shards'
 /// `.grad()`. Without reshard_after_forward (ZeRO-2) the parameters stay whole between
-/// forward and backward, and a forward gathers again the units whose shards changed (the
-/// optimizer stepped them). The optimizer, any LibTorch optimizer, is built on parameters():
+/// forward and backward, and the first forward after a synchronised backward (after which the
+/// optimizer may have stepped) gathers every unit again, as does one after the shards were
+/// changed in place. The optimizer, any LibTorch optimizer, is built on parameters():
 /// for each of the module's parameters, the part of it in this rank's chunk (1-D, possibly
 /// empty), so parameter groups and their options work as on the module. Since the optimizers'
-/// arithmetic is elementwise (SGD, Adam, AdamW, RMSprop, Adagrad), the training equals DDP's
-/// (bit for bit on 2 ranks; on more, the gradients' sum runs in rank order).
+/// arithmetic is elementwise (SGD, Adam and AdamW are tested; RMSprop and Adagrad too, not
+/// tested), the training equals DDP's (bit for bit on 2 ranks; on more, the gradients' sum runs
+/// in rank order).
 ///
-/// Rules: every rank of the group builds the same model with the same units and calls them in
-/// the same order (checked once: kindling::UsageError naming both ranks). A unit may compute
+/// Rules: every rank of the group builds the same model with the same units and options (checked
+/// once: kindling::UsageError naming both ranks) and calls the units in the same order (not
+/// checked: the gathers would pair up wrongly, as DDP's collectives would). A unit may compute
 /// more than once in a forward (it is gathered for each call; autograd adds the calls' gradients
 /// before they accumulate), but every parameter must get a gradient in every synchronised
 /// backward (kindling::UsageError out of backward() naming those that did not). The module's
