@@ -210,6 +210,23 @@ DDP_OPTION_WORKERS = ["ddp_bucket_view_trains_as_copies", "ddp_rebuilds_buckets_
                       "ddp_autotune_tries_each_size", "optimizer_in_backward_trains_as_ddp", "zero_trains_as_ddp"]
 
 
+def nn_workers_on_two_hosts(args, c, workers, nproc, timeout):
+    """Runs each of nn_test's `workers` on the 2 hosts of `c` x `nproc` ranks under kindling-run
+    (gloo); each must exit 0 on both hosts and its collectives must cross the link (35-700 KB
+    per host for the smallest here; the rendezvous alone is a few KB)."""
+    for worker in workers:
+        commands = [["env", "KINDLING_TEST_BACKEND=gloo", args.kindling_run, "--nnodes", "2", "--node_rank", str(k),
+                     "--master_addr", "node0", "--master_port", "29500", "--nproc_per_node", str(nproc), args.nn_test,
+                     "--kindling-worker=" + worker] for k in range(2)]
+        before = [c.bytes_sent(k) for k in range(2)]
+        outputs = run_hosts(c, commands, timeout=timeout)
+        sent = [c.bytes_sent(k) - b for k, b in enumerate(before)]
+        expect(all(code == 0 for code, _ in outputs),
+               "%s failed across 2 hosts:\n%s" % (worker, "\n".join(t[-2000:] for _, t in outputs)))
+        expect(min(sent) > 20000, "%s: the hosts' links sent only %s bytes" % (worker, sent))
+        print("%s: passed on 2 hosts x %d rank(s) (%s bytes sent by each)" % (worker, nproc, sent))
+
+
 # nn_test's workers of sharded data-parallel (issue 65): each checks itself against DDP in the same
 # process (tests/nn/sharding_test.cpp: bitwise on 2 ranks, 1e-6 on more, mixed precision 5%).
 SHARDING_WORKERS = ["sharding_trains_as_ddp", "sharding_resnet_trains_as_ddp", "sharding_keeps_its_share",
@@ -223,17 +240,7 @@ def sharding_two_hosts(args):
     kindling-run; each checks its weights against DDP's in the same run, its memory against its
     bound, and must exit 0 on both hosts."""
     with cluster.Cluster(hosts=2, rate="1gbit") as c:
-        for worker in SHARDING_WORKERS:
-            commands = [["env", "KINDLING_TEST_BACKEND=gloo", args.kindling_run, "--nnodes", "2", "--node_rank", str(k),
-                         "--master_addr", "node0", "--master_port", "29500", "--nproc_per_node", "2", args.nn_test,
-                         "--kindling-worker=" + worker] for k in range(2)]
-            before = [c.bytes_sent(k) for k in range(2)]
-            outputs = run_hosts(c, commands, timeout=240)
-            sent = [c.bytes_sent(k) - b for k, b in enumerate(before)]
-            expect(all(code == 0 for code, _ in outputs),
-                   "%s failed across 2 hosts:\n%s" % (worker, "\n".join(t[-2000:] for _, t in outputs)))
-            expect(min(sent) > 20000, "%s: the hosts' links sent only %s bytes" % (worker, sent))
-            print("%s: passed on 2 hosts x 2 ranks, %s bytes sent by the hosts" % (worker, sent))
+        nn_workers_on_two_hosts(args, c, SHARDING_WORKERS, 2, 240)
 
 
 @case
@@ -243,18 +250,7 @@ def ddp_options_two_hosts(args):
     on 2 hosts x 1 rank under kindling-run, links capped at 1gbit (gloo); each worker checks its
     option's result against the option off, as on one host, and must exit 0 on both hosts."""
     with cluster.Cluster(hosts=2, rate="1gbit") as c:
-        for worker in DDP_OPTION_WORKERS:
-            commands = [["env", "KINDLING_TEST_BACKEND=gloo", args.kindling_run, "--nnodes", "2", "--node_rank", str(k),
-                         "--master_addr", "node0", "--master_port", "29500", "--nproc_per_node", "1", args.nn_test,
-                         "--kindling-worker=" + worker] for k in range(2)]
-            before = [c.bytes_sent(k) for k in range(2)]
-            outputs = run_hosts(c, commands, timeout=180)
-            sent = [c.bytes_sent(k) - b for k, b in enumerate(before)]
-            expect(all(code == 0 for code, _ in outputs),
-                   "%s failed across 2 hosts:\n%s" % (worker, "\n".join(t[-2000:] for _, t in outputs)))
-            # Its collectives crossed the link (35-700 KB per host here; the rendezvous alone is a few KB).
-            expect(min(sent) > 20000, "%s: the hosts' links sent only %s bytes" % (worker, sent))
-            print("%s: passed on 2 hosts (%s bytes sent by each)" % (worker, sent))
+        nn_workers_on_two_hosts(args, c, DDP_OPTION_WORKERS, 1, 180)
 
 
 @case

@@ -86,12 +86,7 @@ void initialize() {
 template <class Holder>
 void trains_as_ddp(const std::string& model_name, const std::function<Holder()>& make) {
   const int n = kd::get_world_size();
-  std::vector<std::pair<std::string, std::unique_ptr<torch::optim::OptimizerOptions>>> kinds;
-  kinds.emplace_back("sgd", std::make_unique<torch::optim::SGDOptions>(
-                                torch::optim::SGDOptions(0.05).momentum(0.9).nesterov(true).weight_decay(1e-3)));
-  kinds.emplace_back("adam", std::make_unique<torch::optim::AdamOptions>(torch::optim::AdamOptions(1e-2)));
-  kinds.emplace_back("adamw", std::make_unique<torch::optim::AdamWOptions>(
-                                  torch::optim::AdamWOptions(1e-2).weight_decay(0.1).amsgrad(true)));
+  const auto kinds = kindling::testing::optimizer_kinds();
   for (const auto& [name, options] : kinds) {
     torch::manual_seed(77);
     Holder plain_net = make();
