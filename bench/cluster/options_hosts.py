@@ -17,7 +17,11 @@ Beside each: the fraction of the no-comm limit and of the overlap bound, the ste
 communication could reach at best when it starts in backward: forward and the optimizer, then
 max(backward, the ring's bytes at the link's goodput); the no-comm step split into backward and
 the rest as bench/scaling/readiness.py measured (profiles/), the goodput from
-bench/scaling/link_rate.py (--goodput, MB/s).
+bench/scaling/link_rate.py (--goodput, MB/s). Sharded variants (kindling's --sharding, torch's
+fully_shard per ResNet layer and root) have their own bound: their gathers can also hide behind
+forward, so a step is at best the longer of the no-comm step and the transfers: ZeRO-2 moves the
+ring's bytes (a reduce-scatter and an all-gather), ZeRO-3 1.5x them (a second all-gather in
+backward).
 
   bench/cluster/options_hosts.py --build build-torch2 --python ~/.cache/kindling/torch-2.15.0/bin/python \
       [--hosts 2] [--rate 1gbit] [--model resnet18] [--goodput 120.2] [--repeats 3] [--only ZeRO]
@@ -44,6 +48,10 @@ VARIANTS = [("kindling-gloo", "kindling (defaults)", ""),
              "--gradient-as-bucket-view --static-graph --bucket-cap-mb 5"),
             ("python-gloo", "torch DDP, views + static_graph + ZeroRedundancyOptimizer",
              "--gradient-as-bucket-view --static-graph --zero"),
+            ("kindling-gloo", "kindling, sharded ZeRO-2", "--sharding zero2"),
+            ("kindling-gloo", "kindling, sharded ZeRO-3", "--sharding zero3"),
+            ("python-gloo", "torch fully_shard, sharded ZeRO-2 (no reshard)", "--fsdp zero2"),
+            ("python-gloo", "torch fully_shard, sharded ZeRO-3 (reshard)", "--fsdp zero3"),
             ("kindling-gloo", "kindling, bf16 hook", "--comm-hook bf16"),
             ("kindling-gloo", "kindling, 5 MiB buckets, bf16 hook", "--bucket-cap-mb 5 --comm-hook bf16"),
             ("python-gloo", "torch DDP, bf16 hook", "--comm-hook bf16"),
@@ -52,9 +60,14 @@ VARIANTS = [("kindling-gloo", "kindling (defaults)", ""),
             ("no-comm", "no-comm limit", "")]
 
 
-def compressed(label):
-    """A 16-bit hook's variant: half the bytes, its own bound, compared with torch's best 16-bit run."""
-    return "bf16" in label
+def kind(label):
+    """What a variant is compared with: a 16-bit hook's variant ("bf16": half the bytes) with
+    torch's best 16-bit run, a sharded one ("ZeRO-2" / "ZeRO-3") with torch's fully_shard of the
+    same stage, the others ("") with torch's best uncompressed DDP."""
+    for k in ("bf16", "sharded ZeRO-2", "sharded ZeRO-3"):
+        if k in label:
+            return k
+    return ""
 
 
 def main():
@@ -110,18 +123,22 @@ def report(args, runs, variants):
     link = 2 * (args.hosts - 1) / args.hosts * args.gradient_bytes[args.model] / (args.goodput * 1e6)
 
     def bound_of(label):  # samples/s
-        t = link / 2 if compressed(label) else link
+        k = kind(label)
+        if k.startswith("sharded"):
+            return batch * args.hosts / max(step, link * (1.5 if k.endswith("3") else 1.0))
+        t = link / 2 if k == "bf16" else link
         return batch * args.hosts / (step - backward + max(backward, t))
     bound = bound_of("")
     print("\n%s, %d hosts, %s: no-comm limit %.1f samples/s (a step %.0f ms, backward %.0f ms); the ring's bytes "
           "take %.0f ms at %.1f MB/s; overlap bound %.1f samples/s (%.2f of the limit); with a 16-bit hook %.0f ms, "
-          "bound %.1f (%.2f)" % (args.model, args.hosts, args.rate, limit, 1e3 * step, 1e3 * backward, 1e3 * link,
-                                 args.goodput, bound, bound / limit, 500 * link, bound_of("bf16"),
-                                 bound_of("bf16") / limit))
+          "bound %.1f (%.2f); sharded ZeRO-2 bound %.1f, ZeRO-3 (%.0f ms of transfers) %.1f" % (
+              args.model, args.hosts, args.rate, limit, 1e3 * step, 1e3 * backward, 1e3 * link, args.goodput, bound,
+              bound / limit, 500 * link, bound_of("bf16"), bound_of("bf16") / limit, bound_of("sharded ZeRO-2"),
+              1.5e3 * link, bound_of("sharded ZeRO-3")))
 
-    def best_torch(halved):
+    def best_torch(k):
         medians = [statistics.median(x[0] for x in runs[label]) for impl, label, _ in variants
-                   if impl == "python-gloo" and runs[label] and compressed(label) == halved]
+                   if impl == "python-gloo" and runs[label] and kind(label) == k]
         return max(medians, default=None)
     print("\n| variant | samples/s (runs) | median | / best torch (same bytes) | of the limit | of the bound | "
           "backward ms | wait ms | MB sent per step |")
@@ -133,7 +150,7 @@ def report(args, runs, variants):
                 print("| %s | failed | | | | | | | |" % label)
             continue
         m = statistics.median(x[0] for x in v)
-        best = best_torch(compressed(label))
+        best = best_torch(kind(label))
         ms = lambda key: ("%.0f" % statistics.median(float(x[2][key]) for x in v)) if key in v[0][2] else "-"  # noqa
         print("| %s | %s | %.1f | %s | %.2f | %.2f | %s | %s | %.1f |" % (
             label, " / ".join("%.1f" % x[0] for x in v), m, "%.2f" % (m / best) if best else "-",

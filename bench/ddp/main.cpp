@@ -143,7 +143,8 @@ void describe_options(CLI::App& app, Options& o) {
                  "Bucket sizes for DDP's autotune (DdpOptions::autotune_bucket_cap_mb), during the warmup steps")
       ->delimiter(',');
   app.add_flag("--in-backward", o.in_backward,
-               "The optimizer as kindling::nn::OptimizerInBackward (each bucket steps when its average is in)");
+               "The optimizer as kindling::nn::OptimizerInBackward (each bucket steps when its average is in); with "
+               "--sharding: ShardedModel::step_in_backward (each unit steps when its reduction is in)");
   app.add_flag("--timeline", o.timeline,
                "Record the timed steps on the timeline (kindling/timeline.h: the step's parts, DDP's, each collective)");
   app.add_flag("--zero", o.zero,
@@ -312,6 +313,7 @@ Measured train(Module net, const Options& o, const std::pair<at::Tensor, at::Ten
   if (o.sharding != "none") {
     auto model = kd::auto_model(net, kindling::nn::ShardingOptions().reshard_after_forward(o.sharding == "zero3"));
     torch::optim::SGD opt(model.parameters(), sgd);
+    if (o.in_backward) model.step_in_backward(opt);
     run_steps(m, model, net, opt, o, data);
     return m;
   }

@@ -1,7 +1,9 @@
 // A sharded model's rules (kindling/nn/sharding.h): every misuse is refused with the fix, on every
 // rank, without a hang: weights changed outside the model, an optimizer on the module's
-// parameters, ranks whose models differ, nested units, tied weights, a unit left out of the loss;
-// a unit called twice trains as DDP. Real processes; the serial model is a pass-through.
+// parameters, ranks whose models differ, nested units, tied weights, a unit left out of the loss,
+// an optimizer stepping inside backward that needs a closure, clipping while it steps there; a
+// unit called twice trains as DDP, stepping inside backward trains as stepping after it (also
+// with no_sync). Real processes; the serial model is a pass-through.
 #include <gtest/gtest.h>
 #include <kindling/dist/auto.h>
 #include <kindling/dist/dist.h>
@@ -9,6 +11,8 @@
 #include <kindling/error.h>
 #include <kindling/nn/sharding.h>
 #include <torch/nn/functional/loss.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/lbfgs.h>
 #include <torch/optim/sgd.h>
 
 #include <functional>
@@ -129,6 +133,45 @@ void twice_trains_as_ddp(const kn::ShardingOptions& options, const std::string& 
                                                                  << " differs from DDP's");
 }
 
+// The optimizer inside backward: with no_sync on every other micro-batch and Adam, the weights
+// equal those of the same sharded model stepped after backward (bit for bit); the shards hold no
+// gradient once stepped; LBFGS (which needs a closure) and clipping while it is on are refused.
+void stepping_in_backward(const kn::ShardingOptions& options, const std::string& mode) {
+  std::vector<std::vector<std::pair<std::string, at::Tensor>>> weights;
+  for (bool stepping : {false, true}) {
+    torch::manual_seed(4);
+    UnitNet net;
+    auto model = kd::auto_model(net, options);
+    torch::optim::Adam optimizer(model.parameters(), torch::optim::AdamOptions(0.01));
+    if (stepping) model.step_in_backward(optimizer);
+    for (int step = 0; step < 6; ++step) {
+      auto [x, y] = kindling::testing::sharding_batch(step);
+      if (step % 2 == 0) {
+        auto guard = model.no_sync();
+        torch::mse_loss(model(x), y).backward();
+        continue;
+      }
+      torch::mse_loss(model(x), y).backward();
+      if (stepping)
+        for (const auto& p : model.parameters())
+          WCHECK(!p.grad().defined(), << mode << "a shard still has its gradient after stepping inside backward");
+      optimizer.step();
+      optimizer.zero_grad();
+    }
+    weights.push_back(model.sharded()->full_parameters());
+    if (!stepping) continue;
+    expect_refused(mode + "clipping while stepping inside backward", [&] { model.clip_grad_norm(1.0); },
+                   {"step_in_backward(nullptr)"});
+    torch::optim::LBFGS lbfgs(model.parameters());
+    expect_refused(mode + "LBFGS inside backward", [&] { model.step_in_backward(lbfgs); }, {"closure", "LBFGS"});
+    model.sharded()->step_in_backward(nullptr);
+    model.clip_grad_norm(1.0);
+  }
+  for (std::size_t i = 0; i < weights[0].size(); ++i)
+    WCHECK(torch::equal(weights[0][i].second, weights[1][i].second),
+           << mode << "stepping inside backward: " << weights[0][i].first << " differs from stepping after it");
+}
+
 KINDLING_WORKER(sharding_refuses_misuse) {
   initialize();
   auto [x, y] = kindling::testing::sharding_batch(0);
@@ -136,6 +179,7 @@ KINDLING_WORKER(sharding_refuses_misuse) {
     const std::string mode = reshard ? "ZeRO-3: " : "ZeRO-2: ";
     const auto options = kn::ShardingOptions().reshard_after_forward(reshard);
     twice_trains_as_ddp(options, mode);
+    stepping_in_backward(options, mode);
     auto unused = kd::auto_model(Unused(), options);
     expect_refused(mode + "a unit out of the loss", [&] { torch::mse_loss(unused(x), y).backward(); },
                    {"got no gradient", "unused.fc.weight", "unused.fc.bias"});

@@ -82,9 +82,10 @@ void initialize() {
   kd::initialize(kindling::testing::test_backend(), kd::InitOptions().timeout(std::chrono::seconds(60)));
 }
 
-// Trains a model made by `make` with DDP, then sharded (ZeRO-3 and ZeRO-2), with each optimizer.
+// Trains a model made by `make` with DDP, then sharded (ZeRO-3 and ZeRO-2, and with `in_backward`
+// both again with the optimizer stepping inside backward), with each optimizer.
 template <class Holder>
-void trains_as_ddp(const std::string& model_name, const std::function<Holder()>& make) {
+void trains_as_ddp(const std::string& model_name, const std::function<Holder()>& make, bool in_backward = false) {
   const int n = kd::get_world_size();
   const auto kinds = kindling::testing::optimizer_kinds();
   for (const auto& [name, options] : kinds) {
@@ -94,12 +95,15 @@ void trains_as_ddp(const std::string& model_name, const std::function<Holder()>&
     auto plain_optimizer = kindling::testing::ordinary_optimizer(*options, groups_of(named(*plain_net), *options));
     train(plain, *plain_optimizer, 5);
     const int64_t total_state = state_numel(*plain_optimizer);
-    for (bool reshard : {true, false}) {
-      const std::string what = model_name + " " + name + (reshard ? " ZeRO-3" : " ZeRO-2");
+    for (int variant = 0; variant < (in_backward ? 4 : 2); ++variant) {
+      const bool reshard = variant % 2 == 0, stepping = variant >= 2;
+      const std::string what =
+          model_name + " " + name + (reshard ? " ZeRO-3" : " ZeRO-2") + (stepping ? " stepping in backward" : "");
       torch::manual_seed(77);
       Holder net = make();
       auto model = kd::auto_model(net, kn::ShardingOptions().reshard_after_forward(reshard));
       auto optimizer = kindling::testing::ordinary_optimizer(*options, groups_of(model.named_parameters(), *options));
+      if (stepping) model.step_in_backward(*optimizer);
       train(model, *optimizer, 5);
       const auto whole = model.sharded()->full_parameters();
       const auto reference = named(*plain_net);
@@ -121,7 +125,7 @@ void trains_as_ddp(const std::string& model_name, const std::function<Holder()>&
 KINDLING_WORKER(sharding_trains_as_ddp) {
   initialize();
   trains_as_ddp<torch::nn::Sequential>("sequential", sequential);
-  trains_as_ddp<UnitNet>("units", [] { return UnitNet(); });
+  trains_as_ddp<UnitNet>("units", [] { return UnitNet(); }, /*in_backward=*/true);
   trains_as_ddp<kindling::testing::Mlp3>("root only", [] { return kindling::testing::Mlp3(); });
   kd::finalize();
 }

@@ -165,11 +165,29 @@ class KINDLING_API ShardedModel {
   /// the module rather than its shard: built on module()->parameters() instead of parameters(),
   /// it would step nothing. Local. create_supervised_trainer calls it.
   void check_optimizer(const torch::optim::Optimizer& optimizer) const;
+  /// The optimizer inside backward: from the next synchronised backward on, at its end, each
+  /// unit's shards are stepped by `optimizer` as soon as that unit's reduction is in (its
+  /// gradients alone: the other parameters' are kept out of that step), while the later units'
+  /// reductions are still on the wire, and under ZeRO-2 the unit's gather for the next forward
+  /// starts at once (under ZeRO-3 the root unit's). The shards' gradients are dropped once stepped,
+  /// so the optimizer's own step() after backward changes nothing of them (and steps any other
+  /// parameter it holds): training code and create_supervised_trainer stay as they are, LR
+  /// schedulers work. Whatever changes gradients between backward and step() comes too late:
+  /// clip_grad_norm is refused while it is on. Between backward and the next forward the
+  /// module's parameters are being gathered (read them with full_parameters()). Null turns it
+  /// off. `optimizer` is not owned: keep it alive while backward runs. Every rank calls it
+  /// alike (not checked: the gathers would pair up wrongly). Local: calls optimizer.step() once
+  /// with no gradient to see that it needs no closure. Throws kindling::UsageError for an
+  /// optimizer check_optimizer refuses, or one that needs a closure (LBFGS).
+  void step_in_backward(torch::optim::Optimizer* optimizer);
+  /// The optimizer step_in_backward set; null when off. Local; does not throw.
+  torch::optim::Optimizer* stepping_in_backward() const;
   /// Scales the shards' gradients so that the norm of all the gradients together (over every
   /// rank's shards: one all_reduce) is at most `max_norm` (torch's clip_grad_norm_ on a sharded
   /// model); returns that norm before clipping. `norm_type` > 0 (2 by default; infinity: the
   /// largest magnitude). A collective over the group. Throws kindling::UsageError for
-  /// max_norm < 0 or norm_type <= 0; TimeoutError / CommunicationError.
+  /// max_norm < 0 or norm_type <= 0, or while step_in_backward is on; TimeoutError /
+  /// CommunicationError.
   double clip_grad_norm(double max_norm, double norm_type = 2.0);
   /// The largest number of elements that were gathered at once (the units' whole buffers held
   /// at the same moment), since construction or the last reset: with reshard_after_forward, the
@@ -269,6 +287,11 @@ class FullyShardedDataParallel {
   /// ShardedModel::check_optimizer (nothing in the serial model).
   void check_optimizer(const torch::optim::Optimizer& optimizer) const {
     if (sharded_) sharded_->check_optimizer(optimizer);
+  }
+  /// ShardedModel::step_in_backward(&optimizer) (nothing in the serial model, where
+  /// optimizer.step() steps as usual).
+  void step_in_backward(torch::optim::Optimizer& optimizer) {
+    if (sharded_) sharded_->step_in_backward(&optimizer);
   }
   /// ShardedModel::clip_grad_norm; in the serial model torch::nn::utils::clip_grad_norm_'s
   /// arithmetic on the module's gradients (kindling's, so that both read alike).

@@ -60,6 +60,7 @@ class ShardUnit {
   // The shard's version now (the optimizer's steps change it) and at the last gather.
   int64_t shard_version() const;
   int64_t gathered_version = -1;
+  int64_t gathering_version = -1;  // the shard's version when the gather in flight started
   bool stepped_since_gather = true;  // a synchronised backward since the last gather
   // The parameters' versions where kindling left them (checked: changed outside kindling?).
   std::vector<int64_t> param_versions;

@@ -75,6 +75,7 @@ void ShardedModel::State::mark_ready(std::size_t u, std::size_t i) {
   if (++unit.ready_count < unit.params().size()) return;
   unit.grad_shard = at::empty({unit.chunk()}, unit.grad_full.options());
   unit.reduce_work = dist::reduce_scatter_async(unit.grad_shard, unit.grad_full, dist::ReduceOp::kSum, options.group());
+  reduce_order.push_back(u);
   if (options.reshard_after_forward() && u != unit_at.front()) unit.free();
 }
 
@@ -85,15 +86,23 @@ void ShardedModel::State::refuse_missing() {
     for (std::size_t i = 0; i < unit.params().size(); ++i)
       if (!unit.ready[i] && missing++ < 10) list << (missing > 1 ? ", " : "") << unit.names()[i];
   if (missing > 10) list << ", ... (" << missing << " in all)";
-  // Finish what was started so that this rank's engine is left in a clean state.
-  for (auto& unit : units) {
-    if (unit.reduce_work.valid()) unit.reduce_work.wait();
-    unit.reduce_work = dist::Work();
-    unit.reset_iteration();
-  }
+  abandon_iteration();
   KINDLING_CHECK(false, detail::kShardingWho, ": ", missing, " parameter(s) got no gradient in this backward: ", list.str(),
                  ". Every parameter must take part in the loss on every rank (the sharded model has no "
                  "find_unused_parameters)");
+}
+
+void ShardedModel::State::abandon_iteration() noexcept {
+  // Finish what was started so that this rank's engine is left in a clean state.
+  for (auto& unit : units) {
+    try {
+      if (unit.reduce_work.valid()) unit.reduce_work.wait();
+    } catch (...) {  // the error on its way out is the one to report
+    }
+    unit.reduce_work = dist::Work();
+    unit.reset_iteration();
+  }
+  reduce_order.clear();
 }
 
 void ShardedModel::State::finish_backward() {
@@ -103,17 +112,32 @@ void ShardedModel::State::finish_backward() {
   for (const auto& unit : units) complete = complete && unit.ready_count == unit.params().size();
   if (sync && !complete) refuse_missing();
   for (std::size_t u = 0; u < units.size(); ++u) {
-    auto& unit = units[u];
-    if (unit.reduce_work.valid()) {
+    if (units[u].gather_work.valid()) finish_gather(u);  // a prefetch backward did not need
+    if (options.reshard_after_forward()) units[u].free();
+  }
+  try {
+    // In the order they started: the first reduction in is the first one a step can use, while
+    // the later ones are still on the wire; ZeRO-2 gathers each unit stepped inside backward at
+    // once, behind them.
+    for (std::size_t u : reduce_order) {
+      auto& unit = units[u];
       unit.reduce_work.wait();
       unit.reduce_work = dist::Work();
       unit.add_to_shard_grads();
       unit.stepped_since_gather = true;
+      if (!stepper) continue;
+      step_unit(u);
+      if (!options.reshard_after_forward()) start_gather(u);
     }
-    if (unit.gather_work.valid()) finish_gather(u);  // a prefetch backward did not need
-    if (options.reshard_after_forward()) unit.free();
-    unit.reset_iteration();
+  } catch (...) {
+    abandon_iteration();
+    throw;
   }
+  // ZeRO-3 after stepping inside backward: the root unit, which the next forward needs first.
+  const std::size_t root = unit_at.front();
+  if (stepper && options.reshard_after_forward() && root != kNone && sync) start_gather(root);
+  reduce_order.clear();
+  for (auto& unit : units) unit.reset_iteration();
 }
 
 }  // namespace nn

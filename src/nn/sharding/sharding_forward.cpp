@@ -24,6 +24,7 @@ void ShardedModel::State::start_gather(std::size_t u) {
   if (unit.gather_work.valid() || !stale(u)) return;
   unit.allocate();
   peak_gathered = std::max(peak_gathered, gathered_numel());
+  unit.gathering_version = unit.shard_version();
   unit.gather_work = dist::all_gather_into_async(unit.full(), unit.gather_input(), options.group());
 }
 
@@ -41,7 +42,7 @@ void ShardedModel::State::finish_gather(std::size_t u) {
   unit.gather_work.wait();
   unit.gather_work = dist::Work();
   unit.show();
-  unit.gathered_version = unit.shard_version();
+  unit.gathered_version = unit.gathering_version;  // a change while in flight: stale again
   unit.stepped_since_gather = false;
   unit.remember_versions();
 }

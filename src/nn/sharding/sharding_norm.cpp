@@ -55,6 +55,9 @@ double ShardedModel::clip_local_grad_norm(const std::vector<at::Tensor>& params,
 
 double ShardedModel::clip_grad_norm(double max_norm, double norm_type) {
   check_clip(max_norm, norm_type);
+  KINDLING_CHECK(!state_->stepper, detail::kShardingWho, "::clip_grad_norm: the optimizer steps inside backward "
+                 "(step_in_backward), before any gradient could be clipped; call step_in_backward(nullptr) to clip "
+                 "between backward and step()");
   const auto shards = parameters();
   const bool inf = std::isinf(norm_type);
   const double part = local_part(shards, norm_type);

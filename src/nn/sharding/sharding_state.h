@@ -2,10 +2,11 @@
 // The state of a sharded model (kindling/nn/sharding.h): its units, and what each forward and
 // backward does with them. Construction in sharding.cpp; forward (gathers, frees, prefetches) in
 // sharding_forward.cpp; backward (the accumulators' hooks, the reductions, the end) in
-// sharding_backward.cpp.
+// sharding_backward.cpp; the optimizer inside backward in sharding_step.cpp.
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
+#include <torch/optim/optimizer.h>
 
 #include <cstddef>
 #include <memory>
@@ -65,6 +66,13 @@ struct ShardedModel::State : detail::UnitCalls, std::enable_shared_from_this<Sha
   void finish_backward();
   // The "parameter(s) got no gradient" refusal; ends what was started first.
   void refuse_missing();
+  // Waits every reduction still in flight and forgets this backward (before an error leaves).
+  void abandon_iteration() noexcept;
+
+  // --- The optimizer inside backward (sharding_step.cpp): autograd's thread, at the end.
+  // Steps unit u's shards with `stepper` (their gradients only; every other parameter's is kept
+  // out of the step), then drops those gradients. Local; throws what the optimizer throws.
+  void step_unit(std::size_t u);
 
   // The accumulator's hook of parameter i of unit u: calls mark_ready(u, i).
   static std::unique_ptr<torch::autograd::FunctionPostHook> ready_hook(std::weak_ptr<State> state, std::size_t u,
@@ -89,6 +97,8 @@ struct ShardedModel::State : detail::UnitCalls, std::enable_shared_from_this<Sha
 
   // The order the last forward entered its units (prefetch's guide), and this forward's.
   std::vector<std::size_t> order, entering;
+  std::vector<std::size_t> reduce_order;  // the units in the order backward started their reductions
+  torch::optim::Optimizer* stepper = nullptr;  // ShardedModel::step_in_backward's (not owned)
   std::mutex mu;  // backward's hooks against each other
   bool sync = true;
   bool callback_queued = false;
