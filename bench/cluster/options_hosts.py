@@ -19,9 +19,9 @@ max(backward, the ring's bytes at the link's goodput); the no-comm step split in
 the rest as bench/scaling/readiness.py measured (profiles/), the goodput from
 bench/scaling/link_rate.py (--goodput, MB/s). Sharded variants (kindling's --sharding, torch's
 fully_shard per ResNet layer and root) have their own bound: their gathers can also hide behind
-forward, so a step is at best the longer of the no-comm step and the transfers: ZeRO-2 moves the
-ring's bytes (a reduce-scatter and an all-gather), ZeRO-3 1.5x them (a second all-gather in
-backward).
+forward, so a step is at best the longer of the no-comm step and the transfers of the bytes the
+variant sent (measured; ZeRO-2 moves the ring's bytes, a reduce-scatter and an all-gather, ZeRO-3
+up to 1.5x them, a second all-gather in backward: the summary line states those two bounds).
 
   bench/cluster/options_hosts.py --build build-torch2 --python ~/.cache/kindling/torch-2.15.0/bin/python \
       [--hosts 2] [--rate 1gbit] [--model resnet18] [--goodput 120.2] [--repeats 3] [--only ZeRO]
@@ -50,6 +50,8 @@ VARIANTS = [("kindling-gloo", "kindling (defaults)", ""),
              "--gradient-as-bucket-view --static-graph --zero"),
             ("kindling-gloo", "kindling, sharded ZeRO-2", "--sharding zero2"),
             ("kindling-gloo", "kindling, sharded ZeRO-3", "--sharding zero3"),
+            ("kindling-gloo", "kindling, sharded ZeRO-2, stepping in backward", "--sharding zero2 --in-backward"),
+            ("kindling-gloo", "kindling, sharded ZeRO-3, stepping in backward", "--sharding zero3 --in-backward"),
             ("python-gloo", "torch fully_shard, sharded ZeRO-2 (no reshard)", "--fsdp zero2"),
             ("python-gloo", "torch fully_shard, sharded ZeRO-3 (reshard)", "--fsdp zero3"),
             ("kindling-gloo", "kindling, bf16 hook", "--comm-hook bf16"),
@@ -122,10 +124,11 @@ def report(args, runs, variants):
     backward = step * backward_share(args.model)
     link = 2 * (args.hosts - 1) / args.hosts * args.gradient_bytes[args.model] / (args.goodput * 1e6)
 
-    def bound_of(label):  # samples/s
+    def bound_of(label, sent=None):  # samples/s; a sharded variant's from the bytes it sent (else its stage's)
         k = kind(label)
         if k.startswith("sharded"):
-            return batch * args.hosts / max(step, link * (1.5 if k.endswith("3") else 1.0))
+            t = sent / (args.goodput * 1e6) if sent else link * (1.5 if k.endswith("3") else 1.0)
+            return batch * args.hosts / max(step, t)
         t = link / 2 if k == "bf16" else link
         return batch * args.hosts / (step - backward + max(backward, t))
     bound = bound_of("")
@@ -154,7 +157,7 @@ def report(args, runs, variants):
         ms = lambda key: ("%.0f" % statistics.median(float(x[2][key]) for x in v)) if key in v[0][2] else "-"  # noqa
         print("| %s | %s | %.1f | %s | %.2f | %.2f | %s | %s | %.1f |" % (
             label, " / ".join("%.1f" % x[0] for x in v), m, "%.2f" % (m / best) if best else "-",
-            m / limit, m / bound_of(label), ms("backward_ms"), ms("comm_wait_ms"),
+            m / limit, m / bound_of(label, statistics.median(x[1] for x in v)), ms("backward_ms"), ms("comm_wait_ms"),
             statistics.median(x[1] for x in v) / 1e6))
 
 

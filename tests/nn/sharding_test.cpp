@@ -137,7 +137,8 @@ int64_t module_numel(const torch::nn::Module& m) {
 }
 
 // What a rank holds: 1/n of the weights between steps (ZeRO-3), at most two units gathered at
-// once in forward and backward (the one computing and the next, prefetched).
+// once in forward and backward (the one computing and the next, prefetched), and after forward
+// only the last unit, which backward needs first.
 KINDLING_WORKER(sharding_keeps_its_share) {
   initialize();
   const int n = kd::get_world_size();
@@ -156,7 +157,13 @@ KINDLING_WORKER(sharding_keeps_its_share) {
       if (step == 2) sharded->reset_peak_gathered_numel();
       optimizer.zero_grad();
       auto x = torch::randn({8, 64});
-      model(x).pow(2).mean().backward();
+      auto loss = model(x).pow(2).mean();
+      // After forward: ZeRO-3 keeps only the unit that backward needs first (the last one, once a
+      // forward has shown the order) whole; ZeRO-2 keeps all.
+      const int64_t whole = module_numel(*net);
+      WCHECK(whole == (!reshard ? total : step == 0 ? 0 : unit), << what << " step " << step << ": " << whole
+                                                                  << " elements whole after forward");
+      loss.backward();
       optimizer.step();
       WCHECK(sharded->resident_parameter_numel() == resident, << what << " step " << step << ": resident "
                                                               << sharded->resident_parameter_numel());

@@ -172,7 +172,8 @@ class KINDLING_API ShardedModel {
   /// starts at once (under ZeRO-3 the root unit's). The shards' gradients are dropped once stepped,
   /// so the optimizer's own step() after backward changes nothing of them (and steps any other
   /// parameter it holds): training code and create_supervised_trainer stay as they are, LR
-  /// schedulers work. Whatever changes gradients between backward and step() comes too late:
+  /// schedulers work. The buffers are broadcast at the end of such a backward, ahead of the
+  /// gathers, instead of at the next forward. Whatever changes gradients between backward and step() comes too late:
   /// clip_grad_norm is refused while it is on. Between backward and the next forward the
   /// module's parameters are being gathered (read them with full_parameters()). Null turns it
   /// off. `optimizer` is not owned: keep it alive while backward runs. Every rank calls it

@@ -117,25 +117,27 @@ void ShardedModel::State::finish_backward() {
   }
   try {
     // In the order they started: the first reduction in is the first one a step can use, while
-    // the later ones are still on the wire; ZeRO-2 gathers each unit stepped inside backward at
-    // once, behind them.
+    // the later ones are still on the wire.
     for (std::size_t u : reduce_order) {
       auto& unit = units[u];
       unit.reduce_work.wait();
       unit.reduce_work = dist::Work();
       unit.add_to_shard_grads();
       unit.stepped_since_gather = true;
-      if (!stepper) continue;
-      step_unit(u);
-      if (!options.reshard_after_forward()) start_gather(u);
+      if (stepper) step_unit(u);
     }
   } catch (...) {
     abandon_iteration();
     throw;
   }
-  // ZeRO-3 after stepping inside backward: the root unit, which the next forward needs first.
-  const std::size_t root = unit_at.front();
-  if (stepper && options.reshard_after_forward() && root != kNone && sync) start_gather(root);
+  // Stepped inside backward: the next forward's gathers start now, in its order, so that it
+  // computes while the later ones arrive (ZeRO-2: every unit; ZeRO-3: the root unit only), and
+  // the buffers (which forward changed last) go before them rather than behind.
+  if (stepper && !reduce_order.empty()) {
+    broadcast_buffers();
+    buffers_sent = true;
+    start_forward_gathers();
+  }
   reduce_order.clear();
   for (auto& unit : units) unit.reset_iteration();
 }

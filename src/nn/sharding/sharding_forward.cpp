@@ -63,16 +63,30 @@ void ShardedModel::State::before_forward() {
                    "model.parameters() (this rank's shards), not on the module's parameters, and change weights "
                    "through the shards");
   }
-  if (torch::autograd::GradMode::is_enabled() && options.broadcast_buffers() && !buffers.empty()) {
-    at::NoGradGuard no_grad;
-    detail::broadcast_coalesced(buffers, src, options.group());
+  if (torch::autograd::GradMode::is_enabled()) {
+    if (!buffers_sent) broadcast_buffers();
+    buffers_sent = false;
   }
   entering.clear();
+  start_forward_gathers();
   const std::size_t root = unit_at.front();
   if (root != kNone) finish_gather(root);
-  // ZeRO-2 keeps the units whole: those the optimizer stepped are gathered now, all at once.
-  if (!options.reshard_after_forward())
-    for (std::size_t u = 0; u < units.size(); ++u) start_gather(u);
+}
+
+void ShardedModel::State::broadcast_buffers() {
+  if (!options.broadcast_buffers() || buffers.empty()) return;
+  at::NoGradGuard no_grad;
+  detail::broadcast_coalesced(buffers, src, options.group());
+}
+
+void ShardedModel::State::start_forward_gathers() {
+  const std::size_t root = unit_at.front();
+  if (root != kNone) start_gather(root);
+  if (options.reshard_after_forward()) return;
+  // ZeRO-2 keeps the units whole: those the optimizer stepped are gathered now, all at once, in
+  // the order the last forward entered them (then any other).
+  for (std::size_t u : order) start_gather(u);
+  for (std::size_t u = 0; u < units.size(); ++u) start_gather(u);
 }
 
 void ShardedModel::State::enter(std::size_t u) {
@@ -89,6 +103,7 @@ void ShardedModel::State::enter(std::size_t u) {
 void ShardedModel::State::leave(std::size_t u, const std::vector<at::Tensor>& outputs) {
   if (u == kNone || !options.reshard_after_forward()) return;
   std::weak_ptr<State> weak = shared_from_this();
+  bool hooked_any = false;
   for (const auto& out : outputs) {
     if (!out.defined() || !out.requires_grad()) continue;
     // Backward reaches the unit through its outputs: gather it back before its first node runs.
@@ -96,7 +111,11 @@ void ShardedModel::State::leave(std::size_t u, const std::vector<at::Tensor>& ou
     hooked.register_hook([weak, u](const at::Tensor&) {
       if (auto s = weak.lock()) s->unit_backward(u);
     });
+    hooked_any = true;
   }
+  // The unit the last forward entered last is the one backward needs first: kept gathered
+  // (as torch's fully_shard keeps its root) rather than freed and gathered again at once.
+  if (hooked_any && !order.empty() && order.back() == u && entering.size() == order.size()) return;
   units[u].free();
 }
 

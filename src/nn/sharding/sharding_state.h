@@ -38,6 +38,11 @@ struct ShardedModel::State : detail::UnitCalls, std::enable_shared_from_this<Sha
 
   // --- Forward (sharding_forward.cpp): the user's thread, collectives over the group.
   void before_forward();
+  // Starts the gathers a forward needs first: the root unit's, and under ZeRO-2 every stale unit's
+  // in the order the last forward entered them.
+  void start_forward_gathers();
+  // Broadcasts the buffers from the group's first rank (when the options say so).
+  void broadcast_buffers();
   // After a forward that returned: waits the gathers it started for units it did not enter.
   void after_forward();
   // After a forward that threw. Local.
@@ -102,6 +107,9 @@ struct ShardedModel::State : detail::UnitCalls, std::enable_shared_from_this<Sha
   std::mutex mu;  // backward's hooks against each other
   bool sync = true;
   bool callback_queued = false;
+  // Stepping inside backward broadcast the buffers at its end, ahead of the gathers it started:
+  // the next forward with gradients does not again.
+  bool buffers_sent = false;
   int64_t peak_gathered = 0;  // the most gathered_numel() has been
 };
 
