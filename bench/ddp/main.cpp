@@ -269,7 +269,7 @@ void run_steps(Measured& m, Model& model, Net& net, torch::optim::Optimizer& opt
   kd::barrier();
   // Where the timed steps begin: bench/cluster reads the links' byte counters here.
   if (kd::get_rank() == 0) std::cout << "TIMING_STARTS" << std::endl;
-  if constexpr (!ddp) model.sharded()->reset_peak_gathered_numel();
+  if constexpr (!ddp) model.sharded()->reset_peaks();
   if (o.timeline) kindling::timeline::start_recording();
   const auto t0 = std::chrono::steady_clock::now();
   for (int s = 0; s < o.steps; ++s) {

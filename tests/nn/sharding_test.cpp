@@ -137,8 +137,8 @@ int64_t module_numel(const torch::nn::Module& m) {
 }
 
 // What a rank holds: 1/n of the weights between steps (ZeRO-3), at most two units gathered at
-// once in forward and backward (the one computing and the next, prefetched), and after forward
-// only the last unit, which backward needs first.
+// once in forward and backward (the one computing and the next, prefetched), after forward only
+// the last unit, which backward needs first, and whole gradients of at most two units.
 KINDLING_WORKER(sharding_keeps_its_share) {
   initialize();
   const int n = kd::get_world_size();
@@ -154,7 +154,7 @@ KINDLING_WORKER(sharding_keeps_its_share) {
     WCHECK(resident == 4 * chunk + (reshard ? 0 : 4 * chunk * n), << what << ": resident " << resident << ", chunk " << chunk);
     WCHECK(module_numel(*net) == (reshard ? 0 : total), << what << ": the module holds " << module_numel(*net));
     for (int step = 0; step < 3; ++step) {
-      if (step == 2) sharded->reset_peak_gathered_numel();
+      if (step == 2) sharded->reset_peaks();
       optimizer.zero_grad();
       auto x = torch::randn({8, 64});
       auto loss = model(x).pow(2).mean();
@@ -170,6 +170,9 @@ KINDLING_WORKER(sharding_keeps_its_share) {
     }
     const int64_t peak = sharded->peak_gathered_numel();
     WCHECK(peak == (reshard ? 2 : 4) * chunk * n, << what << ": peak gathered " << peak << ", unit " << chunk * n);
+    // Whole gradients: the unit reducing and the next one accumulating, never all four.
+    const int64_t grads = sharded->peak_whole_gradient_numel();
+    WCHECK(grads == 2 * chunk * n, << what << ": peak whole gradients " << grads << ", unit " << chunk * n);
     WCHECK(state_numel(optimizer) <= 2 * 4 * chunk, << what << ": state " << state_numel(optimizer));
   }
   kd::finalize();

@@ -194,7 +194,13 @@ class KINDLING_API ShardedModel {
   /// at the same moment), since construction or the last reset: with reshard_after_forward, the
   /// root unit plus at most two units (one computing, the next prefetched). Local.
   int64_t peak_gathered_numel() const;
-  void reset_peak_gathered_numel();
+  /// The largest number of elements of whole gradients alive at once in a synchronised backward
+  /// (since construction or the last reset): a unit's gradients lie whole in its flat buffer from
+  /// its first one until its reduction is in, and backward waits for one unit's reduction when
+  /// the next starts, so at most two units' (one reducing, the next accumulating). Local.
+  int64_t peak_whole_gradient_numel() const;
+  /// Restarts both peaks (from what is gathered now, and from none). Local; does not throw.
+  void reset_peaks();
   /// Gradient accumulation: while false, backward keeps the full gradients locally (no
   /// communication); the next synchronised backward reduces what they summed. Local.
   void set_sync(bool enabled);

@@ -239,7 +239,12 @@ void ShardedModel::check_optimizer(const torch::optim::Optimizer& optimizer) con
 
 int64_t ShardedModel::peak_gathered_numel() const { return state_->peak_gathered; }
 
-void ShardedModel::reset_peak_gathered_numel() { state_->peak_gathered = state_->gathered_numel(); }
+int64_t ShardedModel::peak_whole_gradient_numel() const { return state_->peak_whole_gradients; }
+
+void ShardedModel::reset_peaks() {
+  state_->peak_gathered = state_->gathered_numel();
+  state_->peak_whole_gradients = 0;
+}
 
 std::vector<std::string> ShardedModel::units() const {
   std::vector<std::string> names;

@@ -1,6 +1,7 @@
 // A sharded model's backward (kindling/nn/sharding.h): a unit gathered back when backward reaches
-// its outputs (ZeRO-3), its gradients reduce-scattered as soon as the last one accumulated, and
-// at the end of backward each rank's share of the average added to its shards' gradients.
+// its outputs (ZeRO-3), its gradients reduce-scattered as soon as the last one accumulated, the
+// reduction before it waited on then and each rank's share of the average added to its shards'
+// gradients (and stepped, when the optimizer steps inside backward), the last one at the end.
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function_hook.h>
 
@@ -72,11 +73,35 @@ void ShardedModel::State::mark_ready(std::size_t u, std::size_t i) {
                  "backward: use a non-reentrant checkpoint, or none");
   unit.ready[i] = true;
   unit.take_gradient(i, scale);
+  int64_t whole = 0;
+  for (const auto& v : units) whole += v.grad_full.defined() ? v.grad_full.numel() : 0;
+  peak_whole_gradients = std::max(peak_whole_gradients, whole);
   if (++unit.ready_count < unit.params().size()) return;
   unit.grad_shard = at::empty({unit.chunk()}, unit.grad_full.options());
   unit.reduce_work = dist::reduce_scatter_async(unit.grad_shard, unit.grad_full, dist::ReduceOp::kSum, options.group());
   reduce_order.push_back(u);
   if (options.reshard_after_forward() && u != unit_at.front()) unit.free();
+  // One reduction in flight while backward computes the next unit: the one before it (queued
+  // ahead of it on the wire) is waited on now, so that at most two units' whole gradients live.
+  try {
+    while (reduce_order.size() > 1) {
+      settle(reduce_order.front());
+      reduce_order.erase(reduce_order.begin());
+    }
+  } catch (...) {
+    abandon_iteration();
+    throw;
+  }
+}
+
+void ShardedModel::State::settle(std::size_t u) {
+  auto& unit = units[u];
+  unit.reduce_work.wait();
+  unit.reduce_work = dist::Work();
+  unit.grad_full = at::Tensor();
+  unit.add_to_shard_grads();
+  unit.stepped_since_gather = true;
+  if (stepper) step_unit(u);
 }
 
 void ShardedModel::State::refuse_missing() {
@@ -116,16 +141,7 @@ void ShardedModel::State::finish_backward() {
     if (options.reshard_after_forward()) units[u].free();
   }
   try {
-    // In the order they started: the first reduction in is the first one a step can use, while
-    // the later ones are still on the wire.
-    for (std::size_t u : reduce_order) {
-      auto& unit = units[u];
-      unit.reduce_work.wait();
-      unit.reduce_work = dist::Work();
-      unit.add_to_shard_grads();
-      unit.stepped_since_gather = true;
-      if (stepper) step_unit(u);
-    }
+    for (std::size_t u : reduce_order) settle(u);  // the last one still in flight
   } catch (...) {
     abandon_iteration();
     throw;
@@ -133,7 +149,7 @@ void ShardedModel::State::finish_backward() {
   // Stepped inside backward: the next forward's gathers start now, in its order, so that it
   // computes while the later ones arrive (ZeRO-2: every unit; ZeRO-3: the root unit only), and
   // the buffers (which forward changed last) go before them rather than behind.
-  if (stepper && !reduce_order.empty()) {
+  if (stepper && sync) {
     broadcast_buffers();
     buffers_sent = true;
     start_forward_gathers();

@@ -71,6 +71,9 @@ struct ShardedModel::State : detail::UnitCalls, std::enable_shared_from_this<Sha
   void finish_backward();
   // The "parameter(s) got no gradient" refusal; ends what was started first.
   void refuse_missing();
+  // Waits unit u's reduction, adds its share to the shards' gradients, frees its whole
+  // gradients, steps it when stepping inside backward. Throws what the wait and the step throw.
+  void settle(std::size_t u);
   // Waits every reduction still in flight and forgets this backward (before an error leaves).
   void abandon_iteration() noexcept;
 
@@ -102,7 +105,7 @@ struct ShardedModel::State : detail::UnitCalls, std::enable_shared_from_this<Sha
 
   // The order the last forward entered its units (prefetch's guide), and this forward's.
   std::vector<std::size_t> order, entering;
-  std::vector<std::size_t> reduce_order;  // the units in the order backward started their reductions
+  std::vector<std::size_t> reduce_order;  // the units whose reductions are in flight, in the order started
   torch::optim::Optimizer* stepper = nullptr;  // ShardedModel::step_in_backward's (not owned)
   std::mutex mu;  // backward's hooks against each other
   bool sync = true;
@@ -111,6 +114,7 @@ struct ShardedModel::State : detail::UnitCalls, std::enable_shared_from_this<Sha
   // the next forward with gradients does not again.
   bool buffers_sent = false;
   int64_t peak_gathered = 0;  // the most gathered_numel() has been
+  int64_t peak_whole_gradients = 0;  // the most elements of the units' whole gradients alive at once
 };
 
 }  // namespace nn
