@@ -196,8 +196,9 @@ class KINDLING_API ShardedModel {
   int64_t peak_gathered_numel() const;
   /// The largest number of elements of whole gradients alive at once in a synchronised backward
   /// (since construction or the last reset): a unit's gradients lie whole in its flat buffer from
-  /// its first one until its reduction is in, and backward waits for one unit's reduction when
-  /// the next starts, so at most two units' (one reducing, the next accumulating). Local.
+  /// its first one until its reduction is in; with reshard_after_forward backward waits for one
+  /// unit's reduction when the next starts, so at most two units' (one reducing, the next
+  /// accumulating); without (ZeRO-2) it does not wait, up to every unit's. Local.
   int64_t peak_whole_gradient_numel() const;
   /// Restarts both peaks (from what is gathered now, and from none). Local; does not throw.
   void reset_peaks();
