@@ -48,10 +48,13 @@ class Transformed(torch.utils.data.Dataset):
         return (x - MEAN) / STD, int(self.labels[i])
 
 
-def main():
+def parse_args():
+    """bench_ddp's options that the Python peer shares, and its own."""
     p = argparse.ArgumentParser()
     p.add_argument("--mode", choices=["step", "loader"], default="step")
     p.add_argument("--model", choices=["mlp", "resnet18"], default="mlp")
+    p.add_argument("--mlp-width", type=int, default=1024, help="the MLP's hidden width (bench_ddp's)")
+    p.add_argument("--mlp-depth", type=int, default=2, help="the MLP's hidden layers (bench_ddp's)")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--warmup", type=int, default=10)
@@ -70,7 +73,11 @@ def main():
                    help="torch's fully_shard (FSDP2, torch >= 2.6) on each ResNet layer and the root instead of DDP: "
                         "zero3 reshards after forward, zero2 does not (bench_ddp's --sharding)")
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
-    a = p.parse_args()
+    return p.parse_args()
+
+
+def main():
+    a = parse_args()
     torch.set_num_threads(a.threads)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1:
@@ -133,7 +140,7 @@ def main():
 def model_and_optimizer(a, world):
     """The model (in torch's DDP with the options asked for, when world > 1) and its SGD."""
     torch.manual_seed(0)
-    net = models.MLP() if a.model == "mlp" else models.resnet18(num_classes=10, in_channels=1)
+    net = models.MLP(a.mlp_width, a.mlp_depth) if a.model == "mlp" else models.resnet18(num_classes=10, in_channels=1)
     if world == 1:
         return net, torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     if a.fsdp != "none":

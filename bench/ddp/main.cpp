@@ -48,6 +48,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/resource.h>
+
 namespace kd = kindling::dist;
 namespace data = kindling::data;
 
@@ -56,6 +58,8 @@ namespace {
 struct Options {
   std::string mode = "step";
   std::string model = "mlp";
+  int64_t mlp_width = 1024;  // the MLP's hidden layers: their width and number
+  int mlp_depth = 2;
   std::string backend = "gloo";
   std::string data_dir = data::kFashionMnistRoot;
   int64_t batch = 64;
@@ -116,6 +120,8 @@ void describe_options(CLI::App& app, Options& o) {
   app.add_option("--model", o.model, "mlp or resnet18")
       ->check(CLI::IsMember({"mlp", "resnet18"}))
       ->capture_default_str();
+  app.add_option("--mlp-width", o.mlp_width, "The MLP's hidden width")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  app.add_option("--mlp-depth", o.mlp_depth, "The MLP's hidden layers")->check(CLI::Range(1, 1024))->capture_default_str();
   app.add_option("--backend", o.backend, "gloo or mpi")->capture_default_str();
   app.add_option("--data-dir", o.data_dir, "Fashion-MNIST directory")->capture_default_str();
   app.add_option("--batch", o.batch, "Samples per rank and step")->check(CLI::Range(1, 1 << 20))->capture_default_str();
@@ -378,20 +384,24 @@ int main(int argc, char** argv) {
     }
     const auto data = bench::training_data(o.data_dir);
     Measured m;
-    bench::with_model(o.model, [&](auto net) { m = train(net, o, data); });
+    bench::with_model(o.model, [&](auto net) { m = train(net, o, data); }, o.mlp_width, o.mlp_depth);
     const double secs = kd::all_reduce(m.seconds, kd::ReduceOp::kMax);
     const int64_t state = kd::all_reduce(m.state_elements, kd::ReduceOp::kMax);
     const int64_t params = kd::all_reduce(m.param_elements, kd::ReduceOp::kMax);
     const int64_t peak = kd::all_reduce(m.peak_gathered, kd::ReduceOp::kMax);
+    struct rusage usage {};
+    getrusage(RUSAGE_SELF, &usage);  // ru_maxrss: kilobytes on Linux
+    const int64_t max_rss = kd::all_reduce(static_cast<int64_t>(usage.ru_maxrss), kd::ReduceOp::kMax);
     if (kd::get_rank() == 0) {
       const double samples = static_cast<double>(o.steps) * o.batch * world;
       std::printf(
           "RESULT impl=kindling mode=step model=%s ranks=%d batch=%lld threads=%d steps=%d hook=%s views=%d seconds=%.4f "
           "samples_per_s=%.1f backward_ms=%.1f comm_wait_ms=%.1f state_elements=%lld bucket_mb=%g "
-          "timeline_events=%lld param_elements=%lld peak_gathered=%lld\n",
+          "timeline_events=%lld param_elements=%lld peak_gathered=%lld max_rss_mb=%.1f\n",
           o.model.c_str(), world, static_cast<long long>(o.batch), o.threads, o.steps, m.hook.c_str(), o.copy_gradients ? 0 : 1, secs,
           samples / secs, 1e3 * m.backward / o.steps, 1e3 * m.communication_wait / o.steps, static_cast<long long>(state), m.bucket_cap_mb,
-          static_cast<long long>(m.timeline_events), static_cast<long long>(params), static_cast<long long>(peak));
+          static_cast<long long>(m.timeline_events), static_cast<long long>(params), static_cast<long long>(peak),
+          max_rss / 1024.0);
     }
     if (o.replica_check_every > 0) {
       const double step_s = median_over_ranks(m.step_seconds), check_s = median_over_ranks(m.check_seconds);

@@ -1,6 +1,7 @@
 """The benchmark models in Python PyTorch, identical to kindling's C++ ones.
 
-- MLP: Flatten -> Linear(784, 1024) -> ReLU -> Linear(1024, 1024) -> ReLU -> Linear(1024, 10).
+- MLP: Flatten -> Linear(784, 1024) -> ReLU -> Linear(1024, 1024) -> ReLU -> Linear(1024, 10)
+  (by default; `width` and `depth` make it wider and deeper, as bench_ddp's --mlp-width/--mlp-depth).
 - ResNet-18/34/50: torchvision's architecture, parameter names and initialisation (written
   out here because torchvision is not installed), the same as kindling::models::ResNet
   (include/kindling/models/resnet.h), including its `cifar_stem` option (3x3 stride-1
@@ -15,16 +16,13 @@ import torch.nn as nn
 
 
 class MLP(nn.Module):
-    def __init__(self):
+    """Flatten, `depth` hidden layers of `width` (Linear, ReLU), Linear(width, 10)."""
+    def __init__(self, width=1024, depth=2):
         super().__init__()
-        self.net = nn.Sequential(
-            nn.Flatten(),
-            nn.Linear(784, 1024),
-            nn.ReLU(),
-            nn.Linear(1024, 1024),
-            nn.ReLU(),
-            nn.Linear(1024, 10),
-        )
+        layers = [nn.Flatten()]
+        for i in range(depth):
+            layers += [nn.Linear(784 if i == 0 else width, width), nn.ReLU()]
+        self.net = nn.Sequential(*layers, nn.Linear(width, 10))
 
     def forward(self, x):
         return self.net(x)

@@ -1,5 +1,6 @@
 #pragma once
-// The training step that bench_ddp and bench_reducer time: the model (mlp: 784-1024-1024-10;
+// The training step that bench_ddp and bench_reducer time: the model (mlp: 784-1024-1024-10 by
+// default, wider and deeper on request;
 // resnet18: kindling's ResNet18 with 1 input channel and 10 classes on 28x28), Fashion-MNIST
 // held in memory and normalized, and the batch a step takes (rank r's step s starts at sample
 // (s * world + r) * batch), so every implementation sees the same data.
@@ -18,22 +19,28 @@
 namespace bench {
 
 /// The two models, initialized from seed 0 (the same weights on every rank and for every
-/// implementation).
-inline torch::nn::Sequential make_mlp() {
+/// implementation). The MLP: Flatten, then `depth` hidden layers of `width` (Linear, ReLU), then
+/// Linear(width, 10); the defaults are the 784-1024-1024-10 model.
+inline torch::nn::Sequential make_mlp(int64_t width = 1024, int depth = 2) {
   at::manual_seed(0);
-  return torch::nn::Sequential(torch::nn::Flatten(), torch::nn::Linear(784, 1024), torch::nn::ReLU(),
-                               torch::nn::Linear(1024, 1024), torch::nn::ReLU(), torch::nn::Linear(1024, 10));
+  torch::nn::Sequential net(torch::nn::Flatten());
+  for (int i = 0; i < depth; ++i) {
+    net->push_back(torch::nn::Linear(i == 0 ? 784 : width, width));
+    net->push_back(torch::nn::ReLU());
+  }
+  net->push_back(torch::nn::Linear(width, 10));
+  return net;
 }
 inline kindling::models::ResNet make_resnet18() {
   at::manual_seed(0);
   return kindling::models::resnet18(kindling::models::ResNetOptions().num_classes(10).in_channels(1));
 }
 
-/// Calls `f` with a fresh model named `model` ("mlp" or "resnet18").
+/// Calls `f` with a fresh model named `model` ("mlp", of `width` x `depth`, or "resnet18").
 template <class F>
-void with_model(const std::string& model, F&& f) {
+void with_model(const std::string& model, F&& f, int64_t width = 1024, int depth = 2) {
   if (model == "mlp") {
-    f(make_mlp());
+    f(make_mlp(width, depth));
   } else {
     f(make_resnet18());
   }

@@ -37,6 +37,7 @@
 #include "kindling/handlers/checkpointing/live_recovery.h"
 #include "kindling/handlers/checkpointing/disk_saver.h"
 #include "kindling/handlers/checkpointing/hash_checkpoint.h"
+#include "kindling/handlers/checkpointing/sharded_files.h"
 #include "kindling/handlers/checkpointing/run_folder.h"
 #include "kindling/handlers/checkpointing/stateful.h"
 #include "kindling/handlers/common.h"

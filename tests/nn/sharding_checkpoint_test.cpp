@@ -1,11 +1,15 @@
 // A sharded model's checkpoints (kindling/handlers/checkpointing/stateful.h): saved whole, equal to
 // what the same model and optimizer under DDP save (bit for bit on 2 ranks), read by Python torch's
 // own module and Adam, and resumed at another world size (and the other ZeRO stage) as DDP resumes
-// from the same file. Saving the module or the optimizer alone is refused.
+// from the same file. Sharded files (every rank its own, kindling/handlers/checkpointing/
+// sharded_files.h) load at another world size into what the whole file gives; a folder without a
+// complete save, a missing file and another model are refused on every rank, changing nothing.
+// Saving the module or the optimizer alone is refused.
 #include <gtest/gtest.h>
 #include <kindling/dist/auto.h>
 #include <kindling/dist/dist.h>
 #include <kindling/error.h>
+#include <kindling/handlers/checkpointing/sharded_files.h>
 #include <kindling/handlers/checkpointing/stateful.h>
 #include <kindling/nn/optimizer_state.h>
 #include <kindling/nn/sharding.h>
@@ -13,7 +17,9 @@
 #include <torch/optim/adam.h>
 #include <torch/serialize.h>
 
+#include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -90,6 +96,55 @@ kindling::StateDict load(const std::string& file) {
   return torch::pickle_load(bytes).toGenericDict();
 }
 
+// `body` must throw kindling::UsageError whose message holds `part`.
+void expect_refused(const std::string& what, const std::function<void()>& body, const std::string& part) {
+  std::string message;
+  try {
+    body();
+  } catch (const kindling::UsageError& e) {
+    message = e.what();
+  }
+  WCHECK(message.find(part) != std::string::npos, << what << ": " << (message.empty() ? "not refused" : message));
+}
+
+// The sharded files of the 2-rank save, loaded on 3 ranks into ZeRO-2: the weights and the
+// optimizer's state equal those the whole file gave `model` / `optimizer` (bit for bit: the same
+// values cut differently). Then the refusals, which change nothing, and two more steps: returns
+// the model's state after them (the caller's model takes the same steps).
+template <class Model>
+kindling::StateDict resumed_from_sharded_files(const std::string& folder, Model& model, torch::optim::Optimizer& optimizer) {
+  torch::manual_seed(5);  // other weights than the save's
+  UnitNet net;
+  auto filed = kd::auto_model(net, kn::ShardingOptions().reshard_after_forward(false));
+  torch::optim::Adam filed_optimizer(groups(filed.named_parameters()), torch::optim::AdamOptions(1e-2));
+  WCHECK(kh::sharded_save_world(folder) == 2, << "the save's world: " << kh::sharded_save_world(folder));
+  kh::load_sharded(folder, *filed.sharded(), &filed_optimizer);
+  const auto loaded = filed.sharded()->full_parameters();
+  const auto want = model.sharded()->full_parameters();
+  for (std::size_t i = 0; i < want.size(); ++i)
+    WCHECK(torch::equal(loaded[i].second, want[i].second), << "sharded files: " << want[i].first << " differs");
+  expect_same(filed.sharded()->full_optimizer_state_dict(filed_optimizer), model.sharded()->full_optimizer_state_dict(optimizer),
+              "sharded files' optimizer");
+  const std::string parent = folder.substr(0, folder.rfind('/'));
+  expect_refused("a folder without a complete save", [&] { kh::load_sharded(parent, *filed.sharded()); },
+                 "holds no complete sharded save");
+  kd::barrier();
+  const std::string one = folder + "/shard-1-of-2.pt", away = folder + "/moved.pt";
+  if (kd::get_rank() == 0) WCHECK(std::rename(one.c_str(), away.c_str()) == 0, << "cannot move " << one);
+  kd::barrier();
+  // Every rank reads every file of the save (one at a time): each fails on its own.
+  expect_refused("a missing file", [&] { kh::load_sharded(folder, *filed.sharded(), &filed_optimizer); }, "shard-1-of-2.pt");
+  kd::barrier();
+  if (kd::get_rank() == 0) WCHECK(std::rename(away.c_str(), one.c_str()) == 0, << "cannot move back " << one);
+  auto other = kd::auto_model(kindling::testing::sequential_mlp({12, 8, 4}), kn::ShardingOptions());
+  expect_refused("another model", [&] { kh::load_sharded(folder, *other.sharded()); }, "another model");
+  const auto after = filed.sharded()->full_parameters();
+  for (std::size_t i = 0; i < after.size(); ++i)
+    WCHECK(torch::equal(after[i].second, loaded[i].second), << "a refused load changed " << after[i].first);
+  train(filed, filed_optimizer, 3, 2);
+  return kh::stateful(filed)->state_dict();
+}
+
 // Saves at one world size (ZeRO-3), or resumes at another (ZeRO-2) and compares with DDP.
 KINDLING_WORKER(sharding_saves_or_resumes) {
   initialize();
@@ -110,6 +165,8 @@ KINDLING_WORKER(sharding_saves_or_resumes) {
     kh::stateful(model)->load_state_dict(sd.at("model").toGenericDict(), true);
     kh::stateful(optimizer, model)->load_state_dict(sd.at("optimizer").toGenericDict(), true);
   }
+  const std::string folder = file.substr(0, file.rfind('/')) + "/sharded";
+  const kindling::StateDict from_files = saving ? kindling::new_state_dict() : resumed_from_sharded_files(folder, model, optimizer);
   train(plain, plain_optimizer, saving ? 0 : 3, saving ? 3 : 2);
   train(model, optimizer, saving ? 0 : 3, saving ? 3 : 2);
   auto whole = kindling::new_state_dict();
@@ -118,6 +175,8 @@ KINDLING_WORKER(sharding_saves_or_resumes) {
   expect_same(whole.at("model"), kh::stateful(plain)->state_dict(), "model");
   expect_same(whole.at("optimizer"), kn::optimizer_state_dict(plain_optimizer), "optimizer");
   if (saving && kd::get_rank() == 0) save(file, whole);
+  if (saving) kh::save_sharded(folder, *model.sharded(), &optimizer);
+  if (!saving) expect_same(from_files, whole.at("model"), "resumed from sharded files");
   std::string refused;
   try {
     kh::stateful(net);

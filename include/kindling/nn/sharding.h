@@ -58,6 +58,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -156,6 +157,29 @@ class KINDLING_API ShardedModel {
   /// saved at any world size: this rank keeps its parts. Local. Throws kindling::UsageError as
   /// kindling::nn::load_optimizer_state_dict does, before changing anything.
   void load_full_optimizer_state_dict(torch::optim::Optimizer& optimizer, const StateDict& state);
+  /// This rank's part of the model, and of `optimizer`'s state when given (built on
+  /// parameters()), for a checkpoint whose files every rank writes at once (kindling::handlers::
+  /// save_sharded writes it): {"format", "world", "rank", "parameters": {name: this rank's piece,
+  /// 1-D}, "offsets": {name: where the piece starts in the flattened parameter}, "buffers": {name:
+  /// tensor}, "optimizer": its state in torch's layout with each per-parameter tensor this rank's
+  /// piece, "optimizer_parameters": the module's name of each of its parameters}. Python's
+  /// torch.load reads such a file as nested dicts. Local; throws kindling::UsageError for an
+  /// optimizer not built on parameters().
+  StateDict local_state_dict(const torch::optim::Optimizer* optimizer = nullptr) const;
+  /// Restores the local_state_dict() of every rank of one save made at any world size
+  /// (`saved_world` ranks; `saved(k)` returns rank k's, called once for each k in order, so that
+  /// one file at a time is in memory): this rank keeps each file's overlap with its pieces, the
+  /// buffers come from rank 0's, the optimizer's state (when `optimizer` is given) from the pieces'
+  /// overlaps and its options from rank 0's. Local (no communication; every rank reads the files
+  /// it needs). Throws kindling::UsageError, before changing anything, for a state that is not a
+  /// sharded model's, files out of order or from different saves, another model's parameters or
+  /// buffers, pieces that do not cover this rank's, no optimizer state when `optimizer` is given
+  /// (and what load_optimizer_state_dict refuses, before the optimizer changes). `before_change`,
+  /// when given, is called once every file was read and checked, before anything changes
+  /// (load_sharded makes the ranks agree there); what it throws leaves everything as it was.
+  void load_local_state_dicts(const std::function<StateDict(int)>& saved, int64_t saved_world,
+                              torch::optim::Optimizer* optimizer = nullptr,
+                              const std::function<void()>& before_change = nullptr);
   /// The units' names ("" for the root unit), in the order of their shards. Local.
   std::vector<std::string> units() const;
   /// Elements of the parameters this rank keeps between steps: its shards (padding included),

@@ -111,7 +111,10 @@ ShardedModel::State::State(torch::nn::Module& module, ShardingOptions o, bool ch
                                {"reduce_dtype", options.reduce_dtype() ? c10::toString(*options.reduce_dtype()) : "unset"},
                                {"units and parameters", signature(split, found)}},
                               group);
-  for (const auto& b : module.buffers()) buffers.push_back(b);
+  for (const auto& b : module.named_buffers()) {
+    buffers.push_back(b.value());
+    buffer_names.push_back(b.key());
+  }
   {
     at::NoGradGuard no_grad;
     std::vector<at::Tensor> detached;

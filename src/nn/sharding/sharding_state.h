@@ -35,6 +35,9 @@ struct ShardedModel::State : detail::UnitCalls, std::enable_shared_from_this<Sha
   // Adds (or removes) the module's parameters and the shards to the registry detail::sharded_role
   // reads (sharding_state_dict.cpp). Local.
   void enroll(bool add);
+  // (unit, parameter) of each of `optimizer`'s parameters, in its order (torch's indices).
+  // Throws kindling::UsageError for one that is not a shard of this model. Local.
+  std::vector<std::pair<std::size_t, std::size_t>> places_of(const torch::optim::Optimizer& optimizer) const;
 
   // --- Forward (sharding_forward.cpp): the user's thread, collectives over the group.
   void before_forward();
@@ -98,6 +101,7 @@ struct ShardedModel::State : detail::UnitCalls, std::enable_shared_from_this<Sha
   // The module's parameters in its order: (unit, index in the unit).
   std::vector<std::pair<std::size_t, std::size_t>> order_of_params;
   std::vector<at::Tensor> buffers;
+  std::vector<std::string> buffer_names;  // theirs in the module
   // The gradient accumulators (a shared_ptr on LibTorch 1.13, an intrusive_ptr on 2.x), kept so
   // that their hooks stay.
   std::vector<decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()))> accumulators;

@@ -26,24 +26,6 @@ std::unordered_map<const void*, int>& registry() {
   return roles;
 }
 
-// (unit, parameter) of each of the optimizer's parameters, in its order (torch's indices).
-std::vector<std::pair<std::size_t, std::size_t>> places(const ShardedModel::State& state,
-                                                        const torch::optim::Optimizer& optimizer) {
-  std::unordered_map<const void*, std::pair<std::size_t, std::size_t>> of;
-  for (std::size_t u = 0; u < state.units.size(); ++u)
-    for (std::size_t i = 0; i < state.units[u].shards().size(); ++i)
-      of.emplace(state.units[u].shards()[i].unsafeGetTensorImpl(), std::make_pair(u, i));
-  std::vector<std::pair<std::size_t, std::size_t>> all;
-  for (const auto& group : optimizer.param_groups())
-    for (const auto& p : group.params()) {
-      auto it = of.find(p.unsafeGetTensorImpl());
-      KINDLING_CHECK(it != of.end(), detail::kShardingWho, ": the optimizer's parameter ", all.size(),
-                     " is not one of this model's shards; its whole state needs an optimizer built on model.parameters()");
-      all.push_back(it->second);
-    }
-  return all;
-}
-
 }  // namespace
 
 namespace detail {
@@ -53,6 +35,23 @@ int sharded_role(const at::Tensor& t) {
   return it == registry().end() ? 0 : it->second;
 }
 }  // namespace detail
+
+std::vector<std::pair<std::size_t, std::size_t>> ShardedModel::State::places_of(
+    const torch::optim::Optimizer& optimizer) const {
+  std::unordered_map<const void*, std::pair<std::size_t, std::size_t>> of;
+  for (std::size_t u = 0; u < units.size(); ++u)
+    for (std::size_t i = 0; i < units[u].shards().size(); ++i)
+      of.emplace(units[u].shards()[i].unsafeGetTensorImpl(), std::make_pair(u, i));
+  std::vector<std::pair<std::size_t, std::size_t>> all;
+  for (const auto& group : optimizer.param_groups())
+    for (const auto& p : group.params()) {
+      auto it = of.find(p.unsafeGetTensorImpl());
+      KINDLING_CHECK(it != of.end(), detail::kShardingWho, ": the optimizer's parameter ", all.size(),
+                     " is not one of this model's shards; its state needs an optimizer built on model.parameters()");
+      all.push_back(it->second);
+    }
+  return all;
+}
 
 void ShardedModel::State::enroll(bool add) {
   std::lock_guard<std::mutex> lock(registry_mu);
@@ -91,7 +90,7 @@ void ShardedModel::load_full_parameters(const std::vector<std::pair<std::string,
 }
 
 StateDict ShardedModel::full_optimizer_state_dict(const torch::optim::Optimizer& optimizer) const {
-  const auto where = places(*state_, optimizer);
+  const auto where = state_->places_of(optimizer);
   StateDict local = optimizer_state_dict(optimizer);
   const auto pieces = local.at("state").toGenericDict();
   std::ostringstream layout;  // every rank must gather the same entries, in the same order
@@ -123,7 +122,7 @@ StateDict ShardedModel::full_optimizer_state_dict(const torch::optim::Optimizer&
 }
 
 void ShardedModel::load_full_optimizer_state_dict(torch::optim::Optimizer& optimizer, const StateDict& state) {
-  const auto where = places(*state_, optimizer);
+  const auto where = state_->places_of(optimizer);
   KINDLING_CHECK(state.contains("state") && state.at("state").isGenericDict(), detail::kShardingWho,
                  ": the optimizer state has no 'state' dict (torch's layout expected)");
   auto mine = c10::impl::GenericDict(c10::IntType::get(), c10::AnyType::get());
