@@ -23,7 +23,7 @@ namespace bench {
 /// Linear(width, 10); the defaults are the 784-1024-1024-10 model.
 inline torch::nn::Sequential make_mlp(int64_t width = 1024, int depth = 2) {
   at::manual_seed(0);
-  torch::nn::Sequential net(torch::nn::Flatten());
+  auto net = torch::nn::Sequential(torch::nn::Flatten());
   for (int i = 0; i < depth; ++i) {
     net->push_back(torch::nn::Linear(i == 0 ? 784 : width, width));
     net->push_back(torch::nn::ReLU());
