@@ -42,6 +42,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -93,6 +94,7 @@ struct Measured {
   int64_t timeline_events = 0;                  // --timeline: the events the timed steps recorded
   int64_t param_elements = 0;                   // the parameters this rank keeps between steps
   int64_t peak_gathered = 0;                    // --sharding: the most elements gathered at once (timed steps)
+  double step_rss_mb = 0;                       // the resident set's peak during the steps (warmup included)
   std::vector<double> step_seconds, check_seconds;  // --replica-check-every: each timed step, each check
 };
 
@@ -239,6 +241,15 @@ void print_breakdown(const std::vector<kindling::timeline::TimelineEvent>& event
 }
 
 // The timed steps of `model` (DDP or sharded) with `opt`; `net` is the module inside.
+// The kernel's high-water mark of this process's resident set (VmHWM), MB; 0 where unknown.
+// Written "5" to /proc/self/clear_refs first (Linux >= 4.0), it counts from there.
+double peak_rss_mb() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return 0;
+}
+
 template <class Model, class Net>
 void run_steps(Measured& m, Model& model, Net& net, torch::optim::Optimizer& opt, const Options& o,
                const std::pair<at::Tensor, at::Tensor>& data) {
@@ -271,6 +282,7 @@ void run_steps(Measured& m, Model& model, Net& net, torch::optim::Optimizer& opt
     Span span("optimizer step", Lane::kStep);
     opt.step();
   };
+  std::ofstream("/proc/self/clear_refs") << "5";  // the steps' peak, not the model's construction
   for (int s = 0; s < o.warmup; ++s) step(s);
   kd::barrier();
   // Where the timed steps begin: bench/cluster reads the links' byte counters here.
@@ -293,6 +305,7 @@ void run_steps(Measured& m, Model& model, Net& net, torch::optim::Optimizer& opt
     }
   }
   m.seconds = seconds_since(t0);
+  m.step_rss_mb = peak_rss_mb();
   if (o.timeline) {
     const auto events = kindling::timeline::stop_recording();
     m.timeline_events = static_cast<int64_t>(events.size());
@@ -390,18 +403,19 @@ int main(int argc, char** argv) {
     const int64_t params = kd::all_reduce(m.param_elements, kd::ReduceOp::kMax);
     const int64_t peak = kd::all_reduce(m.peak_gathered, kd::ReduceOp::kMax);
     struct rusage usage {};
-    getrusage(RUSAGE_SELF, &usage);  // ru_maxrss: kilobytes on Linux
+    getrusage(RUSAGE_SELF, &usage);  // ru_maxrss: kilobytes on Linux, the whole run's peak
     const int64_t max_rss = kd::all_reduce(static_cast<int64_t>(usage.ru_maxrss), kd::ReduceOp::kMax);
+    const double step_rss = kd::all_reduce(m.step_rss_mb, kd::ReduceOp::kMax);
     if (kd::get_rank() == 0) {
       const double samples = static_cast<double>(o.steps) * o.batch * world;
       std::printf(
           "RESULT impl=kindling mode=step model=%s ranks=%d batch=%lld threads=%d steps=%d hook=%s views=%d seconds=%.4f "
           "samples_per_s=%.1f backward_ms=%.1f comm_wait_ms=%.1f state_elements=%lld bucket_mb=%g "
-          "timeline_events=%lld param_elements=%lld peak_gathered=%lld max_rss_mb=%.1f\n",
+          "timeline_events=%lld param_elements=%lld peak_gathered=%lld max_rss_mb=%.1f step_rss_mb=%.1f\n",
           o.model.c_str(), world, static_cast<long long>(o.batch), o.threads, o.steps, m.hook.c_str(), o.copy_gradients ? 0 : 1, secs,
           samples / secs, 1e3 * m.backward / o.steps, 1e3 * m.communication_wait / o.steps, static_cast<long long>(state), m.bucket_cap_mb,
           static_cast<long long>(m.timeline_events), static_cast<long long>(params), static_cast<long long>(peak),
-          max_rss / 1024.0);
+          max_rss / 1024.0, step_rss);
     }
     if (o.replica_check_every > 0) {
       const double step_s = median_over_ranks(m.step_seconds), check_s = median_over_ranks(m.check_seconds);

@@ -5,12 +5,15 @@ per-process memory cap that DDP's copy of the model does not fit.
 Each rank runs in a memory cgroup of its own (the cgroup v1 memory controller, which this machine
 and CI mount at /sys/fs/cgroup/memory; cgroup v2's memory.max / memory.peak where that is what is
 mounted). Its peak (memory.max_usage_in_bytes, or memory.peak) is read after the run, beside the
-rank's own peak resident set (bench_ddp's max_rss_mb, getrusage). With --cap-mb each cgroup's
+rank's own peak resident set over the whole run (bench_ddp's max_rss_mb, getrusage) and during the
+training steps alone (step_rss_mb: VmHWM reset after the model and optimizer were built, which
+LibTorch does with every parameter whole on every rank before sharding). With --cap-mb each cgroup's
 limit is set, so that a rank that needs more is killed by the kernel's OOM killer (reported as
 such). Every variant runs bench_ddp under kindling-run on this host (gloo), SGD with momentum,
 the same model, batch and steps:
 
-  kindling DDP | kindling ZeRO-2 (stepping in backward) | kindling ZeRO-3
+  the fixed cost (DDP of a 16-wide MLP: the data held in memory, LibTorch, gloo) | kindling DDP |
+  kindling ZeRO-2 (stepping in backward) | kindling ZeRO-3
 
 Usage (root, for the cgroups; a build with benchmarks):
   python3 bench/ddp/memory_cap.py --build build-torch2 [--ranks 4] [--mlp-width 4608 --mlp-depth 6]
@@ -27,7 +30,8 @@ import subprocess
 import sys
 import tempfile
 
-VARIANTS = [("kindling DDP", []),
+VARIANTS = [("fixed cost: DDP of an MLP of width 16 (the data, LibTorch, gloo)", ["--mlp-width", "16"]),
+            ("kindling DDP", []),
             ("kindling ZeRO-2, stepping in backward", ["--sharding", "zero2", "--in-backward"]),
             ("kindling ZeRO-3", ["--sharding", "zero3"])]
 
@@ -84,9 +88,10 @@ class Cgroups:
 def run(args, extra, cap_bytes, wrapper):
     """One variant: (RESULT fields or None, exit status, each rank's cgroup peak MB, OOM kills, tail)."""
     cmd = [os.path.join(args.build, "kindling-run"), "--standalone", "--nproc_per_node", str(args.ranks), wrapper,
-           os.path.join(args.build, "bench", "ddp", "bench_ddp"), "--model", "mlp", "--mlp-width",
-           str(args.mlp_width), "--mlp-depth", str(args.mlp_depth), "--batch", str(args.batch), "--steps",
-           str(args.steps), "--warmup", "1", "--backend", "gloo"] + extra
+           os.path.join(args.build, "bench", "ddp", "bench_ddp"), "--model", "mlp", "--mlp-depth", str(args.mlp_depth),
+           "--batch", str(args.batch), "--steps", str(args.steps), "--warmup", "1", "--backend", "gloo"] + extra
+    if "--mlp-width" not in extra:
+        cmd += ["--mlp-width", str(args.mlp_width)]
     with Cgroups(args.ranks, cap_bytes) as groups:
         env = dict(os.environ, KINDLING_MEMCAP_CGROUP=groups.prefix)
         p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)
@@ -122,13 +127,14 @@ def main():
         print("MLP 784 -> %d x %d -> 10: %.1f M parameters (%.0f MB in float32); %d ranks, batch %d, %d steps; cap %s"
               % (args.mlp_depth, args.mlp_width, params / 1e6, params * 4 / 2**20, args.ranks, args.batch, args.steps,
                  "%.0f MB per rank" % args.cap_mb if cap else "none"))
-        print("\n| variant | exit | OOM kills | peak per rank, cgroup (MB, max over ranks) | peak RSS (MB) | samples/s |")
-        print("|---|---|---|---|---|---|")
+        print("\n| variant | exit | OOM kills | peak per rank, cgroup (MB, max over ranks) | peak RSS (MB) | "
+              "peak RSS during the steps (MB) | samples/s |")
+        print("|---|---|---|---|---|---|---|")
         for label, extra in VARIANTS:
             fields, rc, peaks, kills, tail = run(args, extra, cap, wrapper)
-            print("| %s | %d | %d | %.0f | %s | %s |" % (
+            print("| %s | %d | %d | %.0f | %s | %s | %s |" % (
                 label, rc, kills, max(peaks), fields["max_rss_mb"] if fields else "-",
-                fields["samples_per_s"] if fields else "-"), flush=True)
+                fields["step_rss_mb"] if fields else "-", fields["samples_per_s"] if fields else "-"), flush=True)
             if rc != 0 and not kills:
                 print(tail, file=sys.stderr)
     finally:
