@@ -49,8 +49,6 @@
 #include <string>
 #include <vector>
 
-#include <sys/resource.h>
-
 namespace kd = kindling::dist;
 namespace data = kindling::data;
 
@@ -402,20 +400,17 @@ int main(int argc, char** argv) {
     const int64_t state = kd::all_reduce(m.state_elements, kd::ReduceOp::kMax);
     const int64_t params = kd::all_reduce(m.param_elements, kd::ReduceOp::kMax);
     const int64_t peak = kd::all_reduce(m.peak_gathered, kd::ReduceOp::kMax);
-    struct rusage usage {};
-    getrusage(RUSAGE_SELF, &usage);  // ru_maxrss: kilobytes on Linux, the whole run's peak
-    const int64_t max_rss = kd::all_reduce(static_cast<int64_t>(usage.ru_maxrss), kd::ReduceOp::kMax);
     const double step_rss = kd::all_reduce(m.step_rss_mb, kd::ReduceOp::kMax);
     if (kd::get_rank() == 0) {
       const double samples = static_cast<double>(o.steps) * o.batch * world;
       std::printf(
           "RESULT impl=kindling mode=step model=%s ranks=%d batch=%lld threads=%d steps=%d hook=%s views=%d seconds=%.4f "
           "samples_per_s=%.1f backward_ms=%.1f comm_wait_ms=%.1f state_elements=%lld bucket_mb=%g "
-          "timeline_events=%lld param_elements=%lld peak_gathered=%lld max_rss_mb=%.1f step_rss_mb=%.1f\n",
+          "timeline_events=%lld param_elements=%lld peak_gathered=%lld step_rss_mb=%.1f\n",
           o.model.c_str(), world, static_cast<long long>(o.batch), o.threads, o.steps, m.hook.c_str(), o.copy_gradients ? 0 : 1, secs,
           samples / secs, 1e3 * m.backward / o.steps, 1e3 * m.communication_wait / o.steps, static_cast<long long>(state), m.bucket_cap_mb,
           static_cast<long long>(m.timeline_events), static_cast<long long>(params), static_cast<long long>(peak),
-          max_rss / 1024.0, step_rss);
+          step_rss);
     }
     if (o.replica_check_every > 0) {
       const double step_s = median_over_ranks(m.step_seconds), check_s = median_over_ranks(m.check_seconds);

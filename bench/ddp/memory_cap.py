@@ -4,10 +4,11 @@ per-process memory cap that DDP's copy of the model does not fit.
 
 Each rank runs in a memory cgroup of its own (the cgroup v1 memory controller, which this machine
 and CI mount at /sys/fs/cgroup/memory; cgroup v2's memory.max / memory.peak where that is what is
-mounted). Its peak (memory.max_usage_in_bytes, or memory.peak) is read after the run, beside the
-rank's own peak resident set over the whole run (bench_ddp's max_rss_mb, getrusage) and during the
-training steps alone (step_rss_mb: VmHWM reset after the model and optimizer were built, which
-LibTorch does with every parameter whole on every rank before sharding). With --cap-mb each cgroup's
+mounted). Its peak over the whole run (memory.max_usage_in_bytes, or memory.peak: the process's
+own memory, not the shared libraries' pages another process loaded first) is read after the run,
+beside the rank's peak resident set during the training steps alone (bench_ddp's step_rss_mb:
+VmHWM reset once the model and optimizer are built, which LibTorch does with every parameter whole
+on every rank before sharding; it counts the libraries' pages too). With --cap-mb each cgroup's
 limit is set, so that a rank that needs more is killed by the kernel's OOM killer (reported as
 such). Every variant runs bench_ddp under kindling-run on this host (gloo), SGD with momentum,
 the same model, batch and steps:
@@ -127,14 +128,14 @@ def main():
         print("MLP 784 -> %d x %d -> 10: %.1f M parameters (%.0f MB in float32); %d ranks, batch %d, %d steps; cap %s"
               % (args.mlp_depth, args.mlp_width, params / 1e6, params * 4 / 2**20, args.ranks, args.batch, args.steps,
                  "%.0f MB per rank" % args.cap_mb if cap else "none"))
-        print("\n| variant | exit | OOM kills | peak per rank, cgroup (MB, max over ranks) | peak RSS (MB) | "
+        print("\n| variant | exit | OOM kills | peak per rank, cgroup (MB, max over ranks) | "
               "peak RSS during the steps (MB) | samples/s |")
-        print("|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|")
         for label, extra in VARIANTS:
             fields, rc, peaks, kills, tail = run(args, extra, cap, wrapper)
-            print("| %s | %d | %d | %.0f | %s | %s | %s |" % (
-                label, rc, kills, max(peaks), fields["max_rss_mb"] if fields else "-",
-                fields["step_rss_mb"] if fields else "-", fields["samples_per_s"] if fields else "-"), flush=True)
+            print("| %s | %d | %d | %.0f | %s | %s |" % (
+                label, rc, kills, max(peaks), fields["step_rss_mb"] if fields else "-",
+                fields["samples_per_s"] if fields else "-"), flush=True)
             if rc != 0 and not kills:
                 print(tail, file=sys.stderr)
     finally:
