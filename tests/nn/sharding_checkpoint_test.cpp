@@ -201,10 +201,14 @@ TEST(ShardingCheckpoint, SavesWholeForPythonAndResumesAtAnotherWorldSize) {
   auto saved = kindling::testing::run_workers("sharding_saves_or_resumes", opts);
   for (const auto& r : saved) ASSERT_TRUE(r.ok()) << kindling::testing::describe(saved);
   const auto python = kindling::testing::run_command(
-      {KINDLING_PYTHON, std::string(KINDLING_SOURCE_DIR) + "/tests/nn/sharding_state_in_python.py", dir.path() + "/state.pt"},
+      {KINDLING_PYTHON, std::string(KINDLING_SOURCE_DIR) + "/tests/nn/sharding_state_in_python.py", dir.path() + "/state.pt",
+       dir.path() + "/sharded"},
       {}, std::chrono::seconds(120));
   ASSERT_TRUE(python.ok()) << python.out << python.err;
   EXPECT_NE(python.out.find("loaded into torch: parameters=6 states=6 step=4"), std::string::npos) << python.out;
+  // 6 parameters and their two Adam moments each.
+  EXPECT_NE(python.out.find("sharded files put together in torch: 18 tensors equal the whole file's"), std::string::npos)
+      << python.out;
   opts.env["SHARDING_TEST_SAVE"] = "";
   opts.world_size = 3;
   auto resumed = kindling::testing::run_workers("sharding_saves_or_resumes", opts);

@@ -1,8 +1,12 @@
 """Loads what a sharded model saved whole (tests/nn/sharding_checkpoint_test.cpp) into Python
 torch's own module and Adam, with the names and parameter groups of the test's model, and steps
-the optimizer once.
+the optimizer once. With a second argument, the folder of the same state's sharded files
+(kindling::handlers::save_sharded): reads every rank's file with torch.load and puts each
+parameter and each Adam moment together from the pieces and their offsets, which must equal the
+whole file's.
 
-Usage: sharding_state_in_python.py STATE_FILE"""
+Usage: sharding_state_in_python.py STATE_FILE [SHARDED_FOLDER]"""
+import os
 import sys
 
 import torch
@@ -43,3 +47,36 @@ for p in net.parameters():
 adam.step()
 print("loaded into torch: parameters=%d states=%d step=%d" % (len(named), len(adam.state),
                                                                int(adam.state[weights[0]]["step"])))
+
+
+def from_sharded_files(folder, want):
+    """Every parameter and Adam moment of the sharded save in `folder`, put together, against
+    `want` (the whole file's state): returns how many tensors were compared."""
+    marker = open(os.path.join(folder, "sharded-checkpoint.txt")).read().split()
+    world = int(marker[marker.index("world") + 1])
+    files = [torch.load(os.path.join(folder, "shard-%d-of-%d.pt" % (r, world))) for r in range(world)]
+    compared = 0
+    for name, whole in want["model"].items():
+        if name not in files[0]["parameters"]:
+            continue  # a buffer
+        flat = torch.full((whole.numel(),), float("nan"))
+        for f in files:
+            piece = f["parameters"][name]
+            flat[f["offsets"][name]:f["offsets"][name] + piece.numel()] = piece
+        assert torch.equal(flat.view(whole.shape), whole), name
+        compared += 1
+    for index, state in want["optimizer"]["state"].items():
+        name = files[0]["optimizer_parameters"][index]
+        for key in ("exp_avg", "exp_avg_sq"):
+            flat = torch.full((state[key].numel(),), float("nan"))
+            for f in files:
+                i = f["optimizer_parameters"].index(name)
+                piece = f["optimizer"]["state"][i][key]
+                flat[f["offsets"][name]:f["offsets"][name] + piece.numel()] = piece
+            assert torch.equal(flat.view(state[key].shape), state[key]), (name, key)
+            compared += 1
+    return compared
+
+
+if len(sys.argv) > 2:
+    print("sharded files put together in torch: %d tensors equal the whole file's" % from_sharded_files(sys.argv[2], saved))

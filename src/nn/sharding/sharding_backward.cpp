@@ -132,6 +132,7 @@ void ShardedModel::State::abandon_iteration() noexcept {
     unit.reset_iteration();
   }
   reduce_order.clear();
+  callback_queued = false;  // an error out of backward drops the callback it queued
 }
 
 void ShardedModel::State::finish_backward() {
