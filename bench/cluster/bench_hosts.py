@@ -26,7 +26,7 @@ Before the first run it checks what the runs and the report need (torch in this 
 torch and numpy in --python, the build's programs) and stops at once, exit 2, naming what lacks.
 
   bench/cluster/bench_hosts.py --build build [--hosts 2,4] [--rates 100mbit,1gbit,none]
-      [--models mlp,resnet18] [--hooks none,flat,fp16,bf16,powersgd] [--ranks-per-host 1]
+      [--models mlp,resnet18 (or mlp10x: 109.9 M parameters)] [--hooks none,flat,fp16,bf16,powersgd] [--ranks-per-host 1]
       [--python /usr/bin/python3] [--bench-args '--bucket-cap-mb 5'] [--repeats 3] [--json out.json]
 """
 import argparse
@@ -46,7 +46,11 @@ import cluster  # noqa: E402
 IMPLS = ["kindling-gloo", "kindling-mpi", "python-gloo", "no-comm"]
 # Per model: batch per rank, and (warmup, timed steps) by link rate (slow links: fewer).
 SIZES = {"mlp": (64, {"100mbit": (2, 15), "1gbit": (3, 40), "none": (5, 60)}),
-         "resnet18": (32, {"100mbit": (1, 4), "1gbit": (1, 8), "none": (2, 12)})}
+         "resnet18": (32, {"100mbit": (1, 4), "1gbit": (1, 8), "none": (2, 12)}),
+         "mlp10x": (32, {"100mbit": (1, 1), "1gbit": (1, 3), "none": (1, 4)})}
+# A model 10x ResNet-18's size (109.9 M parameters against 11.2 M): bench_ddp's and ddp_python.py's
+# MLP, 784 -> 6 x 4608 -> 10.
+MODEL_ARGS = {"mlp10x": ["--model", "mlp", "--mlp-width", "4608", "--mlp-depth", "6"]}
 
 
 # The interpreters the bench is meant to run with, for the messages about one without torch.
@@ -58,7 +62,10 @@ TORCH_HINT = ("an interpreter with torch and numpy: /usr/bin/python3 once Debian
 def gradient_bytes(model):
     sys.path.insert(0, os.path.join(SOURCE, "bench", "ddp"))
     import models
-    net = models.MLP() if model == "mlp" else models.resnet18(num_classes=10, in_channels=1)
+    if model == "resnet18":
+        net = models.resnet18(num_classes=10, in_channels=1)
+    else:
+        net = models.MLP(4608, 6) if model == "mlp10x" else models.MLP()
     return 4 * sum(p.numel() for p in net.parameters())
 
 
@@ -120,7 +127,8 @@ def commands(args, impl, hosts, model, rate, hook="none"):
     warmup, timed = steps["none" if impl == "no-comm" or faster else rate]
     if hook == "powersgd":
         warmup = max(warmup, 3)  # compressing from step 2 on
-    bench = ["--model", model, "--batch", str(batch), "--steps", str(timed), "--warmup", str(warmup)]
+    bench = MODEL_ARGS.get(model, ["--model", model]) + ["--batch", str(batch), "--steps", str(timed), "--warmup",
+                                                          str(warmup)]
     bench += shlex.split(args.bench_args)
     if hook == "flat":
         bench += ["--flat"]
