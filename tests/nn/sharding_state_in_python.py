@@ -79,4 +79,7 @@ def from_sharded_files(folder, want):
 
 
 if len(sys.argv) > 2:
-    print("sharded files put together in torch: %d tensors equal the whole file's" % from_sharded_files(sys.argv[2], saved))
+    # Read again: torch >= 2's Adam.load_state_dict keeps the loaded tensors as its state, which
+    # the step above changed in `saved`.
+    whole = torch.load(sys.argv[1])
+    print("sharded files put together in torch: %d tensors equal the whole file's" % from_sharded_files(sys.argv[2], whole))
