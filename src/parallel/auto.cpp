@@ -28,7 +28,9 @@ std::shared_ptr<nn::ShardedModel> prepare_sharded(torch::nn::Module& module, con
   module.to(device());
   if (!is_initialized()) return nullptr;
   const auto& group = options.group();
-  if (group.size() <= 1 || group.rank() < 0) return nullptr;
+  // Sharded on one rank too (a world live recovery or elastic shrank to one): the same model,
+  // its checkpoints and committed parts in every world; the serial model alone is a pass-through.
+  if (group.rank() < 0) return nullptr;
   return std::make_shared<nn::ShardedModel>(module, options, children_are_units);
 }
 

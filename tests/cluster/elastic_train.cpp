@@ -4,8 +4,10 @@
 // rendezvous round at another world size it goes on from the latest checkpoint.
 //
 //   elastic_train train DIR [--samples 600] [--batch 12] [--epochs 3] [--save-every 5] [--sleep-ms 40]
-//   elastic_train train-live DIR [...] [--sleep-before-init-ms 0]  # under kindling-run --live_recovery:
-//                                  # kh::LiveRecovery, no checkpoint; the sleep stands for set-up before initialize()
+//   elastic_train train-live DIR [...] [--sleep-before-init-ms 0] [--sharding none|zero2|zero3]
+//                                  # under kindling-run --live_recovery: kh::LiveRecovery, no checkpoint; the sleep
+//                                  # stands for set-up before initialize(); --sharding: the model sharded (its
+//                                  # parts committed by each rank, kindling::nn::ShardingOptions) instead of DDP
 //   elastic_train parallel-live DIR --endpoint E --nodes MIN:MAX --rdzv-id ID [--rdzv-backend c10d|etcd] [...]
 //                                  # train-live started by kd::Parallel (elastic, live_recovery) on this node
 //   elastic_train evaluate DIR     # one process, no launcher: the final checkpoint's metrics
@@ -33,6 +35,7 @@
 #include <kindling/handlers/checkpointing/checkpoint.h>
 #include <kindling/handlers/checkpointing/live_recovery.h>
 #include <kindling/metrics/regression.h>
+#include <kindling/nn/sharding.h>
 
 #include "support/id_dataset.h"
 
@@ -73,7 +76,7 @@ struct Ledger {
 std::map<std::string, std::string> flags(int argc, char** argv) {
   std::map<std::string, std::string> f{
       {"--samples", "600"}, {"--batch", "12"}, {"--epochs", "3"}, {"--save-every", "5"}, {"--sleep-ms", "40"},
-      {"--sleep-before-init-ms", "0"}};
+      {"--sleep-before-init-ms", "0"}, {"--sharding", "none"}};
   for (int i = 3; i + 1 < argc; i += 2) f[argv[i]] = argv[i + 1];
   return f;
 }
@@ -174,6 +177,29 @@ int train(const std::string& dir, const std::map<std::string, std::string>& f) {
   return finish(dir, linear, ledger, std::stoll(f.at("--samples")));
 }
 
+// One world of train-live with the model sharded: its parts and the optimizer's committed by
+// each rank; at the end the whole weights are copied into `linear` (a destroyed sharded model
+// leaves no values in its module under ZeRO-3).
+void train_sharded(kh::LiveRecovery& self, torch::nn::Linear linear, Ledger& ledger,
+                   const std::map<std::string, std::string>& f, bool zero3) {
+  std::vector<std::pair<std::string, at::Tensor>> whole;
+  {
+    auto loader = make_loader(f);
+    auto model = kd::auto_model(linear, kindling::nn::ShardingOptions().reshard_after_forward(zero3));
+    torch::optim::SGD optimizer(model.parameters(), 0.2);
+    Engine trainer = make_trainer(model, optimizer, ledger, std::stoll(f.at("--sleep-ms")));
+    self.keep({{"trainer", kh::stateful(trainer)},
+               {"model", kh::stateful(model)},
+               {"optimizer", kh::stateful(optimizer, model)},
+               {"ledger", kh::stateful(ledger)}},
+              trainer);
+    trainer.run(loader, std::stoll(f.at("--epochs")));
+    whole = model.sharded()->full_parameters();
+  }  // the sharded model destroyed first: it leaves NaN in the module's parameters
+  at::NoGradGuard no_grad;
+  for (const auto& [name, value] : whole) linear->named_parameters()[name].set_data(value);
+}
+
 // The same job under kindling-run --live_recovery: no checkpoint; a lost or new node changes
 // the world in the same processes (kh::LiveRecovery). Each world prints "WORLD rank=R world=W
 // pid=P" on every rank.
@@ -186,9 +212,11 @@ int train_live(const std::string& dir, const std::map<std::string, std::string>&
   at::manual_seed(3);
   torch::nn::Linear linear(3, 1);
   Ledger ledger;
+  const std::string sharding = f.at("--sharding");
   live.run([&](kh::LiveRecovery& self) {
     std::printf("WORLD rank=%d world=%d pid=%d\n", kd::get_rank(), kd::get_world_size(), static_cast<int>(::getpid()));
     std::fflush(stdout);
+    if (sharding != "none") return train_sharded(self, linear, ledger, f, sharding == "zero3");
     auto loader = make_loader(f);
     auto model = kd::auto_model(linear);
     torch::optim::SGD optimizer(model->parameters(), 0.2);

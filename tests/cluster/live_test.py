@@ -19,6 +19,23 @@ no checkpoint on disk) as the job (tests/cluster/elastic_job.py).
                         that it was left out and rejoins in its own processes (2 -> 3). Checked: no
                         process started again on any host, the worlds, every sample once.
 
+  lose_and_rejoin_live_sharded
+                        lose_and_rejoin_live's kill and join with the model sharded (train-live
+                        --sharding zero3, then zero2): each rank commits its own part of the
+                        weights and of SGD's state and keeps a copy of its buddy's (the next
+                        host's); host 2's part comes back from host 0's copy, and the joiner gets its
+                        new part from the survivors. Checked against the uninterrupted DDP run (2
+                        hosts): the ledger, each iteration's global batch, the final weights
+                        (1e-5 relative), no process of hosts 0 and 1 started again, at most 1
+                        iteration redone.
+
+  sharded_part_lost_live
+                        3 hosts, --nnodes 1:3, the model sharded (ZeRO-3): hosts 1 and 2 killed at once
+                        mid-epoch, so that rank 1's part is lost with its copy (on rank 2). Checked:
+                        host 0's worker says which part was lost with its copy and how to go on (a
+                        checkpoint), and leaves its world (the launcher starts it again, --max_restarts 3)
+                        instead of training on with weights it does not have.
+
   cut_host_live         3 hosts, --nnodes 2:3; host 2's link is cut mid-epoch (its processes keep
                         running and hear nothing); hosts 0 and 1 go on at 2 ranks once the stall
                         period (5 s) ends their waits and host 2's agent has been silent for 3 s;
@@ -85,8 +102,9 @@ from checks import case, expect  # noqa: E402
 from elastic_job import Host, check_ledger, close, kill_mid_epoch, launcher, lost_and_repeated, read_ledger, reference_run, starts, weights, workspace  # noqa: E402,E501
 
 
-def live_launcher(args, run_id, folder, stall_seconds=None, sleep_ms=None):
+def live_launcher(args, run_id, folder, stall_seconds=None, sleep_ms=None, sharding=None):
     extra = () if sleep_ms is None else ("--sleep-ms", str(sleep_ms))
+    extra += () if sharding is None else ("--sharding", sharding)
     argv = launcher(args, run_id, folder, command="train-live", flags=("--live_recovery",), extra=extra)
     return argv if stall_seconds is None else ["env", "KINDLING_STALL_TIMEOUT=%d" % stall_seconds] + argv
 
@@ -161,6 +179,38 @@ def lose_and_rejoin_live(args):
                 print("trial %d: the 2-rank world trained %.1f s after the kill (%d iteration(s) redone); the "
                       "3-rank world %.1f s after host 2 started again" % (n, figures[-1][0], figures[-1][2],
                                                                           figures[-1][1]))
+
+
+@case
+def lose_and_rejoin_live_sharded(args):
+    with workspace("kindling-live-sharded-") as work:
+        with cluster.Cluster(hosts=3) as c:
+            ref_text, ref_iterations = reference_run(c, work, lambda k, f: live_launcher(args, "reference", f))
+            for sharding in ("zero3", "zero2"):
+                folder = os.path.join(work, sharding)
+                os.makedirs(folder)
+                resumed, joined, redone = trial(args, c, folder, ref_text, ref_iterations,
+                                                start=lambda k: live_launcher(args, sharding, folder, sharding=sharding))
+                print("%s: the 2-rank world trained %.1f s after the kill (%d iteration(s) redone); the 3-rank world "
+                      "%.1f s after host 2 started again" % (sharding, resumed, redone, joined))
+
+
+@case
+def sharded_part_lost_live(args):
+    with live_job(args, "kindling-live-lost-part-", "1:3", ("--sharding", "zero3")) as (c, work, hosts):
+        i = hosts[0].wait_line(r"PROGRESS world=3 iteration=(2[3-9]|3\d)\b", 120)
+        c.kill_host(1)
+        c.kill_host(2)
+        m = hosts[0].wait_line(r"rank 1 of the last commit's world \(3 ranks, iteration \d+\) was lost together "
+                               r"with the rank that kept the copy", 120, i)
+        # The first 1-rank step is the restarted worker's first iteration: nothing trained on without the part.
+        j = hosts[0].wait_line(r"PROGRESS world=1 ", 120, i)
+        expect(j > m and re.search(r"iteration=1 ", hosts[0].lines[j]), "host 0 trained at 1 rank before or "
+               "without starting over: %r\n%s" % (hosts[0].lines[j], hosts[0].text()))
+        expect(hosts[0].finish(180) == 0, "host 0's launcher failed:\n" + hosts[0].text())
+        expect(len(starts(hosts[0])) == 2, "host 0's worker started %d times, expected 2 (the launcher's restart "
+               "after the lost part):\n%s" % (len(starts(hosts[0])), hosts[0].text()))
+    print("hosts 1 and 2 lost at once under sharding: host 0 refused to go on without rank 1's part")
 
 
 @case

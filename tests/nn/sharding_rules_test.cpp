@@ -3,7 +3,7 @@
 // parameters, ranks whose models differ, nested units, tied weights, a unit left out of the loss,
 // an optimizer stepping inside backward that needs a closure, clipping while it steps there; a
 // unit called twice trains as DDP, stepping inside backward trains as stepping after it (also
-// with no_sync). Real processes; the serial model is a pass-through.
+// with no_sync); the module outlives its sharded model. Real processes; the serial model is a pass-through.
 #include <gtest/gtest.h>
 #include <kindling/dist/auto.h>
 #include <kindling/dist/dist.h>
@@ -219,9 +219,51 @@ KINDLING_WORKER(sharding_refuses_ranks_that_differ) {
   kd::finalize();
 }
 
+// The module outlives its sharded model: NaN of their shapes where the weights were not whole in
+// their own dtype (ZeRO-3; ZeRO-2 in bfloat16), whole weights otherwise; a new sharded model is
+// built on it and, given the weights, computes as the module with them (live recovery does so).
+KINDLING_WORKER(sharding_module_outlives_its_model) {
+  initialize();
+  const auto x = torch::randn({4, 12}), y = torch::randn({4, 4});
+  for (const auto& options : {kn::ShardingOptions(), kn::ShardingOptions().reshard_after_forward(false),
+                              kn::ShardingOptions().reshard_after_forward(false).param_dtype(at::kBFloat16)}) {
+    const bool nan = options.reshard_after_forward() || options.param_dtype().has_value();
+    UnitNet net;
+    std::vector<std::pair<std::string, at::Tensor>> whole;
+    {
+      auto model = kd::auto_model(net, options);
+      torch::optim::SGD optimizer(model.parameters(), 0.1);
+      torch::mse_loss(model(x), y).backward();
+      optimizer.step();
+      whole = model.sharded()->full_parameters();
+    }
+    std::size_t i = 0;
+    for (const auto& p : net->named_parameters()) {
+      WCHECK(p.key() == whole[i].first && p.value().sizes() == whole[i].second.sizes() &&
+                 p.value().scalar_type() == at::kFloat,
+             << p.key() << " left as " << p.value().sizes() << " " << p.value().scalar_type());
+      WCHECK(p.value().isnan().all().item<bool>() == nan, << p.key() << (nan ? " is not NaN" : " is NaN"));
+      ++i;
+    }
+    UnitNet reference;
+    {
+      torch::NoGradGuard no_grad;
+      for (const auto& [name, value] : whole) reference->named_parameters()[name].copy_(value);
+    }
+    auto again = kd::auto_model(net, options);
+    again.sharded()->load_full_parameters(whole);
+    const at::Tensor out = again(x), expected = reference->forward(x);
+    const double tolerance = options.param_dtype() ? 5e-2 : 1e-6;
+    WCHECK(at::allclose(out, expected, tolerance, tolerance), << "the module sharded again computes "
+           << out.sum().item<double>() << " instead of " << expected.sum().item<double>());
+  }
+  kd::finalize();
+}
+
 class ShardingRulesTest : public kindling::testing::BackendWorldTest {};
 TEST_P(ShardingRulesTest, RefusesMisuseWithTheFix) { expect_ok("sharding_refuses_misuse"); }
 TEST_P(ShardingRulesTest, RefusesRanksWhoseModelsDiffer) { expect_ok("sharding_refuses_ranks_that_differ"); }
+TEST_P(ShardingRulesTest, ModuleOutlivesItsModel) { expect_ok("sharding_module_outlives_its_model"); }
 INSTANTIATE_TEST_SUITE_P(Backends, ShardingRulesTest, ::testing::ValuesIn(kindling::testing::cpu_backend_world_sizes({2})),
                          [](const auto& info) { return kindling::testing::backend_world_size_name(info.param); });
 

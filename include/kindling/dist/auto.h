@@ -51,7 +51,7 @@ nn::DistributedDataParallel<M> auto_model(const torch::nn::ModuleHolder<M>& hold
 }
 
 /// auto_model with sharding (kindling/nn/sharding.h): places the module on device() and, when
-/// distributed, splits its parameters, gradients and optimizer state across the group's ranks
+/// distributed (a world of one rank too), splits its parameters, gradients and optimizer state across the group's ranks
 /// (ZeRO-3, or ZeRO-2 without reshard_after_forward). Build the optimizer on the result's
 /// parameters(). A torch::nn::Sequential without Units is sharded child by child. Every rank of
 /// the group calls it, in the same order (collective). Throws what ShardedModel's constructor

@@ -49,8 +49,10 @@
 /// (whose gradients stay empty). Under ZeRO-3 the module's parameters are empty tensors
 /// between steps; read the weights with full_parameters() or save the model (kindling::
 /// handlers::stateful(model)). Destroying the sharded model leaves the module's parameters as
-/// they are then (under ZeRO-3 empty: a destructor cannot gather, which is a collective): keep
-/// the model while the module is used, or load a saved state into a new module.
+/// they are then where they are whole in their own dtype, and NaN of their shapes elsewhere
+/// (under ZeRO-3, or gathered in param_dtype; one element, expanded: a destructor cannot gather,
+/// which is a collective): keep the model while the module is used, or build a new sharded model
+/// on the module and load a saved state into it (live recovery does so in each new world).
 
 #include <c10/core/ScalarType.h>
 #include <torch/nn/module.h>

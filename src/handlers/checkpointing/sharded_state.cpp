@@ -56,6 +56,7 @@ class ShardedModuleState : public Stateful {
     at::NoGradGuard no_grad;
     for (auto& [dst, src] : buffers) dst.copy_(src);
   }
+  ShardedPart sharded_part() const override { return {sharded_, nullptr}; }
 
  private:
   std::shared_ptr<torch::nn::Module> module_;
@@ -67,6 +68,7 @@ class ShardedOptimizerState : public Stateful {
   ShardedOptimizerState(torch::optim::Optimizer& o, nn::ShardedModel* sharded) : optimizer_(o), sharded_(sharded) {}
   StateDict state_dict() const override { return sharded_->full_optimizer_state_dict(optimizer_); }
   void load_state_dict(const StateDict& state, bool) override { sharded_->load_full_optimizer_state_dict(optimizer_, state); }
+  ShardedPart sharded_part() const override { return {sharded_, &optimizer_}; }
 
  private:
   torch::optim::Optimizer& optimizer_;

@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/grad_mode.h>
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "kindling/error.h"
@@ -74,6 +75,15 @@ void ShardUnit::free() {
   storage->set_data_ptr_noswap(storage->allocator()->allocate(0));
   storage->set_nbytes(0);
   gathered_ = false;
+}
+
+void ShardUnit::leave_module() noexcept {
+  try {
+    const at::Tensor nan = at::full({}, std::numeric_limits<double>::quiet_NaN(), shard_.options().requires_grad(false));
+    for (std::size_t i = 0; i < params_.size(); ++i)
+      if (!gathered_ || params_[i].scalar_type() != shard_.scalar_type()) params_[i].set_data(nan.expand(shapes_[i]));
+  } catch (...) {  // left as they are: empty under ZeRO-3
+  }
 }
 
 int64_t ShardUnit::shard_version() const {

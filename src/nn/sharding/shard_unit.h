@@ -55,6 +55,10 @@ class ShardUnit {
   void allocate();
   // Frees the buffer's memory; the parameters become empty tensors. Local.
   void free();
+  // As the model is destroyed (the module outlives it): each parameter not whole in the shards'
+  // dtype (freed under ZeRO-3, or gathered in param_dtype) becomes NaN of its shape in the shards'
+  // dtype, taking no memory (one element, expanded): a destructor cannot gather. Does not throw.
+  void leave_module() noexcept;
   // After the gather filled the buffer: the parameters are its views again. Local.
   void show();
   // The shard's version now (the optimizer's steps change it) and at the last gather.

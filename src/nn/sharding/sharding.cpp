@@ -119,7 +119,12 @@ ShardedModel::State::State(torch::nn::Module& module, ShardingOptions o, bool ch
     at::NoGradGuard no_grad;
     std::vector<at::Tensor> detached;
     for (const auto& s : split)
-      for (const auto& p : s) detached.push_back(p.second.detach());
+      for (const auto& p : s) {
+        // A module an earlier sharded model left (expanded NaN, kindling::nn::ShardedModel's
+        // destructor) gets memory of its own to receive the broadcast into.
+        if (!p.second.is_contiguous()) p.second.set_data(p.second.detach().contiguous());
+        detached.push_back(p.second.detach());
+      }
     detail::broadcast_coalesced(detached, src, group);
     detail::broadcast_coalesced(buffers, src, group);
   }
@@ -171,6 +176,7 @@ void ShardedModel::State::attach() {
 
 ShardedModel::State::~State() {
   enroll(false);
+  for (auto& unit : units) unit.leave_module();
   for (const auto& b : bound) b.first->bind({}, 0);
 }
 

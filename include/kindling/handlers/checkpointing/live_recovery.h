@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,9 @@
 
 namespace kindling {
 namespace handlers {
+namespace detail {
+class LiveCommits;
+}
 
 struct KINDLING_API LiveRecoveryOptions {
   /// The backend of every world run() makes. Default: gloo.
@@ -73,22 +77,26 @@ class KINDLING_API LiveRecovery {
   void run(const std::function<void(LiveRecovery&)>& train);
 
   /// Inside `train`, after the engine's own handlers are attached: loads the last committed
-  /// state into `objects` on every rank (sent by rank 0; nothing on the job's first world),
-  /// then commits `objects` after every commit_every of `engine`'s iterations and agrees there
-  /// every check_every iterations whether a new round was announced. A metric among `objects` makes
-  /// every commit a collective (its state gathers every rank's). Every rank calls it.
+  /// state into `objects` on every rank (sent by the lowest rank that has it; nothing on the
+  /// job's first world), then commits `objects` after every commit_every of `engine`'s
+  /// iterations and agrees there every check_every iterations whether a new round was announced.
+  /// A metric among `objects` makes every commit a collective (its state gathers every rank's).
+  /// A sharded model (kh::stateful(model)) and its optimizer (kh::stateful(optimizer, model))
+  /// are committed by parts: each rank keeps its own part and a copy of one other rank's (the
+  /// same local rank on the next node), so a commit sends each rank's part once over the
+  /// network and ends with one all_reduce; a new world gets every part from a rank that kept it
+  /// (kindling::Error on every rank when a part was lost with its copy: two neighbouring nodes
+  /// lost between two commits). Every rank calls it.
   void keep(const Objects& objects, engine::Engine& engine);
 
   /// Worlds made in this process after the first (recoveries and joins seen by this rank).
   int recoveries() const { return recoveries_; }
   /// The iteration of the last commit (-1 before the first).
-  int64_t committed_iteration() const { return committed_iteration_; }
+  int64_t committed_iteration() const;
 
  private:
-  void commit(const Objects& objects, int64_t iteration);
   LiveRecoveryOptions options_;
-  StateDict committed_ = new_state_dict();  // the kept objects' states, copies of their tensors
-  int64_t committed_iteration_ = -1;
+  std::shared_ptr<detail::LiveCommits> commits_;  // the kept objects' states, copies of their tensors
   int recoveries_ = 0;
 };
 

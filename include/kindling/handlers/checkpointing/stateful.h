@@ -38,6 +38,14 @@ class Metric;
 }
 namespace handlers {
 
+/// Where an object's state lies split across the ranks: the sharded model (kindling/nn/sharding.h)
+/// it is the state of, and the optimizer when it is that model's optimizer; a null model for
+/// any other object. Live recovery keeps each rank's part of such objects instead of the whole.
+struct ShardedPart {
+  nn::ShardedModel* model = nullptr;
+  torch::optim::Optimizer* optimizer = nullptr;
+};
+
 /// An object a checkpoint can save (state_dict) and restore (load_state_dict).
 class KINDLING_API Stateful {
  public:
@@ -46,6 +54,9 @@ class KINDLING_API Stateful {
   /// Restores the state. Throws kindling::UsageError naming the key that is missing, extra
   /// (when strict) or of the wrong shape or type; must change nothing when it throws.
   virtual void load_state_dict(const StateDict& state, bool strict = true) = 0;
+  /// Where the state lies split across the ranks (the adapters of a sharded model and of its
+  /// optimizer say so); a null model (the default) for state held whole. Local; does not throw.
+  virtual ShardedPart sharded_part() const { return {}; }
 };
 
 /// Named objects, in order.
