@@ -68,7 +68,7 @@ int parse_command_line(int argc, char** argv, Config& c) {
       ->check(CLI::Range(1, 1024));
   app.add_option("--stop_iteration", c.stop_iteration, "End the run after this iteration, as a crash would")
       ->check(count(1));
-  auto* amp = app.add_flag("--with_amp", c.with_amp, "Automatic mixed precision (float16 on CUDA, bfloat16 on CPU)");
+  app.add_flag("--with_amp", c.with_amp, "Automatic mixed precision (float16 on CUDA, bfloat16 on CPU)");
   auto* hook = app.add_option("--comm_hook", c.comm_hook,
                  "How DDP averages gradients: none (float32 all-reduce), fp16, bf16 or powersgd")
       ->check(CLI::IsMember({"none", "fp16", "bf16", "powersgd"}))
@@ -76,11 +76,10 @@ int parse_command_line(int argc, char** argv, Config& c) {
   app.add_option("--sharding", c.sharding,
                  "Split weights, gradients and SGD's state across the ranks: none (DDP), zero2 (weights whole in "
                  "forward and backward) or zero3 (each ResNet layer gathered only while it computes); not with "
-                 "--comm_hook (DDP's) nor --with_amp (GradScaler does not yet decide over every rank's shards)")
+                 "--comm_hook (DDP's)")
       ->check(CLI::IsMember({"none", "zero2", "zero3"}))
       ->capture_default_str()
-      ->excludes(hook)
-      ->excludes(amp);
+      ->excludes(hook);
   app.add_option("--powersgd_rank", c.powersgd_rank, "PowerSGD's matrix approximation rank")
       ->check(count(1))
       ->capture_default_str();

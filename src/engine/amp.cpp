@@ -10,6 +10,7 @@
 #include "kindling/dist/dist.h"
 #include "kindling/error.h"
 #include "kindling/nn/optimizer_in_backward.h"
+#include "kindling/nn/sharding.h"
 #include "kindling/nn/zero.h"
 
 namespace kindling {
@@ -111,6 +112,15 @@ void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
                  "kindling::engine::GradScaler: the optimizer is a kindling::nn::ZeroRedundancyOptimizer made with "
                  "ZeroOptions::overlap_with_ddp, which steps inside backward, before gradients could be unscaled "
                  "or checked for inf/NaN; make it without overlap_with_ddp to use AMP's loss scaling");
+  // A sharded model's shards: each rank holds a part of the gradients; the ranks decide together.
+  const nn::ShardedModel* sharded = nullptr;
+  for (const auto& group : optimizer.param_groups())
+    for (const auto& p : group.params())
+      if (const auto* owner = nn::detail::shard_owner(p)) sharded = owner;
+  KINDLING_CHECK(sharded == nullptr || sharded->stepping_in_backward() == nullptr,
+                 "kindling::engine::GradScaler: the optimizer steps inside the sharded model's backward "
+                 "(step_in_backward), before gradients could be unscaled or checked for inf/NaN; turn it off "
+                 "(model.sharded()->step_in_backward(nullptr)) to use AMP's loss scaling");
   const double inverse = 1.0 / scale_;
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> gradients;
@@ -129,6 +139,7 @@ void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
   }
   bool found = bad.defined() && bad.item<bool>();
   if (zero) found = dist::all_reduce(static_cast<int64_t>(found), dist::ReduceOp::kMax, zero->group()) != 0;
+  if (sharded) found = dist::all_reduce(static_cast<int64_t>(found), dist::ReduceOp::kMax, sharded->group()) != 0;
   unscaled_[&optimizer] = found;
 }
 

@@ -3,10 +3,11 @@
 // parameters, ranks whose models differ, nested units, tied weights, a unit left out of the loss,
 // an optimizer stepping inside backward that needs a closure, clipping while it steps there; a
 // unit called twice trains as DDP, stepping inside backward trains as stepping after it (also
-// with no_sync); the module outlives its sharded model. Real processes; the serial model is a pass-through.
+// with no_sync); the module outlives its sharded model; GradScaler decides over every rank. Real processes; the serial model is a pass-through.
 #include <gtest/gtest.h>
 #include <kindling/dist/auto.h>
 #include <kindling/dist/dist.h>
+#include <kindling/engine/amp.h>
 #include <kindling/engine/supervised.h>
 #include <kindling/error.h>
 #include <kindling/nn/sharding.h>
@@ -16,6 +17,7 @@
 #include <torch/optim/sgd.h>
 
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -260,10 +262,67 @@ KINDLING_WORKER(sharding_module_outlives_its_model) {
   kd::finalize();
 }
 
+// GradScaler on a sharded model: a scaled step equals the unscaled one bit for bit (scaling by a
+// power of two is exact); an overflow in one rank's shard skips the step and backs the scale off
+// on every rank; refused while the optimizer steps inside backward.
+KINDLING_WORKER(sharding_grad_scaler_decides_over_every_rank) {
+  initialize();
+  const auto x = torch::randn({4, 12}), y = torch::randn({4, 4});
+  for (const bool zero3 : {true, false}) {
+    const auto options = kn::ShardingOptions().reshard_after_forward(zero3);
+    const std::string mode = zero3 ? "ZeRO-3: " : "ZeRO-2: ";
+    UnitNet plain_net, scaled_net;
+    {
+      torch::NoGradGuard no_grad;
+      for (const auto& p : plain_net->named_parameters()) scaled_net->named_parameters()[p.key()].copy_(p.value());
+    }
+    auto plain = kd::auto_model(plain_net, options), scaled = kd::auto_model(scaled_net, options);
+    torch::optim::SGD plain_sgd(plain.parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+    torch::optim::SGD scaled_sgd(scaled.parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+    kindling::engine::GradScaler scaler(kindling::engine::GradScalerOptions().init_scale(1024));
+    for (int step = 0; step < 3; ++step) {
+      plain_sgd.zero_grad();
+      scaled_sgd.zero_grad();
+      torch::mse_loss(plain(x), y).backward();
+      plain_sgd.step();
+      scaler.scale(torch::mse_loss(scaled(x), y)).backward();
+      WCHECK(scaler.step(scaled_sgd), << mode << "step " << step << " skipped without an overflow");
+      scaler.update();
+    }
+    const auto expected = plain.sharded()->full_parameters(), before = scaled.sharded()->full_parameters();
+    for (std::size_t i = 0; i < expected.size(); ++i)
+      WCHECK(at::equal(before[i].second, expected[i].second), << mode << before[i].first << " differs from the unscaled step");
+    scaled_sgd.zero_grad();
+    scaler.scale(torch::mse_loss(scaled(x), y)).backward();
+    if (kd::get_rank() == 1)
+      for (const auto& p : scaled.parameters())
+        if (p.numel() > 0 && p.grad().defined()) {
+          p.grad().view({-1})[0].fill_(std::numeric_limits<float>::infinity());
+          break;
+        }
+    WCHECK(!scaler.step(scaled_sgd), << mode << "rank " << kd::get_rank() << " stepped past rank 1's overflow");
+    scaler.update();
+    WCHECK(scaler.get_scale() == 512.0, << mode << "scale " << scaler.get_scale() << " after the overflow, expected 512");
+    const auto after = scaled.sharded()->full_parameters();
+    for (std::size_t i = 0; i < after.size(); ++i)
+      WCHECK(at::equal(after[i].second, before[i].second), << mode << after[i].first << " changed by a skipped step");
+  }
+  UnitNet net;
+  auto model = kd::auto_model(net, kn::ShardingOptions());
+  torch::optim::SGD optimizer(model.parameters(), 0.1);
+  model.step_in_backward(optimizer);
+  kindling::engine::GradScaler scaler;
+  scaler.scale(torch::mse_loss(model(x), y)).backward();
+  expect_refused("GradScaler while stepping inside backward", [&] { scaler.step(optimizer); },
+                 {"step_in_backward", "turn it off"});
+  kd::finalize();
+}
+
 class ShardingRulesTest : public kindling::testing::BackendWorldTest {};
 TEST_P(ShardingRulesTest, RefusesMisuseWithTheFix) { expect_ok("sharding_refuses_misuse"); }
 TEST_P(ShardingRulesTest, RefusesRanksWhoseModelsDiffer) { expect_ok("sharding_refuses_ranks_that_differ"); }
 TEST_P(ShardingRulesTest, ModuleOutlivesItsModel) { expect_ok("sharding_module_outlives_its_model"); }
+TEST_P(ShardingRulesTest, GradScalerDecidesOverEveryRank) { expect_ok("sharding_grad_scaler_decides_over_every_rank"); }
 INSTANTIATE_TEST_SUITE_P(Backends, ShardingRulesTest, ::testing::ValuesIn(kindling::testing::cpu_backend_world_sizes({2})),
                          [](const auto& info) { return kindling::testing::backend_world_size_name(info.param); });
 

@@ -76,7 +76,11 @@ class KINDLING_API GradScaler {
   /// loss * scale (the loss itself when disabled).
   at::Tensor scale(const at::Tensor& loss) const;
   /// Divides the optimizer's gradients by the scale and notes whether any is inf/NaN. Once
-  /// per optimizer between updates; throws kindling::UsageError when called twice.
+  /// per optimizer between updates; throws kindling::UsageError when called twice. For an
+  /// optimizer whose gradients lie in parts across ranks (ZeroRedundancyOptimizer; one built on
+  /// a sharded model's parameters(), kindling/nn/sharding.h) the ranks decide together (one
+  /// all_reduce over the group: every rank of it calls it); throws kindling::UsageError for such
+  /// an optimizer stepping inside backward (overlap_with_ddp, step_in_backward).
   void unscale_(torch::optim::Optimizer& optimizer);
   /// Unscales (if not done) and steps unless a gradient was inf/NaN. Returns whether it stepped.
   bool step(torch::optim::Optimizer& optimizer);

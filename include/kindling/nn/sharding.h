@@ -209,6 +209,8 @@ class KINDLING_API ShardedModel {
   void step_in_backward(torch::optim::Optimizer* optimizer);
   /// The optimizer step_in_backward set; null when off. Local; does not throw.
   torch::optim::Optimizer* stepping_in_backward() const;
+  /// The group whose ranks share the model (options().group()). Local; does not throw.
+  const dist::Group& group() const;
   /// Scales the shards' gradients so that the norm of all the gradients together (over every
   /// rank's shards: one all_reduce) is at most `max_norm` (torch's clip_grad_norm_ on a sharded
   /// model); returns that norm before clipping. `norm_type` > 0 (2 by default; infinity: the
@@ -248,6 +250,11 @@ namespace detail {
 /// 1 for a parameter of a module a live sharded model manages, 2 for one of its shards, else 0
 /// (checkpoints' stateful() refuses to save those as a plain module or optimizer). Local.
 KINDLING_API int sharded_role(const at::Tensor& tensor);
+/// The live sharded model whose shard `tensor` is (a parameter of an optimizer built on its
+/// parameters()), null for any other tensor: what must decide alike over the model's ranks
+/// (GradScaler's overflow check) asks it for the group and whether the model steps inside
+/// backward. Valid while the model lives. Local; does not throw.
+KINDLING_API const ShardedModel* shard_owner(const at::Tensor& tensor);
 }  // namespace detail
 
 /// RAII: no synchronisation for its lifetime (ShardedModel::set_sync(false)). Local.

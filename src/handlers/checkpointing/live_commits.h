@@ -40,8 +40,8 @@ class LiveCommits {
   // lowest rank that has it, and each sharded model's parts, each from the lowest rank holding it,
   // one at a time, every rank keeping what overlaps its own pieces (load_local_state_dicts). Loads
   // nothing on the job's first world (no rank has a commit). A collective over the world. Throws
-  // kindling::Error on every rank, before anything changes, when some rank's part was lost with
-  // its buddy (naming both); what loading the objects throws; CommunicationError / TimeoutError.
+  // kindling::UsageError on every rank, before anything changes, when some rank's part was lost
+  // with its copy (naming the rank); what loading the objects throws; CommunicationError / TimeoutError.
   void restore(const Objects& objects);
   // The iteration of the last commit (-1 before the first).
   int64_t iteration() const { return committed_.iteration; }

@@ -153,7 +153,7 @@ ShardedModel::State::State(torch::nn::Module& module, ShardingOptions o, bool ch
   }
 }
 
-void ShardedModel::State::attach() {
+void ShardedModel::State::attach(const ShardedModel* face) {
   std::weak_ptr<detail::UnitCalls> me = shared_from_this();
   for (const auto& b : bound) b.first->bind(me, b.second);
   for (std::size_t u = 0; u < units.size(); ++u) {
@@ -171,7 +171,7 @@ void ShardedModel::State::attach() {
   if (options.reshard_after_forward())
     for (auto& unit : units) unit.free();
   peak_gathered = gathered_numel();
-  enroll(true);
+  enroll(true, face);
 }
 
 ShardedModel::State::~State() {
@@ -182,10 +182,13 @@ ShardedModel::State::~State() {
 
 ShardedModel::ShardedModel(torch::nn::Module& module, ShardingOptions options, bool children_are_units)
     : state_(std::make_shared<State>(module, std::move(options), children_are_units)) {
-  state_->attach();
+  state_->attach(this);
 }
 
-ShardedModel::~ShardedModel() = default;
+// Out of the registry with its face (the state may outlive it a moment in a hook that holds it).
+ShardedModel::~ShardedModel() { state_->enroll(false); }
+
+const dist::Group& ShardedModel::group() const { return state_->options.group(); }
 
 void ShardedModel::before_forward() { state_->before_forward(); }
 void ShardedModel::after_forward() { state_->after_forward(); }

@@ -30,11 +30,11 @@ struct ShardedModel::State : detail::UnitCalls, std::enable_shared_from_this<Sha
   // --- Construction (sharding.cpp): the user's thread, collectives over the group.
   State(torch::nn::Module& module, ShardingOptions options, bool children_are_units);
   // Binds the Units and hooks the accumulators (needs shared_from_this()). Local.
-  void attach();
+  void attach(const ShardedModel* face);
   ~State() override;
   // Adds (or removes) the module's parameters and the shards to the registry detail::sharded_role
   // reads (sharding_state_dict.cpp). Local.
-  void enroll(bool add);
+  void enroll(bool add, const ShardedModel* face = nullptr);
   // (unit, parameter) of each of `optimizer`'s parameters, in its order (torch's indices).
   // Throws kindling::UsageError for one that is not a shard of this model. Local.
   std::vector<std::pair<std::size_t, std::size_t>> places_of(const torch::optim::Optimizer& optimizer) const;

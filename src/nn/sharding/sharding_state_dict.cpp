@@ -19,20 +19,31 @@ namespace nn {
 
 namespace {
 
-// Which tensors belong to a live sharded model: the module's parameters (1) and the shards (2).
+// Which tensors belong to a live sharded model: the module's parameters (1) and the shards (2),
+// with the model's face (what shard_owner gives).
+struct Role {
+  int role = 0;
+  const ShardedModel* model = nullptr;
+};
 std::mutex registry_mu;
-std::unordered_map<const void*, int>& registry() {
-  static std::unordered_map<const void*, int> roles;
+std::unordered_map<const void*, Role>& registry() {
+  static std::unordered_map<const void*, Role> roles;
   return roles;
+}
+
+Role role_of(const at::Tensor& t) {
+  std::lock_guard<std::mutex> lock(registry_mu);
+  auto it = registry().find(t.unsafeGetTensorImpl());
+  return it == registry().end() ? Role() : it->second;
 }
 
 }  // namespace
 
 namespace detail {
-int sharded_role(const at::Tensor& t) {
-  std::lock_guard<std::mutex> lock(registry_mu);
-  auto it = registry().find(t.unsafeGetTensorImpl());
-  return it == registry().end() ? 0 : it->second;
+int sharded_role(const at::Tensor& t) { return role_of(t).role; }
+const ShardedModel* shard_owner(const at::Tensor& t) {
+  const Role r = role_of(t);
+  return r.role == 2 ? r.model : nullptr;
 }
 }  // namespace detail
 
@@ -53,11 +64,11 @@ std::vector<std::pair<std::size_t, std::size_t>> ShardedModel::State::places_of(
   return all;
 }
 
-void ShardedModel::State::enroll(bool add) {
+void ShardedModel::State::enroll(bool add, const ShardedModel* face) {
   std::lock_guard<std::mutex> lock(registry_mu);
-  auto mark = [add](const at::Tensor& t, int role) {
+  auto mark = [add, face](const at::Tensor& t, int role) {
     if (add) {
-      registry()[t.unsafeGetTensorImpl()] = role;
+      registry()[t.unsafeGetTensorImpl()] = Role{role, face};
     } else {
       registry().erase(t.unsafeGetTensorImpl());
     }

@@ -85,8 +85,8 @@ class KINDLING_API LiveRecovery {
   /// are committed by parts: each rank keeps its own part and a copy of one other rank's (the
   /// same local rank on the next node), so a commit sends each rank's part once over the
   /// network and ends with one all_reduce; a new world gets every part from a rank that kept it
-  /// (kindling::Error on every rank when a part was lost with its copy: two neighbouring nodes
-  /// lost between two commits). Every rank calls it.
+  /// (kindling::UsageError on every rank when a part was lost with its copy: two neighbouring
+  /// nodes lost between two commits). Every rank calls it.
   void keep(const Objects& objects, engine::Engine& engine);
 
   /// Worlds made in this process after the first (recoveries and joins seen by this rank).
