@@ -4,8 +4,8 @@
 // every rank holds whole are committed whole and sent from one rank. A sharded model and its
 // optimizer (kindling::handlers::Stateful::sharded_part) commit this rank's part alone
 // (ShardedModel::local_state_dict), and a copy of it goes to one other rank, its buddy: the same
-// local rank on the next node where the job has several (else the next rank), so that the parts
-// of a lost node live on elsewhere. Internal to src/handlers/checkpointing/.
+// local rank on the next node where the world is whole nodes of nproc_per_node ranks (else the next
+// rank, possibly on the same node), so that the parts of a lost node live on elsewhere. Internal to src/handlers/checkpointing/.
 #include <ATen/core/ivalue.h>
 
 #include <cstdint>
