@@ -114,9 +114,11 @@ void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
                  "or checked for inf/NaN; make it without overlap_with_ddp to use AMP's loss scaling");
   // A sharded model's shards: each rank holds a part of the gradients; the ranks decide together.
   const nn::ShardedModel* sharded = nullptr;
-  for (const auto& group : optimizer.param_groups())
+  for (const auto& group : optimizer.param_groups()) {
     for (const auto& p : group.params())
-      if (const auto* owner = nn::detail::shard_owner(p)) sharded = owner;
+      if ((sharded = nn::detail::shard_owner(p)) != nullptr) break;
+    if (sharded) break;
+  }
   KINDLING_CHECK(sharded == nullptr || sharded->stepping_in_backward() == nullptr,
                  "kindling::engine::GradScaler: the optimizer steps inside the sharded model's backward "
                  "(step_in_backward), before gradients could be unscaled or checked for inf/NaN; turn it off "

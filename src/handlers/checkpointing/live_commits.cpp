@@ -134,7 +134,8 @@ std::vector<Held> newest_held(const Commit& committed, const Commit& staged) {
 }
 
 // For each rank of the commit's world, the lowest rank of this world holding its part (its own,
-// else its buddy's copy). Throws kindling::Error, the same on every rank, for a part lost with its copy.
+// else its buddy's copy). Throws kindling::UsageError, the same on every rank, for a part lost
+// with its copy.
 std::vector<int> holders(const std::vector<Held>& held, int64_t models, int64_t newest) {
   int64_t saved_world = 0;
   for (const Held& h : held)
