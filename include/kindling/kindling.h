@@ -69,6 +69,7 @@
 #include "kindling/nn/comm_hook.h"
 #include "kindling/nn/ddp.h"
 #include "kindling/nn/join.h"
+#include "kindling/nn/diloco.h"
 #include "kindling/nn/optimizer_in_backward.h"
 #include "kindling/nn/optimizer_state.h"
 #include "kindling/nn/powersgd.h"

@@ -5,6 +5,8 @@
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
 
 #include <sstream>
 #include <string>
@@ -212,6 +214,40 @@ void load_optimizer_state_dict(torch::optim::Optimizer& optimizer, const StateDi
       ++index;
     }
   }
+}
+
+StateDict any_optimizer_state_dict(const torch::optim::Optimizer& optimizer) {
+  if (has_torch_state_layout(optimizer)) return optimizer_state_dict(optimizer);
+  StateDict sd = new_state_dict();
+  torch::serialize::OutputArchive archive;
+  optimizer.save(archive);
+  std::ostringstream bytes;
+  archive.save_to(bytes);
+  const std::string s = bytes.str();
+  sd.insert("torch_archive",
+            at::from_blob(const_cast<char*>(s.data()), {static_cast<int64_t>(s.size())}, at::kByte).clone());
+  return sd;
+}
+
+void load_any_optimizer_state_dict(torch::optim::Optimizer& optimizer, const StateDict& state) {
+  if (!state.contains("torch_archive")) {
+    load_optimizer_state_dict(optimizer, state);
+    return;
+  }
+  // LibTorch's archive reader is its TorchScript loader, which can run code a crafted
+  // file holds: it is reached only for the optimizer kinds kindling cannot save itself.
+  KINDLING_CHECK(!has_torch_state_layout(optimizer),
+                 "the checkpoint holds a LibTorch optimizer archive (saved from an optimizer other "
+                 "than SGD/Adam/AdamW), but this optimizer is SGD, Adam or AdamW; load it into the "
+                 "kind of optimizer that saved it");
+  const at::Tensor bytes = state.at("torch_archive").toTensor().contiguous();
+  KINDLING_CHECK(bytes.scalar_type() == at::kByte && bytes.dim() == 1,
+                 "the optimizer's 'torch_archive' entry must be a 1-D uint8 tensor, got ",
+                 c10::toString(bytes.scalar_type()), " of shape ", bytes.sizes());
+  std::istringstream in(std::string(static_cast<const char*>(bytes.data_ptr()), bytes.numel()));
+  torch::serialize::InputArchive archive;
+  archive.load_from(in);
+  optimizer.load(archive);
 }
 
 }  // namespace nn

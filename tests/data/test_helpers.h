@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "support/errors.h"
 #include "support/files.h"
 
 #include <cstdint>
@@ -64,18 +65,6 @@ inline void write_gz(const std::string& path, const Bytes& bytes) {
     ASSERT_EQ(gzwrite(file, bytes.data(), static_cast<unsigned>(bytes.size())), static_cast<int>(bytes.size()));
   }
   ASSERT_EQ(gzclose(file), Z_OK);
-}
-
-// The kindling::Error (or subclass E) `f` throws, or a test failure when it throws none.
-template <typename E = kindling::Error, typename F>
-inline std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no exception of the expected type was thrown";
-  return "";
 }
 
 inline void expect_contains(const std::string& text, std::initializer_list<std::string> parts) {

@@ -23,6 +23,7 @@
 #include "support/errors.h"
 #include "support/files.h"
 #include "support/backend_world_test.h"
+#include "support/models.h"
 #include "support/multiprocess.h"
 
 namespace kd = kindling::dist;
@@ -33,29 +34,8 @@ using kindling::testing::run_workers;
 
 namespace {
 
-constexpr int kHookBatch = 4;  // rows per rank, as the Python reference
-
-// The reference's MLP with its closed-form weights (tests/python/powersgd_reference.py).
-torch::nn::Sequential hook_test_net() {
-  torch::nn::Sequential net(torch::nn::Linear(12, 24), torch::nn::Tanh(), torch::nn::Linear(24, 24), torch::nn::Tanh(),
-                            torch::nn::Linear(24, 3));
-  torch::NoGradGuard no_grad;
-  int k = 0;
-  for (auto& p : net->parameters()) {
-    auto i = torch::arange(p.numel(), torch::kDouble);
-    p.copy_((0.3 * torch::sin(i * 1.7 + 0.9 * k)).to(torch::kFloat).view(p.sizes()));
-    ++k;
-  }
-  return net;
-}
-
-// Rank `rank`'s rows of step `step`, as the reference computes them.
-std::pair<torch::Tensor, torch::Tensor> hook_test_batch(int rank, int step) {
-  auto rows = torch::arange(kHookBatch, torch::kDouble) + rank * kHookBatch + 100 * step;
-  auto x = torch::sin(rows.unsqueeze(1) * 0.37 + torch::arange(12, torch::kDouble).unsqueeze(0) * 0.11);
-  auto y = torch::cos(rows.unsqueeze(1) * 0.23 + torch::arange(3, torch::kDouble).unsqueeze(0) * 0.5);
-  return {x.to(torch::kFloat), y.to(torch::kFloat)};
-}
+using kindling::testing::reference_batch;
+using kindling::testing::reference_mlp;
 
 // The reference's configurations, by name.
 kn::PowerSgdOptions hook_test_config(const std::string& name) {
@@ -76,7 +56,7 @@ void hook_test_init() {
 template <typename Model>
 std::map<std::string, torch::Tensor> hook_test_step(Model& model, torch::optim::SGD& opt, int step) {
   opt.zero_grad();
-  auto [x, y] = hook_test_batch(kd::get_rank(), step);
+  auto [x, y] = reference_batch(kd::get_rank(), step);
   torch::mse_loss(model(x), y).backward();
   std::map<std::string, torch::Tensor> grads;
   for (const auto& item : model->named_parameters()) grads[item.key()] = item.value().grad().clone();
@@ -84,30 +64,14 @@ std::map<std::string, torch::Tensor> hook_test_step(Model& model, torch::optim::
   return grads;
 }
 
-// "config step name" -> the reference's gradient values.
-std::map<std::string, std::vector<float>> read_reference(const std::string& path) {
-  std::map<std::string, std::vector<float>> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string config, step, name;
-    fields >> config >> step >> name;
-    auto& values = out[config + " " + step + " " + name];
-    float v;
-    while (fields >> v) values.push_back(v);
-  }
-  return out;
-}
-
 KINDLING_WORKER(powersgd_matches_torch) {
   hook_test_init();
-  const auto reference = read_reference(std::getenv("KINDLING_POWERSGD_REFERENCE"));
+  const auto reference = kindling::testing::read_reference_values(std::getenv("KINDLING_POWERSGD_REFERENCE"));
   WCHECK(!reference.empty(), << "no reference gradients were written");
   double largest = 0;  // relative error, reported
   for (const std::string config : {"rank2_warm", "rank3_cold"}) {
     auto hook = kn::powerSGD_hook(hook_test_config(config));
-    auto model = kd::auto_model(hook_test_net(), kn::DdpOptions().comm_hook(hook));
+    auto model = kd::auto_model(reference_mlp(), kn::DdpOptions().comm_hook(hook));
     torch::optim::SGD opt(model->parameters(), 0.1);
     for (int step = 0; step < 5; ++step) {
       for (const auto& [name, grad] : hook_test_step(model, opt, step)) {
@@ -144,7 +108,7 @@ KINDLING_WORKER(powersgd_resumes_exactly) {
   hook_test_init();
   const auto options = hook_test_config("rank2_warm");
   auto hook = kn::powerSGD_hook(options);
-  auto model = kd::auto_model(hook_test_net(), kn::DdpOptions().comm_hook(hook));
+  auto model = kd::auto_model(reference_mlp(), kn::DdpOptions().comm_hook(hook));
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   for (int step = 0; step < 3; ++step) hook_test_step(model, opt, step);
   std::optional<kindling::testing::TempDir> folder;  // rank 0's, removed when its worker ends
@@ -160,7 +124,7 @@ KINDLING_WORKER(powersgd_resumes_exactly) {
   for (int step = 3; step < 6; ++step) straight.push_back(hook_test_step(model, opt, step));
 
   auto resumed_hook = kn::powerSGD_hook(options);
-  auto net = hook_test_net();
+  auto net = reference_mlp();
   {
     torch::NoGradGuard no_grad;
     for (auto& p : net->parameters()) p.mul_(0.5);
@@ -207,13 +171,13 @@ KINDLING_WORKER(comm_hooks_converge) {
       kn::powerSGD_hook(kn::PowerSgdOptions().start_powerSGD_iter(10))};
   const auto teacher = torch::sin(torch::arange(36, torch::kFloat) * 0.7).view({12, 3});
   auto batch = [&](int step) {
-    auto x = hook_test_batch(kd::get_rank(), step).first;
+    auto x = reference_batch(kd::get_rank(), step).first;
     return std::make_pair(x, torch::tanh(x.matmul(teacher)));
   };
   double exact_end = 0;
   for (const auto& hook : hooks) {
     const std::string name = hook ? hook->name() : "none";
-    auto model = kd::auto_model(hook_test_net(), kn::DdpOptions().comm_hook(hook));
+    auto model = kd::auto_model(reference_mlp(), kn::DdpOptions().comm_hook(hook));
     torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
     auto global_loss = [&] {
       torch::NoGradGuard no_grad;
@@ -243,9 +207,9 @@ KINDLING_WORKER(comm_hooks_converge) {
 KINDLING_WORKER(powersgd_refuses_two_models) {
   hook_test_init();
   auto hook = kn::powerSGD_hook(kn::PowerSgdOptions().start_powerSGD_iter(0));
-  auto first = kd::auto_model(hook_test_net(), kn::DdpOptions().comm_hook(hook));
+  auto first = kd::auto_model(reference_mlp(), kn::DdpOptions().comm_hook(hook));
   auto second = kd::auto_model(torch::nn::Sequential(torch::nn::Linear(12, 3)), kn::DdpOptions().comm_hook(hook));
-  auto [x, y] = hook_test_batch(kd::get_rank(), 0);
+  auto [x, y] = reference_batch(kd::get_rank(), 0);
   torch::mse_loss(first(x), y).backward();
   const std::string refused = kindling::testing::error_of([&] { torch::mse_loss(second(x), y).backward(); });
   WCHECK(refused.find("one PowerSGD hook serves one model") != std::string::npos, << refused);

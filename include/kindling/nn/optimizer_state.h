@@ -28,6 +28,16 @@ KINDLING_API StateDict optimizer_state_dict(const torch::optim::Optimizer& optim
 /// or of parameters in a group differs, or a state tensor's shape is not its parameter's.
 KINDLING_API void load_optimizer_state_dict(torch::optim::Optimizer& optimizer, const StateDict& state);
 
+/// Any optimizer's state: optimizer_state_dict where has_torch_state_layout, else LibTorch's own
+/// archive of it as bytes under the key "torch_archive" (readable by LibTorch only). Throws what
+/// LibTorch's archive writer throws.
+KINDLING_API StateDict any_optimizer_state_dict(const torch::optim::Optimizer& optimizer);
+
+/// Restores what any_optimizer_state_dict saved. Throws kindling::UsageError, before changing
+/// anything, where the state does not fit (see load_optimizer_state_dict; an archive given to
+/// SGD/Adam/AdamW, or a malformed archive entry), and what LibTorch's archive reader throws.
+KINDLING_API void load_any_optimizer_state_dict(torch::optim::Optimizer& optimizer, const StateDict& state);
+
 /// An optimizer whose state lives outside LibTorch's Optimizer::state() (ZeroRedundancyOptimizer
 /// keeps 1/N of it on each rank, OptimizerInBackward one inner optimizer per DDP bucket): it
 /// gives and takes its whole state in torch's layout itself. kindling::handlers::stateful

@@ -60,8 +60,10 @@ Work& Work::operator=(Work&& other) noexcept {
 }
 
 Work::~Work() {
-  // After a failure (already reported by whoever saw it) pending work is abandoned quietly.
-  if (state_ && !state_->waited && !detail::runtime().broken.load()) {
+  // After a failure (already reported by whoever saw it) pending work is abandoned quietly, and
+  // so is work whose group finalize() closed (its engine is gone: waiting would touch freed state).
+  if (state_ && !state_->waited && !detail::runtime().broken.load() &&
+      (state_->group == nullptr || state_->group->valid)) {
     try {
       wait();
     } catch (const std::exception& e) {
@@ -76,6 +78,8 @@ void Work::wait() {
   if (state_->waited) return;
   state_->waited = true;
   if (state_->group == nullptr) return;  // complete from the start
+  KINDLING_CHECK(state_->group->valid, "kindling::dist::Work::wait: ", state_->name, " (collective #", state_->seq,
+                 ") was started before finalize() and waited on after it; wait for it before finalize()");
   try {
     detail::wait_op(*state_->op, *state_->group, state_->name, state_->seq, !state_->collective);
     detail::flight_complete(state_->record);

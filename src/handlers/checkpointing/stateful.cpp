@@ -4,8 +4,6 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
-#include <torch/serialize/input-archive.h>
-#include <torch/serialize/output-archive.h>
 
 #include <set>
 #include <sstream>
@@ -76,45 +74,12 @@ class ModuleState : public Stateful {
   std::shared_ptr<torch::nn::Module> module_;
 };
 
-// An optimizer in torch's layout (kindling/nn/optimizer_state.h) where it has one; any other
-// kind as LibTorch's own archive bytes.
+// An optimizer of any kind (nn::any_optimizer_state_dict: torch's layout or LibTorch's archive).
 class OptimizerState : public Stateful {
  public:
   explicit OptimizerState(torch::optim::Optimizer& o) : optimizer_(o) {}
-
-  StateDict state_dict() const override {
-    if (nn::has_torch_state_layout(optimizer_)) return nn::optimizer_state_dict(optimizer_);
-    StateDict sd = new_state_dict();
-    torch::serialize::OutputArchive archive;
-    optimizer_.save(archive);
-    std::ostringstream bytes;
-    archive.save_to(bytes);
-    const std::string s = bytes.str();
-    sd.insert("torch_archive",
-              at::from_blob(const_cast<char*>(s.data()), {static_cast<int64_t>(s.size())}, at::kByte).clone());
-    return sd;
-  }
-
-  void load_state_dict(const StateDict& state, bool) override {
-    if (!state.contains("torch_archive")) {
-      nn::load_optimizer_state_dict(optimizer_, state);
-      return;
-    }
-    // LibTorch's archive reader is its TorchScript loader, which can run code a crafted
-    // file holds: it is reached only for the optimizer kinds kindling cannot save itself.
-    KINDLING_CHECK(!nn::has_torch_state_layout(optimizer_),
-                   "the checkpoint holds a LibTorch optimizer archive (saved from an optimizer other "
-                   "than SGD/Adam/AdamW), but this optimizer is SGD, Adam or AdamW; load it into the "
-                   "kind of optimizer that saved it");
-    const at::Tensor bytes = state.at("torch_archive").toTensor().contiguous();
-    KINDLING_CHECK(bytes.scalar_type() == at::kByte && bytes.dim() == 1,
-                   "the optimizer's 'torch_archive' entry must be a 1-D uint8 tensor, got ",
-                   c10::toString(bytes.scalar_type()), " of shape ", bytes.sizes());
-    std::istringstream in(std::string(static_cast<const char*>(bytes.data_ptr()), bytes.numel()));
-    torch::serialize::InputArchive archive;
-    archive.load_from(in);
-    optimizer_.load(archive);
-  }
+  StateDict state_dict() const override { return nn::any_optimizer_state_dict(optimizer_); }
+  void load_state_dict(const StateDict& state, bool) override { nn::load_any_optimizer_state_dict(optimizer_, state); }
 
  private:
   torch::optim::Optimizer& optimizer_;
