@@ -13,6 +13,52 @@
 
 namespace cifar10 {
 
+namespace {
+
+// --diloco_*: training that averages every H steps (kindling/nn/diloco.h); not with DDP's hook
+// or sharding, which change the every-step average DiLoCo replaces.
+void add_diloco_options(CLI::App& app, Config& c, CLI::Option* hook, CLI::Option* sharding) {
+  const auto count = [](int64_t lo) { return CLI::Range(lo, int64_t{1} << 40); };
+  auto* every = app.add_option("--diloco_every", c.diloco_every,
+                               "DiLoCo: inner steps between two averages of the weights (0: DDP's average at every "
+                               "step); the other --diloco_ options need it")
+                    ->check(count(0))
+                    ->capture_default_str()
+                    ->excludes(hook)
+                    ->excludes(sharding);
+  app.add_option("--diloco_outer_lr", c.diloco_outer_lr,
+                 "The outer SGD's learning rate (1 with momentum 0: local SGD, the mean weights; the paper's 0.7 "
+                 "with momentum 0.9 pairs with AdamW inside, and diverged with this SGD inside)")
+      ->check(kindling::cli::finite_number(kindling::cli::kPositiveNumber))
+      ->capture_default_str()
+      ->needs(every);
+  app.add_option("--diloco_outer_momentum", c.diloco_outer_momentum, "The outer SGD's Nesterov momentum (0: none)")
+      ->check(kindling::cli::finite_number({0, 1}))
+      ->capture_default_str()
+      ->needs(every);
+  app.add_option("--diloco_fragments", c.diloco_fragments, "Streaming DiLoCo: pieces of the model averaged at staggered steps")
+      ->check(count(1))
+      ->capture_default_str()
+      ->needs(every);
+  app.add_option("--diloco_delay", c.diloco_delay, "Inner steps a piece's exchange overlaps before it is applied")
+      ->check(count(0))
+      ->capture_default_str()
+      ->needs(every);
+  app.add_option("--diloco_exchange", c.diloco_exchange, "The pseudo-gradient on the wire: float32, bf16 or fp16")
+      ->check(CLI::IsMember({"float32", "bf16", "fp16"}))
+      ->capture_default_str()
+      ->needs(every);
+  app.add_option("--diloco_warmup", c.diloco_warmup, "Synchronous steps (DDP's average) before the local ones")
+      ->check(count(0))
+      ->capture_default_str()
+      ->needs(every);
+  app.add_flag("--diloco_per_host", c.diloco_per_host,
+               "Workers are hosts: DDP's average inside each host, DiLoCo between hosts")
+      ->needs(every);
+}
+
+}  // namespace
+
 int parse_command_line(int argc, char** argv, Config& c) {
   CLI::App app{
       "The PyTorch-Ignite CIFAR10 tutorial in C++: ResNet18 trained data-parallel with kindling, on CIFAR-10 "
@@ -73,13 +119,14 @@ int parse_command_line(int argc, char** argv, Config& c) {
                  "How DDP averages gradients: none (float32 all-reduce), fp16, bf16 or powersgd")
       ->check(CLI::IsMember({"none", "fp16", "bf16", "powersgd"}))
       ->capture_default_str();
-  app.add_option("--sharding", c.sharding,
+  auto* sharding = app.add_option("--sharding", c.sharding,
                  "Split weights, gradients and SGD's state across the ranks: none (DDP), zero2 (weights whole in "
                  "forward and backward) or zero3 (each ResNet layer gathered only while it computes); not with "
                  "--comm_hook (DDP's)")
       ->check(CLI::IsMember({"none", "zero2", "zero3"}))
       ->capture_default_str()
       ->excludes(hook);
+  add_diloco_options(app, c, hook, sharding);
   app.add_option("--powersgd_rank", c.powersgd_rank, "PowerSGD's matrix approximation rank")
       ->check(count(1))
       ->capture_default_str();
@@ -156,6 +203,14 @@ std::vector<std::pair<std::string, std::string>> describe(const Config& c) {
           {"sharding", c.sharding},
           {"powersgd_rank", text(c.powersgd_rank)},
           {"powersgd_start_iter", text(c.powersgd_start_iter)},
+          {"diloco_every", text(c.diloco_every)},
+          {"diloco_outer_lr", text(c.diloco_outer_lr)},
+          {"diloco_outer_momentum", text(c.diloco_outer_momentum)},
+          {"diloco_fragments", text(c.diloco_fragments)},
+          {"diloco_delay", text(c.diloco_delay)},
+          {"diloco_exchange", c.diloco_exchange},
+          {"diloco_warmup", text(c.diloco_warmup)},
+          {"diloco_per_host", c.diloco_per_host ? "True" : "False"},
           {"train_subset", text(c.train_subset)},
           {"test_subset", text(c.test_subset)},
           {"max_restarts", text(c.max_restarts)},

@@ -3,6 +3,7 @@
 
 #include <kindling/dist/auto.h>
 #include <kindling/nn/powersgd.h>
+#include <torch/optim/sgd.h>
 
 namespace cifar10 {
 
@@ -39,9 +40,32 @@ std::vector<at::Tensor> TrainedModel::make(const Config& config, int64_t channel
     sharded_.emplace(kd::auto_model(net, kindling::nn::ShardingOptions().reshard_after_forward(zero3)));
     return sharded_->parameters();
   }
+  if (config.diloco_every > 0) {
+    net->to(kd::device());  // where DiLoCo keeps its copies of the weights
+    net_ = net;
+    return net->parameters();
+  }
   hook_ = get_comm_hook(config);
   ddp_.emplace(kd::auto_model(net, kindling::nn::DdpOptions().comm_hook(hook_)));
   return (*ddp_)->parameters();
+}
+
+torch::optim::Optimizer& TrainedModel::stepped_by(torch::optim::Optimizer& inner, const Config& config) {
+  if (config.diloco_every == 0) return inner;
+  auto options = kindling::nn::DiLoCoOptions()
+                     .sync_every(config.diloco_every)
+                     .fragments(config.diloco_fragments)
+                     .fragment_sync_delay(config.diloco_delay)
+                     .warmup_steps(config.diloco_warmup)
+                     .per_host(config.diloco_per_host);
+  const double momentum = config.diloco_outer_momentum;
+  options.outer(torch::optim::SGDOptions(config.diloco_outer_lr).momentum(momentum).nesterov(momentum > 0));
+  if (config.diloco_exchange != "float32") options.exchange_dtype(config.diloco_exchange == "bf16" ? at::kBFloat16 : at::kHalf);
+  diloco_ = std::make_unique<kindling::nn::DiLoCo>(*net_, inner, options);
+  // DiLoCo averages the BatchNorm statistics with its exchanges: none at every forward.
+  ddp_.emplace(kd::auto_model(net_, kindling::nn::DdpOptions().comm_hook(diloco_->comm_hook()).broadcast_buffers(false)));
+  net_ = nullptr;
+  return *diloco_;
 }
 
 std::shared_ptr<kh::Stateful> TrainedModel::state() const {

@@ -1,10 +1,12 @@
 #pragma once
-// The tutorial's model: a kindling ResNet under DDP (with --comm_hook's hook), or sharded
-// (--sharding zero2|zero3), and what its checkpoints and engines need from either.
+// The tutorial's model: a kindling ResNet under DDP (with --comm_hook's hook, or DiLoCo's with
+// --diloco_every), or sharded (--sharding zero2|zero3), and what its checkpoints and engines need
+// from either.
 #include <kindling/handlers/checkpointing/stateful.h>
 #include <kindling/models/resnet.h>
 #include <kindling/nn/comm_hook.h>
 #include <kindling/nn/ddp.h>
+#include <kindling/nn/diloco.h>
 #include <kindling/nn/sharding.h>
 #include <torch/optim/optimizer.h>
 
@@ -22,8 +24,12 @@ class TrainedModel {
   using Sharded = kindling::nn::FullyShardedDataParallel<kindling::models::ResNetImpl>;
 
   /// Builds --model for `channels` input channels, under DDP or sharded as --sharding says (a
-  /// collective: every rank). Returns the parameters the optimizer steps.
+  /// collective: every rank; with --diloco_every the DDP model waits for stepped_by()). Returns
+  /// the parameters the optimizer steps.
   std::vector<at::Tensor> make(const Config& config, int64_t channels);
+  /// The optimizer the trainer steps: `inner`, or with --diloco_every a DiLoCo over it, and then
+  /// the DDP model with DiLoCo's hook. Every rank calls it once, after make() (a collective).
+  torch::optim::Optimizer& stepped_by(torch::optim::Optimizer& inner, const Config& config);
   /// `f(model)` with the DDP or the sharded model (create_supervised_trainer / evaluator).
   template <class F>
   decltype(auto) visit(F&& f) {
@@ -39,6 +45,8 @@ class TrainedModel {
 
  private:
   std::shared_ptr<kindling::nn::CommHook> hook_;
+  kindling::models::ResNet net_{nullptr};           // until stepped_by() wraps it (--diloco_every)
+  std::unique_ptr<kindling::nn::DiLoCo> diloco_;  // --diloco_every
   std::optional<Ddp> ddp_;
   std::optional<Sharded> sharded_;
 };

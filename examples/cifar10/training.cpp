@@ -138,6 +138,7 @@ struct Job {
   std::optional<Dataflow> flow;
   TrainedModel model;  // DDP, or sharded with --sharding
   std::unique_ptr<torch::optim::SGD> optimizer;
+  torch::optim::Optimizer* stepped = nullptr;  // `optimizer`, or DiLoCo over it (--diloco_every)
   std::shared_ptr<IterationSplit> split;  // --profile, rank 0
   kindling::engine::LossFunction criterion;
   std::shared_ptr<kh::PiecewiseLinear> lr_scheduler;
@@ -187,9 +188,10 @@ void make_trainer(Job& job) {
   job.optimizer = job.split ? std::make_unique<TimedSGD>(parameters, sgd_options, job.split)
                             : std::make_unique<torch::optim::SGD>(parameters, sgd_options);
   kd::auto_optim(*job.optimizer);
+  job.stepped = &job.model.stepped_by(*job.optimizer, config);
   job.criterion = [](const at::Tensor& y_pred, const at::Tensor& y) { return at::cross_entropy_loss(y_pred, y); };
   if (job.split) job.criterion = job.split->timed(job.criterion);
-  job.lr_scheduler = get_lr_scheduler(config, *job.optimizer, iters_per_epoch);
+  job.lr_scheduler = get_lr_scheduler(config, *job.stepped, iters_per_epoch);
   job.scaler = config.with_amp ? std::make_shared<kindling::engine::GradScaler>() : nullptr;
   const auto options =
       kindling::engine::SupervisedTrainerOptions()
@@ -201,7 +203,7 @@ void make_trainer(Job& job) {
             return Value(loss.item<double>());  // named "batch loss" by the common handlers
           });
   auto make = [&](auto& model) {
-    return kindling::engine::create_supervised_trainer(model, *job.optimizer, job.criterion, options);
+    return kindling::engine::create_supervised_trainer(model, *job.stepped, job.criterion, options);
   };
   job.trainer.emplace(job.model.visit(make));
   job.trainer->name = "trainer";
@@ -217,7 +219,7 @@ void attach_common_and_resume(Job& job) {
   const Config& config = job.config;
   job.to_save = {{"trainer", kh::stateful(*job.trainer)},
                  {"model", job.model.state()},
-                 {"optimizer", job.model.optimizer_state(*job.optimizer)},
+                 {"optimizer", job.model.optimizer_state(*job.stepped)},
                  {"lr_scheduler", kh::stateful(*job.lr_scheduler)}};
   if (job.scaler) job.to_save.push_back({"scaler", kh::stateful(*job.scaler)});
   if (job.model.comm_hook()) job.to_save.push_back({"comm_hook", kh::stateful(job.model.comm_hook())});
@@ -282,7 +284,7 @@ void attach_evaluators_and_logs(Job& job) {
                                   });
     }
     sink->attach_opt_params_handler(
-        trainer, Events::ITERATION_STARTED.every(std::max<int64_t>(1, config.log_every_iters)), *job.optimizer);
+        trainer, Events::ITERATION_STARTED.every(std::max<int64_t>(1, config.log_every_iters)), *job.stepped);
     sink->attach_output_handler(*job.train_evaluator, Events::COMPLETED, "train", {"Accuracy", "Loss"}, {},
                                 kh::global_step_from_engine(trainer));
     sink->attach_output_handler(*job.test_evaluator, Events::COMPLETED, "test", {"Accuracy", "Loss"}, {},
