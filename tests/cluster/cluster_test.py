@@ -254,6 +254,23 @@ def ddp_options_two_hosts(args):
 
 
 @case
+def diloco_two_hosts(args):
+    """DiLoCo across hosts: nn_test's worker on 2 hosts x 1 rank under kindling-run, links capped at
+    100mbit (gloo), reads what its host's link sends at each step: the weights' size (2.1 MB) at
+    every 4th step and nothing between them, then with 2 pieces each piece's size at its own step."""
+    with cluster.Cluster(hosts=2, rate="100mbit") as c:
+        commands = [["env", "KINDLING_TEST_BACKEND=gloo", "KINDLING_TEST_LINK=eth0", args.kindling_run, "--nnodes", "2",
+                     "--node_rank", str(k), "--master_addr", "node0", "--master_port", "29500", args.nn_test,
+                     "--kindling-worker=diloco_exchanges_cross_the_link_every_h"] for k in range(2)]
+        outputs = run_hosts(c, commands, timeout=120)
+        expect(all(code == 0 for code, _ in outputs),
+               "the DiLoCo worker failed across 2 hosts:\n%s" % "\n".join(t[-3000:] for _, t in outputs))
+        steps = [line for line in outputs[0][1].splitlines() if "DILOCO " in line]
+        expect(len(steps) == 24, "host 0 reported %d steps, 24 expected:\n%s" % (len(steps), outputs[0][1][-3000:]))
+        print("\n".join(steps))
+
+
+@case
 def flight_records_two_hosts(args):
     """tests/launch/flight_verdict_test.cpp's stall worker on 2 hosts x 1 rank under kindling-run's
     rendezvous (--rdzv_endpoint) with one restart: rank 1 stops taking part after 3 all_reduces, rank 0 gives up on #4 after

@@ -7,6 +7,9 @@
 #include <kindling/handlers/checkpointing/checkpoint.h>
 #include <kindling/kindling.h>
 #include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/linear.h>
 #include <torch/optim/adagrad.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
@@ -16,6 +19,8 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
+#include <thread>
 
 #include "support/backend_world_test.h"
 #include "support/errors.h"
@@ -207,6 +212,66 @@ KINDLING_WORKER(diloco_resumes_exactly) {
   const std::string refused = kindling::testing::error_of([&] { other_opt.load_state_dict(file.at("optimizer").toGenericDict()); });
   WCHECK(refused.find("sync_every was 4 when saved, 5 now") != std::string::npos, << refused);
   kd::barrier();
+  kd::finalize();
+}
+
+// What this host's link (KINDLING_TEST_LINK, set by tests/cluster/cluster_test.py's
+// diloco_two_hosts) has sent so far.
+int64_t link_bytes_sent() {
+  const char* link = std::getenv("KINDLING_TEST_LINK");
+  if (link == nullptr) throw std::runtime_error("KINDLING_TEST_LINK is unset: run this worker through cluster_test.py");
+  std::ifstream in(std::string("/sys/class/net/") + link + "/statistics/tx_bytes");
+  int64_t bytes = -1;
+  in >> bytes;
+  if (bytes < 0) throw std::runtime_error(std::string("cannot read the byte counter of link ") + link);
+  return bytes;
+}
+
+// On hosts joined by a link: what the link sends at each step. With 2 ranks each sends its
+// buffer's size per all-reduce (gloo's ring); the steps between exchanges send next to nothing.
+KINDLING_WORKER(diloco_exchanges_cross_the_link_every_h) {
+  diloco_init();
+  torch::manual_seed(kd::get_rank());
+  for (const int64_t pieces : {1, 2}) {
+    torch::nn::Sequential net(torch::nn::Linear(256, 1024), torch::nn::Tanh(), torch::nn::Linear(1024, 256));
+    torch::optim::SGD inner(net->parameters(), 0.01);
+    kn::DiLoCo optimizer(*net, inner, kn::DiLoCoOptions().sync_every(4).fragments(pieces));
+    double bytes = 0;
+    for (const auto& p : net->parameters()) bytes += p.numel() * 4.0;
+    const std::vector<double> piece_bytes{pieces == 1 ? bytes : 256 * 1024 * 4 + 1024 * 4, bytes - 256 * 1024 * 4 - 1024 * 4};
+    kd::barrier();
+    int64_t before = link_bytes_sent();
+    std::vector<double> sent(14, 0.0), expected(14, 0.0);  // by step, 1..12
+    for (int step = 1; step <= 12; ++step) {
+      optimizer.zero_grad();
+      const auto x = torch::randn({16, 256});
+      torch::mse_loss(net->forward(x), x).backward();
+      optimizer.step();
+      // The link's shaper may still hold this rank's last packets when the collective has ended
+      // here: they leave within its queue's latency (tests/cluster/cluster.py: tbf latency 50ms).
+      std::this_thread::sleep_for(std::chrono::milliseconds(150));
+      const int64_t now = link_bytes_sent();
+      sent[step] = static_cast<double>(now - before);
+      before = now;
+      // Piece p is exchanged at steps where step % 4 == (p + 1) * 4 / pieces % 4.
+      for (int64_t p = 0; p < pieces; ++p)
+        if (step % 4 == (p + 1) * 4 / pieces % 4) expected[step] += piece_bytes[pieces == 1 ? 0 : p];
+      std::cout << "DILOCO pieces=" << pieces << " step=" << step << " sent=" << sent[step]
+                << " expected=" << expected[step] << std::endl;
+    }
+    // An exchange counts at its step and the next, should the shaper have held packets longer.
+    for (int step = 1; step <= 12; ++step) {
+      if (expected[step] > 0) {
+        const double both = sent[step] + sent[step + 1];
+        WCHECK(both >= 0.95 * expected[step] && both <= 1.2 * expected[step],
+               << "pieces " << pieces << ", step " << step << ": the link sent " << both << " bytes, "
+               << expected[step] << " expected for the exchange");
+      } else if (expected[step - 1] == 0) {
+        WCHECK(sent[step] < 0.02 * bytes, << "pieces " << pieces << ", step " << step << ": the link sent "
+                                          << sent[step] << " bytes between exchanges");
+      }
+    }
+  }
   kd::finalize();
 }
 
