@@ -21,12 +21,14 @@ bf16, powersgd: kindling's and torch's own, PowerSGD of rank 1 compressing from 
 warm-up is at least 3 steps); kindling-mpi and no-comm run without. With --ranks-per-host 2,
 kindling's DDP picks its hierarchical all-reduce by itself (reported as the hook it ran);
 the pseudo-hook "flat" runs kindling with it turned off (bench_ddp --flat; Python's DDP is
-always flat). --python picks the peer's interpreter (its torch should be the build's LibTorch).
+always flat). The pseudo-hooks localsgd, diloco and streaming average every --sync-every steps
+(bench_ddp --diloco-every; local_hooks below); torch's peer runs localsgd only (its post-local
+SGD: ddp_python.py --post-local-sgd), having no DiLoCo. --python picks the peer's interpreter (its torch should be the build's LibTorch).
 Before the first run it checks what the runs and the report need (torch in this interpreter,
 torch and numpy in --python, the build's programs) and stops at once, exit 2, naming what lacks.
 
   bench/cluster/bench_hosts.py --build build [--hosts 2,4] [--rates 100mbit,1gbit,none]
-      [--models mlp,resnet18 (or mlp10x: 109.9 M parameters)] [--hooks none,flat,fp16,bf16,powersgd] [--ranks-per-host 1]
+      [--models mlp,resnet18 (or mlp10x: 109.9 M parameters)] [--hooks none,flat,fp16,bf16,powersgd,localsgd,diloco,streaming] [--sync-every 50] [--ranks-per-host 1]
       [--python /usr/bin/python3] [--bench-args '--bucket-cap-mb 5'] [--repeats 3] [--json out.json]
 """
 import argparse
@@ -45,9 +47,18 @@ import cluster  # noqa: E402
 
 IMPLS = ["kindling-gloo", "kindling-mpi", "python-gloo", "no-comm"]
 # Per model: batch per rank, and (warmup, timed steps) by link rate (slow links: fewer).
-SIZES = {"mlp": (64, {"100mbit": (2, 15), "1gbit": (3, 40), "none": (5, 60)}),
-         "resnet18": (32, {"100mbit": (1, 4), "1gbit": (1, 8), "none": (2, 12)}),
+SIZES = {"mlp": (64, {"10mbit": (1, 2), "100mbit": (2, 15), "1gbit": (3, 40), "none": (5, 60)}),
+         "resnet18": (32, {"10mbit": (0, 1), "100mbit": (1, 4), "1gbit": (1, 8), "none": (2, 12)}),
          "mlp10x": (32, {"100mbit": (1, 1), "1gbit": (1, 3), "none": (1, 4)})}
+# Training that averages every H steps (--sync-every), as pseudo-hooks: bench_ddp's flags and the
+# Python peer's (None: torch has no such optimizer). Runs of these time 2H steps after 2 untimed.
+def local_hooks(h):
+    return {"localsgd": (["--diloco-every", str(h), "--local-sgd"], ["--post-local-sgd", str(h)]),
+            "diloco": (["--diloco-every", str(h)], None),
+            "streaming": (["--diloco-every", str(h), "--diloco-fragments", "5", "--diloco-delay", str(max(1, h // 10)),
+                           "--diloco-exchange", "fp16"], None)}
+
+
 # A model 10x ResNet-18's size (109.9 M parameters against 11.2 M): bench_ddp's and ddp_python.py's
 # MLP, 784 -> 6 x 4608 -> 10.
 MODEL_ARGS = {"mlp10x": ["--model", "mlp", "--mlp-width", "4608", "--mlp-depth", "6"]}
@@ -127,10 +138,16 @@ def commands(args, impl, hosts, model, rate, hook="none"):
     warmup, timed = steps["none" if impl == "no-comm" or faster else rate]
     if hook == "powersgd":
         warmup = max(warmup, 3)  # compressing from step 2 on
+    local = local_hooks(args.sync_every).get(hook)
+    if local:
+        warmup, timed = 2, 2 * args.sync_every
     bench = MODEL_ARGS.get(model, ["--model", model]) + ["--batch", str(batch), "--steps", str(timed), "--warmup",
                                                           str(warmup)]
     bench += shlex.split(args.bench_args)
-    if hook == "flat":
+    py_bench = bench + ((local[1] or []) if local else [])
+    if local:
+        bench = bench + local[0]
+    elif hook == "flat":
         bench += ["--flat"]
     elif hook != "none":
         bench += ["--comm-hook", hook]
@@ -140,7 +157,7 @@ def commands(args, impl, hosts, model, rate, hook="none"):
     pin = lambda k, cmd: ["sh", "-c", 'exec taskset -c $(((%d + ${LOCAL_RANK:-0}) %% %d)) "$@"' % (k * per, cores),  # noqa: E731
                           "pin"] + cmd
     kd = [os.path.join(args.build, "bench", "ddp", "bench_ddp")] + bench
-    py = [args.python, os.path.join(SOURCE, "bench", "ddp", "ddp_python.py")] + bench
+    py = [args.python, os.path.join(SOURCE, "bench", "ddp", "ddp_python.py")] + (py_bench if local else bench)
     run = lambda k: [args.kindling_run, "--nnodes", str(hosts), "--node_rank", str(k), "--master_addr",  # noqa: E731
                      "node0", "--master_port", "29500", "--nproc_per_node", str(per)]
     if impl == "kindling-gloo":
@@ -210,6 +227,8 @@ def main():
     p.add_argument("--models", default="mlp,resnet18")
     p.add_argument("--impls", default=",".join(IMPLS))
     p.add_argument("--hooks", default="none", help="DDP communication hooks: none,fp16,bf16,powersgd")
+    p.add_argument("--sync-every", type=int, default=50,
+                   help="H of the pseudo-hooks localsgd, diloco, streaming (bench_ddp --diloco-every)")
     p.add_argument("--ranks-per-host", type=int, default=1)
     p.add_argument("--python", default="/usr/bin/python3", help="the Python DDP peer's interpreter")
     p.add_argument("--repeats", type=int, default=3)
@@ -235,6 +254,8 @@ def main():
                             for hook in hooks:
                                 if hook == "flat" and impl != "kindling-gloo":
                                     continue  # only kindling has a hierarchical all-reduce to turn off
+                                if impl == "python-gloo" and local_hooks(1).get(hook, (0, 1))[1] is None:
+                                    continue  # torch has no DiLoCo
                                 run = dict(hosts=hosts, rate=rate, model=model, impl=impl, hook=hook, repeat=r)
                                 try:
                                     rate_s, sent, result = one_run(args, c, impl, hosts, model, rate, hook)

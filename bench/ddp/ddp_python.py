@@ -72,6 +72,9 @@ def parse_args():
     p.add_argument("--fsdp", choices=["none", "zero2", "zero3"], default="none",
                    help="torch's fully_shard (FSDP2, torch >= 2.6) on each ResNet layer and the root instead of DDP: "
                         "zero3 reshards after forward, zero2 does not (bench_ddp's --sharding)")
+    p.add_argument("--post-local-sgd", type=int, default=0, metavar="H",
+                   help="torch's post-local SGD: DDP's post_localSGD_hook, PostLocalSGDOptimizer over the SGD with a "
+                        "PeriodicModelAverager of period H (0: plain DDP); bench_ddp --diloco-every H --local-sgd")
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     return p.parse_args()
 
@@ -133,7 +136,7 @@ def main():
     if rank == 0:
         samples = a.steps * a.batch * world
         print(f"RESULT impl=python mode=step model={a.model} ranks={world} batch={a.batch} threads={a.threads} "
-              f"steps={a.steps} hook={a.comm_hook if a.fsdp == 'none' else a.fsdp} seconds={secs:.4f} samples_per_s={samples / secs:.1f}", flush=True)
+              f"steps={a.steps} hook={a.fsdp if a.fsdp != 'none' else 'post_local_sgd' if a.post_local_sgd else a.comm_hook} seconds={secs:.4f} samples_per_s={samples / secs:.1f}", flush=True)
     finish(world)
 
 
@@ -150,11 +153,30 @@ def model_and_optimizer(a, world):
         static_graph=a.static_graph)
     if a.comm_hook != "none":
         register_hook(model, a)
+    if a.post_local_sgd > 0:
+        return post_local_sgd(net, a, world)
     if a.zero:
         from torch.distributed.optim import ZeroRedundancyOptimizer
         return model, ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.SGD, lr=0.01,
                                               momentum=0.9)
     return model, torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+
+def post_local_sgd(net, a, world):
+    """torch's post-local SGD as its docs set it up, local from the first step (as bench_ddp's DiLoCo
+    without warm-up): gradients averaged inside a one-rank subgroup (no traffic; the docs' default
+    subgroup is a CUDA host's), the weights averaged over the world every H steps; buffers not
+    broadcast at each forward (bench_ddp's DiLoCo averages them with the weights)."""
+    from torch.distributed.algorithms.ddp_comm_hooks.post_localSGD_hook import PostLocalSGDState, post_localSGD_hook
+    from torch.distributed.algorithms.model_averaging.averagers import PeriodicModelAverager
+    from torch.distributed.optim import PostLocalSGDOptimizer
+    model = torch.nn.parallel.DistributedDataParallel(net, bucket_cap_mb=a.bucket_cap_mb, broadcast_buffers=False)
+    rank = dist.get_rank()
+    own = [dist.new_group([r]) for r in range(world)][rank]  # every rank makes every subgroup
+    model.register_comm_hook(PostLocalSGDState(process_group=None, subgroup=own, start_localSGD_iter=0),
+                             post_localSGD_hook)
+    sgd = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    return model, PostLocalSGDOptimizer(optim=sgd, averager=PeriodicModelAverager(period=a.post_local_sgd, warmup_steps=0))
 
 
 def fully_sharded(net, a, world):

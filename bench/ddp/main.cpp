@@ -28,6 +28,7 @@
 #include <kindling/data/transforms.h>
 #include <kindling/kindling.h>
 #include <kindling/nn/ddp.h>
+#include <kindling/nn/diloco.h>
 #include <kindling/nn/optimizer_in_backward.h>
 #include <kindling/nn/optimizer_state.h>
 #include <kindling/nn/powersgd.h>
@@ -36,6 +37,7 @@
 #include <kindling/timeline.h>
 
 #include "cli/cli.h"
+#include "options.h"
 #include "workload.h"
 
 #include <algorithm>
@@ -54,33 +56,8 @@ namespace data = kindling::data;
 
 namespace {
 
-struct Options {
-  std::string mode = "step";
-  std::string model = "mlp";
-  int64_t mlp_width = 1024;  // the MLP's hidden layers: their width and number
-  int mlp_depth = 2;
-  std::string backend = "gloo";
-  std::string data_dir = data::kFashionMnistRoot;
-  int64_t batch = 64;
-  int steps = 100;
-  int warmup = 10;
-  int threads = 1;
-  int64_t workers = 2;
-  int epochs = 1;
-  double bucket_cap_mb = 25;
-  std::string comm_hook = "none";
-  int64_t powersgd_rank = 1;
-  int64_t powersgd_start = 2;
-  bool flat = false;
-  bool copy_gradients = false;
-  bool zero = false;
-  bool zero_overlap = false;
-  bool timeline = false;
-  bool in_backward = false;
-  std::vector<double> autotune_mb;
-  int replica_check_every = 0;
-  std::string sharding = "none";  // none (DDP), zero2 or zero3: kindling/nn/sharding.h
-};
+using bench::Options;
+
 
 // What a timed run measured on this rank.
 struct Measured {
@@ -95,79 +72,6 @@ struct Measured {
   double step_rss_mb = 0;                       // the resident set's peak during the steps (warmup included)
   std::vector<double> step_seconds, check_seconds;  // --replica-check-every: each timed step, each check
 };
-
-// ZeRO's comm hook is the whole reduction (it takes no inner hook) and ZeRO is the optimizer:
-// --zero (or --zero-overlap) with another hook or with --in-backward would drop one of the two.
-void refuse_conflicts(const Options& o) {
-  if (!(o.zero || o.zero_overlap)) return;
-  const std::string zero = o.zero_overlap ? "--zero-overlap" : "--zero";
-  if (o.comm_hook != "none")
-    throw CLI::ValidationError(zero + " with --comm-hook " + o.comm_hook +
-                               ": ZeRO's comm hook reduce-scatters every bucket itself and wraps no other hook, so " +
-                               o.comm_hook + " would not run; drop one of the two");
-  if (o.in_backward)
-    throw CLI::ValidationError(zero +
-                               " with --in-backward: both choose the optimizer (ZeroRedundancyOptimizer, "
-                               "OptimizerInBackward); drop one of the two (--zero-overlap is ZeRO's own stepping "
-                               "inside backward)");
-}
-
-// Binds every option to `o` (tools/cli/cli.h gives --help and the errors).
-void describe_options(CLI::App& app, Options& o) {
-  app.add_option("--mode", o.mode, "step (a training step) or loader (auto_dataloader alone)")
-      ->check(CLI::IsMember({"step", "loader"}))
-      ->capture_default_str();
-  app.add_option("--model", o.model, "mlp or resnet18")
-      ->check(CLI::IsMember({"mlp", "resnet18"}))
-      ->capture_default_str();
-  app.add_option("--mlp-width", o.mlp_width, "The MLP's hidden width")->check(CLI::Range(1, 1 << 20))->capture_default_str();
-  app.add_option("--mlp-depth", o.mlp_depth, "The MLP's hidden layers")->check(CLI::Range(1, 1024))->capture_default_str();
-  app.add_option("--backend", o.backend, "gloo or mpi")->capture_default_str();
-  app.add_option("--data-dir", o.data_dir, "Fashion-MNIST directory")->capture_default_str();
-  app.add_option("--batch", o.batch, "Samples per rank and step")->check(CLI::Range(1, 1 << 20))->capture_default_str();
-  app.add_option("--steps", o.steps, "Timed steps")->check(CLI::Range(1, 1000000))->capture_default_str();
-  app.add_option("--warmup", o.warmup, "Untimed steps first")->check(CLI::Range(0, 1000000))->capture_default_str();
-  app.add_option("--threads", o.threads, "Intra-op threads per rank")
-      ->check(CLI::Range(1, 1024))
-      ->capture_default_str();
-  app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "DDP bucket size")
-      ->check(CLI::Range(0.001, 1e6))
-      ->capture_default_str();
-  app.add_option("--comm-hook", o.comm_hook, "DDP communication hook: none, fp16, bf16 or powersgd")
-      ->check(CLI::IsMember({"none", "fp16", "bf16", "powersgd"}))
-      ->capture_default_str();
-  app.add_option("--powersgd-rank", o.powersgd_rank, "PowerSGD's matrix approximation rank")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
-  app.add_option("--powersgd-start", o.powersgd_start, "PowerSGD's start_powerSGD_iter (keep it below --warmup)")
-      ->check(CLI::Range(0, 1 << 30))
-      ->capture_default_str();
-  app.add_flag("--flat", o.flat, "Never the hierarchical all-reduce (DdpOptions::hierarchical_allreduce(false))");
-  app.add_flag("--copy-gradients", o.copy_gradients,
-               "Copy gradients into the buckets and back (DdpOptions::gradient_as_bucket_view(false))");
-  app.add_option("--autotune-mb", o.autotune_mb,
-                 "Bucket sizes for DDP's autotune (DdpOptions::autotune_bucket_cap_mb), during the warmup steps")
-      ->delimiter(',');
-  app.add_flag("--in-backward", o.in_backward,
-               "The optimizer as kindling::nn::OptimizerInBackward (each bucket steps when its average is in); with "
-               "--sharding: ShardedModel::step_in_backward (each unit steps when its reduction is in)");
-  app.add_flag("--timeline", o.timeline,
-               "Record the timed steps on the timeline (kindling/timeline.h: the step's parts, DDP's, each collective)");
-  app.add_flag("--zero", o.zero,
-               "The optimizer as kindling::nn::ZeroRedundancyOptimizer (ZeRO-1: its comm hook, 1/N of the state)");
-  app.add_flag("--zero-overlap", o.zero_overlap,
-               "--zero with ZeroOptions::overlap_with_ddp (each bucket's chunk stepped and sent inside backward)");
-  app.add_option("--replica-check-every", o.replica_check_every,
-                 "Compare the replicas (kindling::dist::check_replicas) after every N-th timed step, timed apart")
-      ->check(CLI::Range(0, 1 << 30))
-      ->capture_default_str();
-  app.add_option("--sharding", o.sharding, "none (DDP), zero2 or zero3: the model sharded (SGD over its shards)")
-      ->check(CLI::IsMember({"none", "zero2", "zero3"}))
-      ->capture_default_str();
-  app.add_option("--workers", o.workers, "loader: worker threads")->check(CLI::Range(0, 1024))->capture_default_str();
-  app.add_option("--epochs", o.epochs, "loader: epochs")->check(CLI::Range(1, 100000))->capture_default_str();
-  app.callback([&o] { refuse_conflicts(o); });
-}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -196,6 +100,8 @@ int64_t tensor_elements(const kindling::StateDict& sd) {
 // The optimizer's state this rank holds.
 int64_t state_elements(const torch::optim::Optimizer& opt) {
   if (auto* zero = dynamic_cast<const kindling::nn::ZeroRedundancyOptimizer*>(&opt)) return zero->local_state_numel();
+  // DiLoCo's state_dict gathers every worker's part: not this rank's alone; not measured (-1).
+  if (dynamic_cast<const kindling::nn::DiLoCo*>(&opt) != nullptr) return -1;
   if (auto* own = dynamic_cast<const kindling::nn::SelfStatedOptimizer*>(&opt)) return tensor_elements(own->state_dict());
   return tensor_elements(kindling::nn::optimizer_state_dict(opt));
 }
@@ -323,6 +229,23 @@ void run_steps(Measured& m, Model& model, Net& net, torch::optim::Optimizer& opt
   m.state_elements = state_elements(opt);
 }
 
+// --diloco-every: DiLoCo over the SGD; DDP with DiLoCo's hook (no average after the warm-up) and
+// no buffer broadcast, as examples/cifar10 runs it.
+template <class Module>
+Measured train_diloco(Module net, const Options& o, const std::pair<at::Tensor, at::Tensor>& data) {
+  torch::optim::SGD inner(net->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  auto options = o.local_sgd ? kindling::nn::DiLoCoOptions::local_sgd(o.diloco_every)
+                             : kindling::nn::DiLoCoOptions().sync_every(o.diloco_every);
+  options.fragments(o.diloco_fragments).fragment_sync_delay(o.diloco_delay);
+  if (o.diloco_exchange != "float32") options.exchange_dtype(o.diloco_exchange == "bf16" ? at::kBFloat16 : at::kHalf);
+  kindling::nn::DiLoCo diloco(*net, inner, options);
+  auto model = kd::auto_model(net, kindling::nn::DdpOptions().comm_hook(diloco.comm_hook()).broadcast_buffers(false));
+  Measured m;
+  run_steps(m, model, net, diloco, o, data);
+  m.hook = o.local_sgd ? "local_sgd" : "diloco";
+  return m;
+}
+
 template <class Module>
 Measured train(Module net, const Options& o, const std::pair<at::Tensor, at::Tensor>& data) {
   const auto sgd = torch::optim::SGDOptions(0.01).momentum(0.9);
@@ -334,6 +257,7 @@ Measured train(Module net, const Options& o, const std::pair<at::Tensor, at::Ten
     run_steps(m, model, net, opt, o, data);
     return m;
   }
+  if (o.diloco_every > 0) return train_diloco(net, o, data);
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   if (o.zero || o.zero_overlap)
     optimizer = std::make_unique<kindling::nn::ZeroRedundancyOptimizer>(
@@ -361,7 +285,7 @@ Measured train(Module net, const Options& o, const std::pair<at::Tensor, at::Ten
 int main(int argc, char** argv) {
   Options o;
   CLI::App app{"samples/s of a data-parallel training step (or of the loader) through kindling", "bench_ddp"};
-  describe_options(app, o);
+  bench::describe_options(app, o);
   if (const int rc = kindling::cli::parse(app, argc, argv); rc >= 0) return rc;
   at::set_num_threads(o.threads);
   try {
