@@ -139,7 +139,9 @@ def commands(args, impl, hosts, model, rate, hook="none"):
     if hook == "powersgd":
         warmup = max(warmup, 3)  # compressing from step 2 on
     local = local_hooks(args.sync_every).get(hook)
-    if local:
+    # Beside the pseudo-hooks, the no-comm limit times as many steps as they do (short runs are slower).
+    beside = impl == "no-comm" and any(h in local_hooks(1) for h in args.hooks.split(","))
+    if local or beside:
         warmup, timed = 2, 2 * args.sync_every
     bench = MODEL_ARGS.get(model, ["--model", model]) + ["--batch", str(batch), "--steps", str(timed), "--warmup",
                                                           str(warmup)]
