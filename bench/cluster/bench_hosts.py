@@ -52,10 +52,11 @@ SIZES = {"mlp": (64, {"10mbit": (1, 2), "100mbit": (2, 15), "1gbit": (3, 40), "n
          "mlp10x": (32, {"100mbit": (1, 1), "1gbit": (1, 3), "none": (1, 4)})}
 # Training that averages every H steps (--sync-every), as pseudo-hooks: bench_ddp's flags and the
 # Python peer's (None: torch has no such optimizer). Runs of these time 2H steps after 2 untimed.
+# streaming: 5 pieces, each exchange overlapping the steps until the next piece's begins.
 def local_hooks(h):
     return {"localsgd": (["--diloco-every", str(h), "--local-sgd"], ["--post-local-sgd", str(h)]),
             "diloco": (["--diloco-every", str(h)], None),
-            "streaming": (["--diloco-every", str(h), "--diloco-fragments", "5", "--diloco-delay", str(max(1, h // 10)),
+            "streaming": (["--diloco-every", str(h), "--diloco-fragments", "5", "--diloco-delay", str(max(1, h // 5 - 1)),
                            "--diloco-exchange", "fp16"], None)}
 
 
