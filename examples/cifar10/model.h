@@ -40,6 +40,8 @@ class TrainedModel {
   std::shared_ptr<kindling::handlers::Stateful> optimizer_state(torch::optim::Optimizer& optimizer) const;
   /// --comm_hook's hook (null for none or sharded), whose state is checkpointed too.
   const std::shared_ptr<kindling::nn::CommHook>& comm_hook() const { return hook_; }
+  /// --diloco_every's optimizer (null without it).
+  kindling::nn::DiLoCo* diloco() const { return diloco_.get(); }
   /// DDP's reducer (--profile); null when sharded or serial.
   const kindling::nn::GradientReducer* reducer() const { return ddp_ ? ddp_->reducer() : nullptr; }
 

@@ -301,6 +301,8 @@ void attach_validation(Job& job) {
     // At the end of a run whose last epoch was just validated (num_epochs a multiple of
     // validate_every), the tutorial evaluates the same weights again; once is enough.
     if (!job.results.validations.empty() && job.results.validations.back().epoch == epoch) return;
+    // Under DiLoCo each rank trains its own weights between exchanges: the common ones are evaluated.
+    if (auto* diloco = job.model.diloco()) diloco->synchronize();
     Validation v{epoch};
     for (Engine* e : {&*job.train_evaluator, &*job.test_evaluator}) {
       const bool train = e == &*job.train_evaluator;

@@ -14,6 +14,7 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -169,6 +170,11 @@ KINDLING_WORKER(diloco_pieces_follow_their_schedule) {
            << "a piece was exchanged at steps " << steps[0] << ", " << steps[1] << ", " << steps[2]);
   }
   WCHECK(optimizer.synchronizations() == 9, << optimizer.synchronizations());
+  diloco_step(net, optimizer, 18);  // every rank its own weights again
+  optimizer.synchronize();
+  const std::vector<bool> after = agreeing(*net);
+  WCHECK(std::all_of(after.begin(), after.end(), [](bool b) { return b; }), << "synchronize() left ranks apart");
+  WCHECK(optimizer.synchronizations() == 12, << optimizer.synchronizations());
   kd::finalize();
 }
 
@@ -196,6 +202,11 @@ KINDLING_WORKER(diloco_resumes_exactly) {
   WCHECK(checkpoint->last_checkpoint().has_value(), << "no checkpoint was written");
   kd::barrier();  // rank 0 has written the file
   const auto file = kh::Checkpoint::load_file(*checkpoint->last_checkpoint());
+  if (kd::get_rank() == 0) {
+    const std::string python = std::string(KINDLING_PYTHON) + " " KINDLING_SOURCE_DIR "/tests/nn/diloco_state_in_python.py " +
+                               *checkpoint->last_checkpoint() + " " + std::to_string(kd::get_world_size());
+    WCHECK(std::system(python.c_str()) == 0, << "Python torch could not read the checkpoint: " << python);
+  }
 
   auto resumed = reference_mlp();
   torch::optim::AdamW resumed_inner(resumed->parameters(), torch::optim::AdamWOptions(0.01));

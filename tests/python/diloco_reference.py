@@ -37,17 +37,20 @@ def inner_optimizer(kind, params):
 
 
 def pieces_of(sizes, count):
-    """Consecutive runs of about equal numbers of elements (the documented rule)."""
+    """Consecutive runs of about equal numbers of elements (the documented rule): each run ends at
+    the parameter boundary nearest to its share, (k + 1) / count of the elements."""
     total, seen, i, out = sum(sizes), 0, 0, []
-    for f in range(count):
+    for k in range(count):
         out.append([])
+        share = (k + 1) * total / count
         while True:
             seen += sizes[i]
-            out[f].append(i)
+            out[k].append(i)
             i += 1
-            if not (len(sizes) - i > count - f - 1 and seen * count < total * (f + 1)):
+            if len(sizes) - i <= count - k - 1:
                 break
-    out[-1] += list(range(i, len(sizes)))
+            if k < count - 1 and seen + sizes[i] > share and seen + sizes[i] - share >= share - seen:
+                break
     return out
 
 

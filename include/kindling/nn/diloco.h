@@ -148,6 +148,12 @@ class KINDLING_API DiLoCo : public torch::optim::Optimizer, public SelfStatedOpt
   /// what the inner optimizer and the collectives throw.
   at::Tensor step(LossClosure closure = nullptr) override;
 
+  /// Averages every piece now (after training, before evaluating or saving the common model):
+  /// exchanges in flight are finished, then each piece is exchanged and applied at once, as at
+  /// its own step. The pieces' schedule goes on from the step count. Every rank calls it (a
+  /// collective). Throws what the collectives throw.
+  void synchronize();
+
   /// Inner steps taken (warm-up included). Local; does not throw.
   int64_t steps() const;
   /// Synchronisations applied so far, pieces counted one by one. Local; does not throw.

@@ -98,23 +98,28 @@ std::vector<at::Tensor> stepped_parameters(torch::nn::Module& module, const torc
   return out;
 }
 
-// The parameters cut into `count` runs of about equal numbers of elements, in order.
+// The parameters cut into `count` runs of about equal numbers of elements, in order: each run
+// ends at the parameter boundary nearest to its share, (f + 1) / count of the elements.
 std::vector<std::vector<at::Tensor>> cut(const std::vector<at::Tensor>& params, int64_t count) {
   KINDLING_CHECK(static_cast<int64_t>(params.size()) >= count, kWho, "fragments (", count,
                  ") exceeds the parameters stepped (", params.size(), "); ask for at most that many");
   int64_t total = 0;
   for (const auto& p : params) total += p.numel();
   std::vector<std::vector<at::Tensor>> out(count);
-  int64_t seen = 0;
+  int64_t seen = 0;  // elements in the runs so far
   std::size_t i = 0;
   for (int64_t f = 0; f < count; ++f) {
-    const int64_t left = count - f - 1;  // pieces after this one, each needs a parameter
-    do {
+    const auto left = static_cast<std::size_t>(count - f - 1);  // runs after this one, a parameter each
+    const int64_t share = total * (f + 1);                       // the run's end, times count
+    for (;;) {
       seen += params[i].numel();
       out[f].push_back(params[i++]);
-    } while (static_cast<int64_t>(params.size() - i) > left && seen * count < total * (f + 1));
-    if (f == count - 1)
-      while (i < params.size()) out[f].push_back(params[i++]);
+      if (params.size() - i <= left) break;  // the runs after this one need the rest
+      if (f == count - 1) continue;          // the last run takes everything
+      const int64_t next = (seen + params[i].numel()) * count;
+      // Take the next parameter while it keeps the end at or below the share, or nearer to it.
+      if (next > share && next - share >= share - seen * count) break;
+    }
   }
   return out;
 }
@@ -197,6 +202,14 @@ at::Tensor DiLoCo::step(LossClosure closure) {
   ++s.steps;
   s.synchronize();
   return loss;
+}
+
+void DiLoCo::synchronize() {
+  for (auto& f : impl_->fragments) {
+    if (f.pending) impl_->finish(f);
+    impl_->start(f);
+    impl_->finish(f);
+  }
 }
 
 int64_t DiLoCo::steps() const { return impl_->steps; }
