@@ -271,6 +271,15 @@ def diloco_two_hosts(args):
 
 
 @case
+def diloco_two_hosts_per_host(args):
+    """DiLoCo with hosts as its workers (per_host): nn_test's worker on 2 hosts x 2 ranks under
+    kindling-run, links capped at 100mbit (gloo): a host's ranks equal at every step (DDP inside the
+    host), the hosts apart between exchanges and equal after each (every 3rd step)."""
+    with cluster.Cluster(hosts=2, rate="100mbit") as c:
+        nn_workers_on_two_hosts(args, c, ["diloco_per_host_keeps_hosts_together"], 2, 120)
+
+
+@case
 def flight_records_two_hosts(args):
     """tests/launch/flight_verdict_test.cpp's stall worker on 2 hosts x 1 rank under kindling-run's
     rendezvous (--rdzv_endpoint) with one restart: rank 1 stops taking part after 3 all_reduces, rank 0 gives up on #4 after

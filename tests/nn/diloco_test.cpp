@@ -286,6 +286,36 @@ KINDLING_WORKER(diloco_exchanges_cross_the_link_every_h) {
   kd::finalize();
 }
 
+// Workers are hosts (per_host): DDP's average keeps a host's ranks equal at every step, hosts
+// part between exchanges and agree after each. Run on 2 hosts x 2 ranks (tests/cluster's
+// diloco_two_hosts_per_host).
+KINDLING_WORKER(diloco_per_host_keeps_hosts_together) {
+  diloco_init();
+  WCHECK(kd::get_nnodes() >= 2, << "this worker needs ranks on 2 hosts, got " << kd::get_nnodes());
+  auto net = reference_mlp();
+  torch::optim::SGD inner(net->parameters(), 0.1);
+  kn::DiLoCo optimizer(*net, inner, kn::DiLoCoOptions().sync_every(3).per_host(true));
+  auto model = kd::auto_model(net, kn::DdpOptions().comm_hook(optimizer.comm_hook()));
+  const auto hosts = kd::all_gather(torch::tensor({static_cast<int64_t>(kd::get_node_rank())}));
+  for (int step = 0; step < 6; ++step) {
+    diloco_step(model, optimizer, step);
+    std::vector<at::Tensor> flat;
+    for (const auto& p : net->parameters()) flat.push_back(p.detach().reshape(-1));
+    const auto all = kd::all_gather(at::cat(flat).unsqueeze(0));
+    for (int64_t r = 1; r < all.size(0); ++r) {
+      const double diff = (all[r] - all[0]).abs().max().item<double>();
+      const bool same_host = hosts[r].item<int64_t>() == hosts[0].item<int64_t>();
+      if (same_host || (step + 1) % 3 == 0) {
+        WCHECK(diff < 1e-6, << "step " << step + 1 << ": rank " << r << " is " << diff << " away from rank 0");
+      } else {
+        WCHECK(diff > 1e-5, << "step " << step + 1 << ": rank " << r << " on another host equals rank 0 between exchanges");
+      }
+    }
+  }
+  WCHECK(optimizer.synchronizations() == 2, << optimizer.synchronizations());
+  kd::finalize();
+}
+
 class DiLoCoTest : public kindling::testing::BackendWorldTest {};
 
 TEST_P(DiLoCoTest, AveragingEveryStepIsDdp) { expect_ok("diloco_every_step_is_ddp"); }
