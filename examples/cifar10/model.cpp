@@ -2,6 +2,7 @@
 #include "model.h"
 
 #include <kindling/dist/auto.h>
+#include <kindling/error.h>
 #include <kindling/nn/powersgd.h>
 #include <torch/optim/sgd.h>
 
@@ -51,6 +52,11 @@ std::vector<at::Tensor> TrainedModel::make(const Config& config, int64_t channel
 }
 
 torch::optim::Optimizer& TrainedModel::stepped_by(torch::optim::Optimizer& inner, const Config& config) {
+  const bool tuned = config.diloco_fragments != 1 || config.diloco_delay != 0 || config.diloco_exchange != "float32" ||
+                     config.diloco_warmup != 0 || config.diloco_per_host || config.diloco_outer_lr != 1.0 ||
+                     config.diloco_outer_momentum != 0.0;
+  KINDLING_CHECK(config.diloco_every > 0 || !tuned, "cifar10: --diloco_ settings were given with --diloco_every 0 "
+                 "(DDP's average at every step), where they do nothing; give --diloco_every H, or drop them");
   if (config.diloco_every == 0) return inner;
   auto options = kindling::nn::DiLoCoOptions()
                      .sync_every(config.diloco_every)
