@@ -25,9 +25,10 @@
 /// no momentum) makes the new θ_global the workers' average: local SGD
 /// (DiLoCoOptions::local_sgd). The default is the paper's Nesterov SGD(lr 0.7, momentum 0.9).
 ///
-/// Streaming (fragments(F) > 1): the parameters, in the module's order, are cut into F pieces of
-/// about equal size; piece p is synchronised once every H steps, at local step p·H/F + H/F of
-/// each period, so one F-th of the model crosses the link at a time. With
+/// Streaming (fragments(F) > 1): the parameters, in the module's order, are cut into F runs of
+/// about equal size (each ends at the parameter boundary nearest its share of the elements);
+/// piece p is synchronised once every H steps, at local step (p+1)·H/F (integer division,
+/// modulo H) of each period, so one F-th of the model crosses the link at a time. With
 /// fragment_sync_delay(τ) the exchange of a piece starts after one inner step and is applied
 /// after the τ-th next one (the inner steps meanwhile go on with the piece's local weights),
 /// and the piece's weights become α·θ + (1 − α)·θ_global (fragment_update_alpha(α), default 0).
@@ -94,7 +95,8 @@ class KINDLING_API DiLoCoOptions {
   /// Pieces of the model synchronised at staggered steps (1..sync_every; default 1).
   DiLoCoOptions& fragments(int64_t count);
   int64_t fragments() const { return fragments_; }
-  /// Inner steps a piece's exchange overlaps (0 <= τ < sync_every / fragments; default 0).
+  /// Inner steps a piece's exchange overlaps (0 <= τ < sync_every; default 0): pieces may be in
+  /// flight together, each ends before its own next exchange.
   DiLoCoOptions& fragment_sync_delay(int64_t steps);
   int64_t fragment_sync_delay() const { return fragment_sync_delay_; }
   /// Weight of the worker's own weights when a piece's new global weights arrive (0..1; default 0).
